@@ -1,0 +1,329 @@
+"""Import a torch.export ExportedProgram (ExecuTorch edge dialect or plain aten) into the IR.
+
+This module and :mod:`lowering` are the only places that read torch metadata. Every FX node
+becomes a :class:`~xir.core.Node` typed from its ``meta["val"]``; multi-output ops get one
+result per output and ``operator.getitem`` disappears. Ops the IR knows nothing about are
+imported as they are: typed from the metadata (``opaque`` when there is none), never a crash.
+
+Arguments are split by the op's schema: tensor arguments become operands, everything else
+becomes an attribute named as in the schema. An optional tensor argument passed as None is
+the attribute ``name=none``. :func:`op_arguments` is the inverse, used to write nodes back.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any
+
+import torch
+
+from .attributes import EnumAttr
+from .core import Graph, InputKind, Node, Value
+from .dtypes import DType
+from .types import ScalarType, Symbol, TensorType, Type
+
+TORCH_TO_DTYPE: dict[torch.dtype, DType] = {
+    torch.float64: DType.f64,
+    torch.float32: DType.f32,
+    torch.float16: DType.f16,
+    torch.bfloat16: DType.bf16,
+    torch.int64: DType.i64,
+    torch.int32: DType.i32,
+    torch.int16: DType.i16,
+    torch.int8: DType.i8,
+    torch.uint8: DType.u8,
+    torch.bool: DType.bool,
+    torch.complex64: DType.c64,
+    torch.qint8: DType.qi8,
+    torch.quint8: DType.qu8,
+    torch.qint32: DType.qi32,
+    torch.quint4x2: DType.qu4x2,
+    torch.float8_e4m3fn: DType.f8e4m3,
+    torch.float8_e5m2: DType.f8e5m2,
+}
+DTYPE_TO_TORCH: dict[DType, torch.dtype] = {v: k for k, v in TORCH_TO_DTYPE.items()}
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def op_name(target: Any) -> str:
+    """The IR name of an FX call target: ``aten.add.Tensor``, ``aten.linear`` (default overload),
+    ``quantized_decomposed.quantize_per_tensor``; other callables by module and name."""
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        namespace, _, name = schema.name.partition("::")
+        overload = getattr(target, "_overloadname", "") or schema.overload_name
+        return f"{namespace}.{name}" + ("" if overload in ("", "default") else f".{overload}")
+    module = getattr(target, "__module__", None) or type(target).__module__
+    name = getattr(target, "__name__", None) or type(target).__name__
+    return f"{module}.{name}".replace("<", "").replace(">", "")
+
+
+def type_of(val: Any) -> Type:
+    """The IR type of an FX ``meta['val']`` entry."""
+    if isinstance(val, torch.Tensor):
+        dtype = TORCH_TO_DTYPE.get(val.dtype)
+        if dtype is None:
+            return ScalarType("opaque")
+        return TensorType(dtype, tuple(_dim(d) for d in val.shape))
+    if isinstance(val, (bool, torch.SymBool)):
+        return ScalarType("bool")
+    if isinstance(val, (int, torch.SymInt)):
+        return ScalarType("int")
+    if isinstance(val, (float, torch.SymFloat)):
+        return ScalarType("float")
+    if val is None:
+        return ScalarType("none")
+    return ScalarType("opaque")
+
+
+def _dim(d: Any) -> int | Symbol:
+    if isinstance(d, int):
+        return d
+    if isinstance(d, torch.SymInt):
+        concrete = d.node.maybe_as_int()
+        if concrete is not None:
+            return int(concrete)
+        return Symbol(str(d).replace(" ", ""))
+    return Symbol(str(d))
+
+
+def convert_attribute(value: Any, values: dict[torch.fx.Node, Value]) -> Any:
+    """A Python argument of an FX node as an IR attribute value."""
+    if isinstance(value, torch.fx.Node):
+        found = values.get(value)
+        return found if isinstance(found, Value) else EnumAttr("opaque", _NAME_CHARS.sub("_", value.name))
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [convert_attribute(v, values) for v in value]
+    if isinstance(value, torch.dtype):
+        return TORCH_TO_DTYPE.get(value, EnumAttr("dtype", str(value).removeprefix("torch.")))
+    if isinstance(value, torch.memory_format):
+        return EnumAttr("memory_format", str(value).removeprefix("torch."))
+    if isinstance(value, torch.layout):
+        return EnumAttr("layout", str(value).removeprefix("torch."))
+    if isinstance(value, torch.device):
+        return EnumAttr("device", _NAME_CHARS.sub("_", str(value)))
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return EnumAttr("symbol", _NAME_CHARS.sub("_", str(value)))
+    return EnumAttr("opaque", _NAME_CHARS.sub("_", type(value).__name__))
+
+
+def _is_tensor_type(t: Any) -> bool:
+    return isinstance(t, torch.TensorType)
+
+
+def _tensor_kind(arg: Any) -> str | None:
+    """'tensor', 'optional' or 'list' for tensor-typed schema arguments, None otherwise."""
+    t = arg.type
+    if _is_tensor_type(t):
+        return "tensor"
+    if isinstance(t, torch.OptionalType) and _is_tensor_type(t.getElementType()):
+        return "optional"
+    if isinstance(t, torch.ListType) and _is_tensor_type(t.getElementType()):
+        return "list"
+    return None
+
+
+def split_arguments(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Value]) -> tuple[list[Value], dict[str, Any]]:
+    """Operands and attributes of an FX call, split by the target's schema."""
+    schema = getattr(fx_node.target, "_schema", None)
+    operands: list[Value] = []
+    attributes: dict[str, Any] = {}
+    if schema is None:
+        for i, arg in enumerate(fx_node.args):
+            if isinstance(values.get(arg) if isinstance(arg, torch.fx.Node) else None, Value):
+                operands.append(values[arg])
+            else:
+                attributes[f"arg{i}"] = convert_attribute(arg, values)
+        for key, arg in fx_node.kwargs.items():
+            attributes[key] = convert_attribute(arg, values)
+        return operands, attributes
+    for i, arg in enumerate(schema.arguments):
+        if i < len(fx_node.args):
+            value = fx_node.args[i]
+        elif arg.name in fx_node.kwargs:
+            value = fx_node.kwargs[arg.name]
+        else:
+            continue  # left to its default
+        kind = _tensor_kind(arg)
+        if kind in ("tensor", "optional") and _is_value(value, values):
+            operands.append(values[value])
+        elif kind == "list" and isinstance(value, (list, tuple)) and all(_is_value(v, values) for v in value):
+            operands.extend(values[v] for v in value)
+        else:
+            attributes[arg.name] = convert_attribute(value, values)
+    return operands, attributes
+
+
+def _is_value(arg: Any, values: dict) -> bool:
+    return isinstance(arg, torch.fx.Node) and isinstance(values.get(arg), Value)
+
+
+def op_arguments(schema: Any, node: Node, to_fx) -> tuple[tuple, dict]:
+    """Rebuild FX ``args`` (positional) for ``node`` from its operands and attributes.
+
+    ``to_fx`` maps an IR Value to the FX node that computes it. The inverse of
+    :func:`split_arguments`."""
+    operands = list(node.operands)
+    args: list[Any] = []
+    arguments = list(schema.arguments)
+    for i, arg in enumerate(arguments):
+        kind = _tensor_kind(arg)
+        if arg.name in node.attributes:
+            args.append(_attribute_to_python(node.attributes[arg.name], to_fx))
+        elif kind in ("tensor", "optional") and operands:
+            args.append(to_fx(operands.pop(0)))
+        elif kind == "list":
+            later_required = sum(1 for a in arguments[i + 1 :] if _tensor_kind(a) == "tensor" and a.name not in node.attributes)
+            take = len(operands) - later_required
+            args.append([to_fx(v) for v in operands[:take]])
+            operands = operands[take:]
+        elif arg.has_default_value():
+            args.append(arg.default_value)
+        else:
+            raise ValueError(f"{node.op}: no value for its argument {arg.name!r}")
+    if operands:
+        raise ValueError(f"{node.op}: {len(operands)} operand(s) left over after matching the schema")
+    while arguments and len(args) > 0 and arguments[len(args) - 1].has_default_value() and arguments[len(args) - 1].name not in node.attributes and _same_default(args[-1], arguments[len(args) - 1].default_value):
+        args.pop()
+    return tuple(args), {}
+
+
+def _same_default(value: Any, default: Any) -> bool:
+    try:
+        return type(value) is type(default) and value == default
+    except Exception:
+        return False
+
+
+def _attribute_to_python(value: Any, to_fx) -> Any:
+    if isinstance(value, Value):
+        return to_fx(value)
+    if isinstance(value, list):
+        return [_attribute_to_python(v, to_fx) for v in value]
+    if isinstance(value, DType):
+        return DTYPE_TO_TORCH[value]
+    if isinstance(value, EnumAttr):
+        if value.kind in ("memory_format", "layout", "dtype"):
+            return getattr(torch, value.name)
+        if value.kind == "device":
+            return torch.device(value.name.replace("_", ":"))
+        raise ValueError(f"attribute {value} cannot be turned back into a Python value")
+    return value
+
+
+_INPUT_KINDS = {
+    "USER_INPUT": InputKind.user,
+    "PARAMETER": InputKind.parameter,
+    "BUFFER": InputKind.buffer,
+    "CONSTANT_TENSOR": InputKind.constant,
+}
+
+
+def from_exported_program(ep: Any, name: str = "forward") -> Graph:
+    """Import ``ep`` (a torch.export ExportedProgram) into a new Graph.
+
+    Each Node keeps the FX node it came from in ``node.fx_node``.
+    """
+    return from_graph_module(ep.graph_module, ep.graph_signature, ep.state_dict, ep.constants, name)
+
+
+def from_graph_module(gm: torch.fx.GraphModule, signature: Any = None, state_dict: dict | None = None,
+                      constants: dict | None = None, name: str = "forward") -> Graph:
+    """Import a graph module; ``signature`` (an ExportGraphSignature) tells parameters from inputs."""
+    graph = Graph(name)
+    specs = {}
+    if signature is not None:
+        specs = {spec.arg.name: spec for spec in signature.input_specs if hasattr(spec.arg, "name")}
+    state_dict = state_dict or {}
+    constants = constants or {}
+    values: dict[torch.fx.Node, Value] = {}
+    used_names: set[str] = set()
+
+    def input_name(raw: str) -> str:
+        base = _NAME_CHARS.sub("_", raw) or "input"
+        if base.isdigit():
+            base = "v" + base
+        candidate, k = base, 1
+        while candidate in used_names:
+            candidate, k = f"{base}_{k}", k + 1
+        used_names.add(candidate)
+        return candidate
+
+    for fx_node in gm.graph.nodes:
+        if fx_node.op == "placeholder":
+            spec = specs.get(fx_node.name)
+            kind = InputKind.user
+            data = None
+            if spec is not None:
+                kind = _INPUT_KINDS.get(spec.kind.name, InputKind.constant)
+                if spec.target is not None:
+                    data = state_dict.get(spec.target, constants.get(spec.target))
+            value = graph.add_input(input_name(fx_node.name), type_of(fx_node.meta.get("val")), kind, data)
+            value.fx_node = fx_node
+            values[fx_node] = value
+        elif fx_node.op == "get_attr":
+            data = _get_attr(gm, fx_node.target)
+            type_ = type_of(data) if isinstance(data, torch.Tensor) else ScalarType("opaque")
+            value = graph.add_input(input_name(fx_node.name), type_, InputKind.constant, data)
+            value.fx_node = fx_node
+            values[fx_node] = value
+        elif fx_node.op in ("call_function", "call_method", "call_module"):
+            if fx_node.target is operator.getitem and _is_result_pick(fx_node, values):
+                source, index = fx_node.args
+                values[fx_node] = values[source].producer.results[index]
+                continue
+            operands, attributes = split_arguments(fx_node, values)
+            val = fx_node.meta.get("val", _MISSING)
+            if isinstance(val, (list, tuple)):
+                result_types = [type_of(v) for v in val]
+            elif val is _MISSING:
+                result_types = [ScalarType("opaque")]
+            else:
+                result_types = [type_of(val)]
+            target = fx_node.target if fx_node.op == "call_function" else f"{fx_node.op}.{fx_node.target}"
+            node = graph.create_node(op_name(target) if not isinstance(target, str) else target,
+                                     operands, result_types, attributes)
+            node.fx_node = fx_node
+            graph.append(node)
+            if len(node.results) == 1 and not isinstance(val, (list, tuple)):
+                values[fx_node] = node.result
+            else:
+                values[fx_node] = _Multi(node)
+        elif fx_node.op == "output":
+            outputs = fx_node.args[0]
+            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+            graph.outputs = [values[o] for o in outputs if isinstance(o, torch.fx.Node) and isinstance(values.get(o), Value)]
+    for fx_node, value in list(values.items()):
+        if isinstance(value, _Multi):
+            values[fx_node] = value.node.results[0] if value.node.results else None
+    return graph
+
+
+_MISSING = object()
+
+
+class _Multi:
+    """Stand-in for an FX node with several results until getitem picks one."""
+
+    def __init__(self, node: Node):
+        self.node = node
+        self.producer = node
+        self.uses = []
+
+
+def _is_result_pick(fx_node: torch.fx.Node, values: dict) -> bool:
+    if len(fx_node.args) != 2 or not isinstance(fx_node.args[1], int):
+        return False
+    source = values.get(fx_node.args[0])
+    return isinstance(source, _Multi) and 0 <= fx_node.args[1] < len(source.node.results)
+
+
+def _get_attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+    return obj

@@ -1,0 +1,290 @@
+"""Reads IR text (see :mod:`xir.printer`) back into a :class:`~xir.core.Graph`.
+
+Errors are :class:`~xir.errors.ParseError` with the line and column of the problem and what
+was expected there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .attributes import EnumAttr
+from .core import Graph, InputKind, Value
+from .dtypes import DType
+from .errors import ParseError
+from .types import ScalarType, Symbol, TensorType, Type
+
+_NAME = re.compile(r"[A-Za-z0-9_.]+")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_NUMBER = re.compile(r"-?(?:inf\b|nan\b|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
+_INT_DIM = re.compile(r"-?\d+$")
+_INPUT_KINDS = {kind.value: kind for kind in InputKind}
+_SCALAR_KINDS = {"int", "float", "bool", "none", "opaque"}
+
+
+class _Line:
+    """A cursor over one source line; columns are 1-based in errors."""
+
+    def __init__(self, text: str, number: int):
+        self.text = text
+        self.number = number
+        self.pos = 0
+
+    def error(self, message: str, pos: int | None = None) -> ParseError:
+        return ParseError(message, self.number, (self.pos if pos is None else pos) + 1, self.text)
+
+    def skip_spaces(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t":
+            self.pos += 1
+
+    def at_end(self) -> bool:
+        self.skip_spaces()
+        return self.pos >= len(self.text) or self.text[self.pos] == "#"
+
+    def peek(self) -> str:
+        self.skip_spaces()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def accept(self, literal: str) -> bool:
+        self.skip_spaces()
+        if self.text.startswith(literal, self.pos):
+            self.pos += len(literal)
+            return True
+        return False
+
+    def expect(self, literal: str, what: str | None = None) -> None:
+        if not self.accept(literal):
+            raise self.error(f"expected {what or repr(literal)}, found {self.found()}")
+
+    def match(self, pattern: re.Pattern) -> str | None:
+        self.skip_spaces()
+        m = pattern.match(self.text, self.pos)
+        if not m:
+            return None
+        self.pos = m.end()
+        return m.group(0)
+
+    def found(self) -> str:
+        self.skip_spaces()
+        if self.pos >= len(self.text):
+            return "end of line"
+        m = re.compile(r"\S+").match(self.text, self.pos)
+        return repr(m.group(0)[:20])
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.values: dict[str, Value] = {}
+        self.graph: Graph | None = None
+
+    def parse(self) -> Graph:
+        body = [(i + 1, line) for i, line in enumerate(self.lines) if line.strip() and not line.strip().startswith("#")]
+        if not body:
+            raise ParseError("expected 'graph @NAME {', found an empty text", 1, 1)
+        number, first = body[0]
+        line = _Line(first, number)
+        line.expect("graph", "'graph @NAME {'")
+        line.expect("@", "'@' and the graph's name")
+        name = line.match(_NAME)
+        if name is None:
+            raise line.error(f"expected the graph's name, found {line.found()}")
+        line.expect("{")
+        self._end(line)
+        self.graph = Graph(name)
+        returned = False
+        for number, text in body[1:]:
+            line = _Line(text, number)
+            if returned:
+                line.expect("}", "'}' after return")
+                self._end(line)
+                return self.graph
+            word = line.match(_IDENT)
+            if word in _INPUT_KINDS:
+                self._input(line, _INPUT_KINDS[word])
+            elif word == "return":
+                self._return(line)
+                returned = True
+            elif word is None and line.peek() == "%":
+                self._node(line)
+            elif word is not None and line.peek() == "(":
+                line.pos -= len(word)
+                self._node(line, results_allowed=False)
+            else:
+                line.pos = 0
+                raise line.error(f"expected an input, a node or 'return', found {line.found()}")
+        last = body[-1][0]
+        raise ParseError("expected 'return' and '}' at the end of the graph", last, len(self.lines[last - 1]) + 1, self.lines[last - 1])
+
+    def _end(self, line: _Line) -> None:
+        if not line.at_end():
+            raise line.error(f"expected end of line, found {line.found()}")
+
+    def _input(self, line: _Line, kind: InputKind) -> None:
+        start = line.pos
+        name = self._new_name(line)
+        line.expect(":", "':' and a type")
+        type_ = self._type(line)
+        self._end(line)
+        value = self.graph.add_input(name, type_, kind)
+        self._define(line, name, value, start)
+
+    def _return(self, line: _Line) -> None:
+        outputs = []
+        if not line.at_end():
+            outputs.append(self._use(line))
+            while line.accept(","):
+                outputs.append(self._use(line))
+        self._end(line)
+        self.graph.outputs = outputs
+
+    def _node(self, line: _Line, results_allowed: bool = True) -> None:
+        results: list[tuple[str, Type, int]] = []
+        if results_allowed:
+            while True:
+                start = line.pos
+                name = self._new_name(line)
+                line.expect(":", "':' and a type")
+                results.append((name, self._type(line), start))
+                if not line.accept(","):
+                    break
+            line.expect("=", "'=' before the operation")
+        op_start = line.pos
+        op = line.match(_IDENT)
+        if op is None:
+            raise line.error(f"expected an operation name, found {line.found()}")
+        line.expect("(", "'(' after the operation name")
+        operands: list[Value] = []
+        if not line.accept(")"):
+            while True:
+                operands.append(self._use(line))
+                if line.accept(")"):
+                    break
+                line.expect(",", "',' or ')'")
+        attributes: dict[str, Any] = {}
+        if line.accept("{"):
+            if not line.accept("}"):
+                while True:
+                    key = line.match(_IDENT)
+                    if key is None:
+                        raise line.error(f"expected an attribute name, found {line.found()}")
+                    line.expect("=", "'=' after the attribute name")
+                    attributes[key] = self._attribute(line)
+                    if line.accept("}"):
+                        break
+                    line.expect(",", "',' or '}'")
+        origin = None
+        line.skip_spaces()
+        if line.accept("#"):
+            if line.accept("by"):
+                origin = line.match(_IDENT)
+            line.pos = len(line.text)
+        self._end(line)
+        node = self.graph.create_node(op, operands, [t for _, t, _ in results], attributes, origin=origin)
+        self.graph.append(node)
+        for (name, _, start), value in zip(results, node.results):
+            self._define(line, name, value, start)
+        del op_start
+
+    def _new_name(self, line: _Line) -> str:
+        line.expect("%", "'%' and a value name")
+        name = line.match(_NAME)
+        if name is None:
+            raise line.error(f"expected a value name after '%', found {line.found()}")
+        return name
+
+    def _define(self, line: _Line, name: str, value: Value, start: int) -> None:
+        if name in self.values:
+            raise line.error(f"value %{name} is defined twice", start)
+        self.values[name] = value
+
+    def _use(self, line: _Line) -> Value:
+        line.skip_spaces()
+        start = line.pos
+        name = self._new_name(line)
+        if name not in self.values:
+            raise line.error(f"unknown value %{name} (used before it is defined, or never defined)", start)
+        return self.values[name]
+
+    def _type(self, line: _Line) -> Type:
+        line.skip_spaces()
+        start = line.pos
+        word = line.match(_IDENT)
+        if word is None:
+            raise line.error(f"expected a type such as f32[2,3] or int, found {line.found()}")
+        if word in _SCALAR_KINDS and line.peek() != "[":
+            return ScalarType(word)
+        try:
+            dtype = DType.parse(word)
+        except ValueError as e:
+            raise line.error(str(e), start) from None
+        if not line.text.startswith("[", line.pos):
+            raise line.error(f"expected '[' and the shape after {word}, found {line.found()}")
+        close = line.text.find("]", line.pos)
+        if close < 0:
+            raise line.error("expected ']' closing the shape")
+        dims_text = line.text[line.pos + 1 : close]
+        dims: list[int | Symbol] = []
+        column = line.pos + 1
+        if dims_text.strip():
+            for part in dims_text.split(","):
+                item = part.strip()
+                if _INT_DIM.match(item):
+                    dims.append(int(item))
+                else:
+                    try:
+                        dims.append(Symbol(item))
+                    except ValueError:
+                        raise line.error(f"expected an integer or a symbol as a dimension, found {item!r}", column) from None
+                column += len(part) + 1
+        line.pos = close + 1
+        return TensorType(dtype, tuple(dims))
+
+    def _attribute(self, line: _Line) -> Any:
+        c = line.peek()
+        start = line.pos
+        if c == "%":
+            return self._use(line)
+        if c == "[":
+            line.expect("[")
+            items = []
+            if not line.accept("]"):
+                while True:
+                    items.append(self._attribute(line))
+                    if line.accept("]"):
+                        break
+                    line.expect(",", "',' or ']'")
+            return items
+        if c == '"':
+            decoder = json.JSONDecoder()
+            try:
+                value, end = decoder.raw_decode(line.text, line.pos)
+            except json.JSONDecodeError:
+                raise line.error("unterminated string") from None
+            line.pos = end
+            return value
+        number = line.match(_NUMBER)
+        if number is not None:
+            if re.fullmatch(r"-?\d+", number):
+                return int(number)
+            return float(number)
+        word = line.match(_IDENT)
+        if word is None:
+            raise line.error(f"expected an attribute value, found {line.found()}", start)
+        if word in ("true", "false"):
+            return word == "true"
+        if word == "none":
+            return None
+        if word in DType._value2member_map_:
+            return DType(word)
+        if "." in word:
+            kind, _, name = word.partition(".")
+            return EnumAttr(kind, name)
+        raise line.error(f"expected an attribute value (number, string, list, dtype, kind.name or %value), found {word!r}", start)
+
+
+def parse_graph(text: str) -> Graph:
+    """Parse IR text into a Graph. Raises ParseError naming the line and column."""
+    return _Parser(text).parse()

@@ -1,0 +1,82 @@
+"""Types of IR values: tensors with an explicit rank and dtype, and scalars."""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from .dtypes import DType
+
+_SYMBOL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_*+\-/() ]*$")
+
+
+@attrs.frozen
+class Symbol:
+    """A dimension whose size is only known at run time (from torch.export's dynamic shapes).
+
+    ``name`` is the symbolic expression as torch.export wrote it, e.g. ``s0`` or ``2*s0``.
+    """
+
+    name: str = attrs.field()
+
+    @name.validator
+    def _check(self, _attribute, value):
+        if not _SYMBOL_RE.match(value) or "," in value:
+            raise ValueError(f"invalid symbolic dimension {value!r}")
+
+    def __str__(self) -> str:
+        return self.name.replace(" ", "")
+
+
+Dim = int | Symbol
+
+
+@attrs.frozen
+class TensorType:
+    """A tensor of ``dtype`` with ``shape``; its rank is ``len(shape)``."""
+
+    dtype: DType
+    shape: tuple[Dim, ...] = attrs.field(converter=tuple)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    def numel(self) -> int | None:
+        """Number of elements, or None when a dim is symbolic."""
+        if not self.is_static:
+            return None
+        count = 1
+        for d in self.shape:
+            count *= d
+        return count
+
+    def with_dtype(self, dtype: DType) -> TensorType:
+        return TensorType(dtype, self.shape)
+
+    def with_shape(self, shape) -> TensorType:
+        return TensorType(self.dtype, tuple(shape))
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+@attrs.frozen
+class ScalarType:
+    """A non-tensor value: ``int``, ``float``, ``bool`` (symbolic scalars), ``none``, or ``opaque``.
+
+    ``opaque`` types the results the importer could not type (e.g. a call without metadata).
+    """
+
+    kind: str = attrs.field(validator=attrs.validators.in_({"int", "float", "bool", "none", "opaque"}))
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+Type = TensorType | ScalarType
