@@ -1,0 +1,18 @@
+"""Passes over the xir IR: the pass API, the pass manager and its instruments, the pattern
+rewriter, IR-text test helpers, and the built-in passes (one per file, registered by name)."""
+
+from .instruments import CheckChanged, DumpIR, Instrument, PrintIR, Reproducer, TimePasses, VerifyEach, run_reproducer
+from .manager import PassFailure, PassManager, PipelineResult, run_pipeline
+from .pass_base import PASS_REGISTRY, Pass, PipelineError, function_pass, get_pass_class
+from .pipeline import format_pipeline, parse_pipeline, pass_help
+from .rewriter import PatternRewritePass, RewritePattern, Rewriter, apply_patterns_greedily, rewrite_pattern
+
+# built-in passes register themselves on import
+from . import dead_code_elimination, remove_no_ops  # noqa: E402,F401
+
+__all__ = [
+    "CheckChanged", "DumpIR", "Instrument", "PASS_REGISTRY", "Pass", "PassFailure", "PassManager", "PatternRewritePass",
+    "PipelineError", "PipelineResult", "PrintIR", "Reproducer", "RewritePattern", "Rewriter", "TimePasses", "VerifyEach",
+    "apply_patterns_greedily", "format_pipeline", "function_pass", "get_pass_class", "parse_pipeline", "pass_help",
+    "rewrite_pattern", "run_pipeline", "run_reproducer",
+]

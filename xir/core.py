@@ -174,6 +174,8 @@ class Graph:
         self._first: Node | None = None
         self._last: Node | None = None
         self._count = 0
+        # the name of the pass now running: nodes created without an explicit origin get it
+        self.origin: str | None = None
 
     # ----------------------------------------------------------------- inputs
     def add_input(self, name: str, type: Type, kind: InputKind = InputKind.user, data: Any = None) -> Value:
@@ -212,7 +214,8 @@ class Graph:
         origin: str | None = None,
     ) -> Node:
         """A new node, not yet placed in the graph; place it with ``insert_before/after`` or ``append``."""
-        node = Node(op=op, operands=tuple(operands), attributes=dict(attributes or {}), origin=origin)
+        node = Node(op=op, operands=tuple(operands), attributes=dict(attributes or {}),
+                    origin=origin if origin is not None else self.origin)
         node.results = tuple(Value(type=t, producer=node, index=i) for i, t in enumerate(result_types))
         return node
 
@@ -375,8 +378,9 @@ class Graph:
                 [mapping[id(v)] for v in node.operands],
                 [r.type for r in node.results],
                 {k: map_values(a, lambda v: mapping[id(v)]) for k, a in node.attributes.items()},
-                origin=node.origin,
+                origin=node.origin or "",
             )
+            new.origin = node.origin
             new.fx_node = node.fx_node
             clone.append(new)
             for old_result, new_result in zip(node.results, new.results):

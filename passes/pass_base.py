@@ -1,0 +1,169 @@
+"""A pass: a small class with a kebab-case ``name``, typed options as fields, and ``run``.
+
+    @attrs.frozen
+    class FoldThings(Pass):
+        '''Fold the things.'''
+        name = "fold-things"
+        limit: int = 4            # an option: `fold-things{limit=8}`
+
+        def run(self, graph) -> bool:
+            ...                    # edit the graph; return True only if it changed
+
+Subclasses with a ``name`` register themselves; :func:`function_pass` turns a plain function
+``fn(graph, *, option=default) -> bool`` into a pass.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from typing import Any, Callable, ClassVar
+
+import attrs
+
+from xir import Graph
+
+PASS_REGISTRY: dict[str, type["Pass"]] = {}
+
+
+class PipelineError(ValueError):
+    """An unknown pass or option, or a malformed pipeline text."""
+
+
+class Pass:
+    """Base class of all passes. Subclasses are attrs classes whose fields are the options."""
+
+    name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, register: bool = True, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if register and cls.__dict__.get("name"):
+            _check_name(cls.name)
+            existing = PASS_REGISTRY.get(cls.name)
+            if existing is not None and existing.__qualname__ != cls.__qualname__:
+                raise PipelineError(f"two passes are named {cls.name!r}: {existing.__qualname__} and {cls.__qualname__}")
+            PASS_REGISTRY[cls.name] = cls
+
+    def run(self, graph: Graph) -> bool:
+        """Transform ``graph`` in place; return True if and only if it changed."""
+        raise NotImplementedError(f"pass {self.name} does not implement run()")
+
+    # ------------------------------------------------------------------ options
+    @classmethod
+    def options(cls) -> list[attrs.Attribute]:
+        return list(attrs.fields(cls)) if attrs.has(cls) else []
+
+    @classmethod
+    def description(cls) -> str:
+        doc = inspect.getdoc(cls) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    def option_values(self) -> dict[str, Any]:
+        return {field.name: getattr(self, field.name) for field in self.options()}
+
+    def non_default_options(self) -> dict[str, Any]:
+        values = {}
+        for field in self.options():
+            value = getattr(self, field.name)
+            default = field.default
+            if isinstance(default, attrs.Factory):
+                default = default.factory()
+            if value != default:
+                values[field.name] = value
+        return values
+
+    def __str__(self) -> str:
+        from .pipeline import format_pass
+
+        return format_pass(self)
+
+
+def _check_name(name: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name):
+        raise PipelineError(f"pass name {name!r} is not kebab-case (e.g. 'fold-batch-norm')")
+
+
+def get_pass_class(name: str) -> type[Pass]:
+    try:
+        return PASS_REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(PASS_REGISTRY)) or "(none registered)"
+        raise PipelineError(f"unknown pass {name!r}; registered passes: {known}") from None
+
+
+def option_type(field: attrs.Attribute) -> Any:
+    """The Python type of an option field (resolving string annotations)."""
+    annotation = field.type
+    if isinstance(annotation, str):
+        annotation = {"int": int, "float": float, "bool": bool, "str": str}.get(annotation, str)
+    return annotation
+
+
+def function_pass(name: str, description: str | None = None) -> Callable[[Callable[..., bool]], type[Pass]]:
+    """Make a pass of a function ``fn(graph, *, option=default, ...) -> bool``.
+
+    Keyword-only parameters with defaults become the pass's options (their annotations give
+    the types). The decorated name is bound to the new Pass class.
+    """
+
+    def wrap(fn: Callable[..., bool]) -> type[Pass]:
+        signature = inspect.signature(fn)
+        fields = {}
+        for parameter in list(signature.parameters.values())[1:]:
+            if parameter.kind is not inspect.Parameter.KEYWORD_ONLY or parameter.default is inspect.Parameter.empty:
+                raise PipelineError(f"{fn.__name__}: options must be keyword-only with a default; {parameter.name} is not")
+            annotation = parameter.annotation if parameter.annotation is not inspect.Parameter.empty else type(parameter.default)
+            fields[parameter.name] = attrs.field(default=parameter.default, type=annotation)
+
+        def run(self, graph: Graph) -> bool:
+            changed = fn(graph, **self.option_values())
+            if not isinstance(changed, bool):
+                raise TypeError(f"pass {name} must return True or False (whether it changed the graph), got {changed!r}")
+            return changed
+
+        namespace = {"name": name, "run": run, "__doc__": description or fn.__doc__, "__module__": fn.__module__}
+        cls = attrs.make_class(_class_name(name), fields, bases=(Pass,), frozen=True)
+        for key, value in namespace.items():
+            setattr(cls, key, value)
+        _check_name(name)
+        PASS_REGISTRY[name] = cls
+        cls.function = staticmethod(fn)
+        return cls
+
+    return wrap
+
+
+def _class_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-")) + "Pass"
+
+
+def coerce_option(pass_name: str, field: attrs.Attribute, text: str) -> Any:
+    """Parse an option's value from pipeline text according to its type."""
+    kind = option_type(field)
+    try:
+        if kind is bool:
+            if text not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return text == "true"
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            try:
+                return kind(text)
+            except ValueError:
+                raise ValueError("expected one of " + ", ".join(str(m.value) for m in kind)) from None
+        return text
+    except ValueError as e:
+        raise PipelineError(f"pass {pass_name}: option {field.name}={text!r} is invalid: {e}") from None
+
+
+def format_option(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)

@@ -1,0 +1,97 @@
+"""Pipelines: a list of passes, written in Python or as text.
+
+    fold-batch-norm,remove-no-ops{max_iterations=4},dead-code-elimination
+
+Options go in ``{}`` as ``key=value`` separated by commas. The text of a pipeline lists the
+options that differ from their defaults, so ``format_pipeline(parse_pipeline(t)) == t`` for
+any text written that way, and ``parse_pipeline(format_pipeline(p))`` equals ``p``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import attrs
+
+from .pass_base import Pass, PipelineError, coerce_option, format_option, get_pass_class
+
+_PASS_NAME = re.compile(r"\s*([a-z][a-z0-9-]*)\s*")
+_OPTION = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([^,}]*?)\s*(?=[,}])")
+
+
+def parse_pipeline(text: str) -> list[Pass]:
+    """Passes (with their options) from pipeline text. Unknown names list the valid ones."""
+    passes: list[Pass] = []
+    pos = 0
+    text = text.strip()
+    if not text:
+        return passes
+    while pos < len(text):
+        m = _PASS_NAME.match(text, pos)
+        if not m:
+            raise PipelineError(f"pipeline text, column {pos + 1}: expected a pass name, found {text[pos:pos + 15]!r}")
+        name = m.group(1)
+        cls = get_pass_class(name)
+        pos = m.end()
+        raw: dict[str, str] = {}
+        if pos < len(text) and text[pos] == "{":
+            close = text.find("}", pos)
+            if close < 0:
+                raise PipelineError(f"pipeline text, column {pos + 1}: '{{' of pass {name} is never closed")
+            body = text[pos + 1 : close] + "}"
+            inner = 0
+            while inner < len(body) - 1:
+                om = _OPTION.match(body, inner)
+                if not om:
+                    raise PipelineError(f"pass {name}: expected key=value in {{{body[:-1]}}}")
+                raw[om.group(1)] = om.group(2)
+                inner = om.end()
+                if body[inner] == ",":
+                    inner += 1
+            pos = close + 1
+        passes.append(make_pass(cls, raw))
+        while pos < len(text) and text[pos] == " ":
+            pos += 1
+        if pos < len(text):
+            if text[pos] != ",":
+                raise PipelineError(f"pipeline text, column {pos + 1}: expected ',' between passes, found {text[pos]!r}")
+            pos += 1
+    return passes
+
+
+def make_pass(cls: type[Pass], raw_options: dict[str, str]) -> Pass:
+    fields = {field.name: field for field in cls.options()}
+    values = {}
+    for key, text in raw_options.items():
+        if key not in fields:
+            valid = ", ".join(fields) or "none"
+            raise PipelineError(f"pass {cls.name} has no option {key!r}; its options: {valid}")
+        values[key] = coerce_option(cls.name, fields[key], text)
+    return cls(**values)
+
+
+def format_pass(p: Pass) -> str:
+    options = p.non_default_options()
+    if not options:
+        return p.name
+    return p.name + "{" + ",".join(f"{k}={format_option(v)}" for k, v in options.items()) + "}"
+
+
+def format_pipeline(passes: Iterable[Pass]) -> str:
+    return ",".join(format_pass(p) for p in passes)
+
+
+def pass_help() -> list[tuple[str, str, str]]:
+    """(name, options, description) of every registered pass, sorted by name."""
+    from .pass_base import PASS_REGISTRY
+
+    rows = []
+    for name in sorted(PASS_REGISTRY):
+        cls = PASS_REGISTRY[name]
+        options = []
+        for field in cls.options():
+            default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default
+            options.append(f"{field.name}={format_option(default)}")
+        rows.append((name, ", ".join(options), cls.description()))
+    return rows

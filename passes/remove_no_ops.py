@@ -1,0 +1,105 @@
+"""remove-no-ops: drop views, permutes, copies and conversions that change nothing, and fold
+chains of views and of permutes. XNNPACK graphs from torch.export are full of them."""
+
+from __future__ import annotations
+
+import attrs
+
+from xir import Node, TensorType
+
+from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
+
+SHAPE_ONLY_OPS = ("aten.view_copy", "aten.view", "aten.reshape", "aten._unsafe_view", "aten.expand_copy",
+                  "aten.alias_copy", "aten.clone", "aten.squeeze_copy.dims", "aten.squeeze_copy.dim",
+                  "aten.unsqueeze_copy", "aten.contiguous")
+VIEW_OPS = ("aten.view_copy", "aten.view", "aten.reshape", "aten._unsafe_view")
+PERMUTE_OPS = ("aten.permute_copy", "aten.permute")
+CONVERT_OPS = ("aten._to_copy", "dim_order_ops._to_dim_order_copy")
+
+
+def _can_bypass(node: Node, rewriter: Rewriter) -> bool:
+    """Replacing ``node`` by its operand must not make a graph input a graph output."""
+    source = node.operands[0]
+    result = node.results[0]
+    graph = rewriter.graph
+    if any(v is result for v in graph.outputs) and (source.is_input or any(v is source for v in graph.outputs)):
+        return rewriter.notify_match_failure(node, "its result is a graph output and its operand is an input or output already")
+    return True
+
+
+def _same_type(node: Node) -> bool:
+    source, result = node.operands[0].type, node.results[0].type
+    return isinstance(source, TensorType) and source == result and source.is_static
+
+
+@rewrite_pattern(*SHAPE_ONLY_OPS)
+def drop_identity_reshape(node: Node, rewriter: Rewriter) -> bool:
+    """A view/expand/clone whose result has the operand's exact type."""
+    if not node.operands or not _same_type(node):
+        return rewriter.notify_match_failure(node, "changes the type")
+    if not _can_bypass(node, rewriter):
+        return False
+    rewriter.replace_node(node, [node.operands[0]])
+    return True
+
+
+@rewrite_pattern(*PERMUTE_OPS)
+def drop_identity_permute(node: Node, rewriter: Rewriter) -> bool:
+    dims = node.attributes.get("dims")
+    if dims != list(range(node.results[0].rank)):
+        return rewriter.notify_match_failure(node, f"dims {dims} is not the identity")
+    if not _can_bypass(node, rewriter):
+        return False
+    rewriter.replace_node(node, [node.operands[0]])
+    return True
+
+
+@rewrite_pattern(*CONVERT_OPS)
+def drop_identity_convert(node: Node, rewriter: Rewriter) -> bool:
+    if not _same_type(node):
+        return rewriter.notify_match_failure(node, "changes the dtype")
+    dim_order = node.attributes.get("dim_order")
+    if dim_order is not None and dim_order != list(range(node.results[0].rank)):
+        return rewriter.notify_match_failure(node, f"changes the dim order to {dim_order}")
+    memory_format = node.attributes.get("memory_format")
+    if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
+        return rewriter.notify_match_failure(node, f"changes the memory format to {memory_format.name}")
+    if not _can_bypass(node, rewriter):
+        return False
+    rewriter.replace_node(node, [node.operands[0]])
+    return True
+
+
+@rewrite_pattern(*VIEW_OPS)
+def fold_view_of_view(node: Node, rewriter: Rewriter) -> bool:
+    """view(view(x)) -> view(x): only the element count matters to a view."""
+    inner = node.operands[0].producer
+    if inner is None or inner.op not in VIEW_OPS:
+        return rewriter.notify_match_failure(node, "its operand is not a view")
+    rewriter.set_operand(node, 0, inner.operands[0])
+    return True
+
+
+@rewrite_pattern(*PERMUTE_OPS)
+def fold_permute_of_permute(node: Node, rewriter: Rewriter) -> bool:
+    """permute(permute(x, a), b) -> permute(x, [a[i] for i in b])."""
+    inner = node.operands[0].producer
+    if inner is None or inner.op not in PERMUTE_OPS:
+        return rewriter.notify_match_failure(node, "its operand is not a permute")
+    inner_dims, outer_dims = inner.attributes["dims"], node.attributes["dims"]
+    rank = len(inner_dims)
+    composed = [inner_dims[d % rank] % rank for d in outer_dims]
+    rewriter.set_operand(node, 0, inner.operands[0])
+    rewriter.set_attribute(node, "dims", composed)
+    return True
+
+
+@attrs.frozen
+class RemoveNoOps(PatternRewritePass):
+    """Drop no-op views, permutes, copies and conversions; fold view and permute chains."""
+
+    name = "remove-no-ops"
+
+    def patterns(self):
+        return [drop_identity_reshape, drop_identity_permute, drop_identity_convert, fold_view_of_view,
+                fold_permute_of_permute]

@@ -1,0 +1,200 @@
+"""Pattern rewriting: small rules matched by op name, applied greedily to a fixed point.
+
+    @rewrite_pattern("aten.permute_copy")
+    def drop_identity_permute(node, rewriter):
+        if node.attributes["dims"] != list(range(node.result.rank)):
+            return rewriter.notify_match_failure(node, "not the identity permutation")
+        rewriter.replace_node(node, [node.operands[0]])
+        return True
+
+Every edit goes through the :class:`Rewriter` (so the driver knows what changed and what to
+revisit). A rule that declines says why with ``notify_match_failure``; the driver counts the
+rules that fired and keeps the last reason each rule gave for each op.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter, deque
+from typing import Any, Callable, Iterable, Sequence
+
+import attrs
+
+from xir import Graph, Node, Value
+
+from .pass_base import Pass
+
+
+class RewritePattern:
+    """A rule: ``ops`` it applies to (empty: every op) and ``match_and_rewrite``."""
+
+    ops: tuple[str, ...] = ()
+    name: str = ""
+
+    def match_and_rewrite(self, node: Node, rewriter: "Rewriter") -> bool:
+        raise NotImplementedError
+
+
+class _FunctionPattern(RewritePattern):
+    def __init__(self, ops: tuple[str, ...], fn: Callable[[Node, "Rewriter"], bool]):
+        self.ops = ops
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def match_and_rewrite(self, node, rewriter):
+        return bool(self.fn(node, rewriter))
+
+    def __call__(self, node, rewriter):
+        return self.match_and_rewrite(node, rewriter)
+
+
+def rewrite_pattern(*ops: str) -> Callable[[Callable[[Node, "Rewriter"], bool]], RewritePattern]:
+    """Make a rule of a function ``fn(node, rewriter) -> bool`` matched on ``ops``."""
+
+    def wrap(fn):
+        return _FunctionPattern(tuple(ops), fn)
+
+    return wrap
+
+
+class Rewriter:
+    """The only way a rule edits the graph. Records new and touched nodes for the driver."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.changed = False
+        self.touched: list[Node] = []
+        self.failures: list[tuple[Node, str]] = []
+
+    # creation
+    def create(self, op: str, operands: Iterable[Value], result_types: Iterable[Any], attributes: dict | None = None) -> Node:
+        return self.graph.create_node(op, operands, result_types, attributes)
+
+    def insert_before(self, anchor: Node, node: Node) -> Node:
+        self.graph.insert_before(anchor, node)
+        self._touch(node)
+        return node
+
+    def insert_after(self, anchor: Node, node: Node) -> Node:
+        self.graph.insert_after(anchor, node)
+        self._touch(node)
+        return node
+
+    # replacement
+    def replace_all_uses(self, old: Value, new: Value) -> None:
+        users = old.users
+        self.graph.replace_all_uses(old, new)
+        for user in users:
+            self._touch(user)
+        if new.producer is not None:
+            self._touch(new.producer)
+
+    def replace_node(self, node: Node, values: Sequence[Value]) -> None:
+        """Replace ``node``'s results by ``values`` and erase it."""
+        for result, value in zip(node.results, values):
+            self.replace_all_uses(result, value)
+        self.erase(node)
+
+    def set_operand(self, node: Node, index: int, value: Value) -> None:
+        self.graph.set_operand(node, index, value)
+        self._touch(node)
+
+    def set_attribute(self, node: Node, name: str, value: Any) -> None:
+        self.graph.set_attribute(node, name, value)
+        self._touch(node)
+
+    def erase(self, node: Node) -> None:
+        producers = [v.producer for v in node.inputs() if v.producer is not None]
+        self.graph.erase(node)
+        self.changed = True
+        for producer in producers:
+            self.touched.append(producer)  # may now be dead or newly matchable
+
+    def notify_match_failure(self, node: Node, reason: str) -> bool:
+        """Say why a rule declined ``node``; returns False so a rule can ``return`` it."""
+        self.failures.append((node, reason))
+        return False
+
+    def _touch(self, node: Node) -> None:
+        self.changed = True
+        self.touched.append(node)
+        self.touched.extend(node.users)
+
+
+@attrs.define
+class RewriteStats:
+    """What a greedy run did: how often each rule fired, and why rules declined."""
+
+    fired: Counter = attrs.field(factory=Counter)
+    declined: dict[str, list[str]] = attrs.field(factory=dict)
+    iterations: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return sum(self.fired.values()) > 0
+
+    def summary(self) -> str:
+        if not self.fired:
+            return "no rule fired"
+        return ", ".join(f"{name} x{count}" for name, count in sorted(self.fired.items()))
+
+
+def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], max_rewrites: int = 1_000_000) -> RewriteStats:
+    """Apply ``patterns`` until none fires (a fixed point). Rules are tried in order; the first
+    one that fires on a node wins. Nodes touched by a rewrite are revisited."""
+    by_op: dict[str, list[RewritePattern]] = {}
+    generic: list[RewritePattern] = []
+    for pattern in patterns:
+        if pattern.ops:
+            for op in pattern.ops:
+                by_op.setdefault(op, []).append(pattern)
+        else:
+            generic.append(pattern)
+    stats = RewriteStats()
+    worklist = deque(graph)
+    queued = {id(n) for n in worklist}
+    rewrites = 0
+    while worklist:
+        node = worklist.popleft()
+        queued.discard(id(node))
+        if node.graph is not graph:
+            continue  # erased since it was queued
+        stats.iterations += 1
+        for pattern in by_op.get(node.op, []) + generic:
+            rewriter = Rewriter(graph)
+            fired = pattern.match_and_rewrite(node, rewriter)
+            for failed_node, reason in rewriter.failures:
+                stats.declined.setdefault(pattern.name, []).append(f"{failed_node.op}: {reason}")
+            if fired:
+                if not rewriter.changed:
+                    raise RuntimeError(f"rule {pattern.name} said it fired on {node.op} but made no edit through the rewriter")
+                stats.fired[pattern.name] += 1
+                rewrites += 1
+                if rewrites > max_rewrites:
+                    raise RuntimeError(f"rewriting did not converge after {max_rewrites} rewrites (last rule: {pattern.name})")
+                for touched in rewriter.touched:
+                    if touched.graph is graph and id(touched) not in queued:
+                        worklist.append(touched)
+                        queued.add(id(touched))
+                break
+    return stats
+
+
+class PatternRewritePass(Pass, register=False):
+    """A pass that applies ``patterns()`` greedily. ``last_stats`` keeps the counts of the last run."""
+
+    def patterns(self) -> Sequence[RewritePattern]:
+        raise NotImplementedError
+
+    def run(self, graph: Graph) -> bool:
+        stats = apply_patterns_greedily(graph, self.patterns())
+        _LAST_STATS[self] = stats
+        return stats.changed
+
+    @property
+    def last_stats(self) -> RewriteStats | None:
+        return _LAST_STATS.get(self)
+
+
+_LAST_STATS: "weakref.WeakKeyDictionary[PatternRewritePass, RewriteStats]" = weakref.WeakKeyDictionary()

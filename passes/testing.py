@@ -1,0 +1,50 @@
+"""IR-text pass tests: IR in, pipeline, IR out, compared up to value names.
+
+    check_pipeline('''
+    graph @g {
+      input %x: f32[2,3]
+      %0: f32[2,3] = aten.view_copy(%x) {size=[2, 3]}
+      %1: f32[2,3] = aten.relu(%0)
+      return %1
+    }''', "remove-no-ops", '''
+    graph @g {
+      input %x: f32[2,3]
+      %0: f32[2,3] = aten.relu(%x)
+      return %0
+    }''')
+
+Both texts are parsed and printed again, so names of node results in them do not matter
+(the printer numbers results in program order); a mismatch shows a unified diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import textwrap
+from typing import Sequence
+
+from xir import Graph, parse_graph, print_graph
+
+from .instruments import CheckChanged, VerifyEach
+from .manager import PassManager, PipelineResult
+from .pass_base import Pass
+
+
+def normalize(text: str) -> str:
+    """IR text in canonical form (results renumbered, spacing and comments normalized)."""
+    return print_graph(parse_graph(textwrap.dedent(text)))
+
+
+def check_pipeline(before: str, pipeline: Sequence[Pass] | str, expected: str, *, changed: bool | None = None) -> Graph:
+    """Run ``pipeline`` on ``before`` (verifying after each pass and checking each pass's
+    changed flag) and compare with ``expected``. Returns the transformed graph."""
+    graph = parse_graph(textwrap.dedent(before))
+    result: PipelineResult = PassManager(pipeline, [VerifyEach(), CheckChanged()]).run(graph)
+    actual = print_graph(graph)
+    wanted = normalize(expected)
+    if actual != wanted:
+        diff = "".join(difflib.unified_diff(wanted.splitlines(True), actual.splitlines(True), "expected", "actual"))
+        raise AssertionError(f"pipeline {PassManager(pipeline).pipeline_text!r} gave different IR:\n{diff}")
+    if changed is not None and result.changed != changed:
+        raise AssertionError(f"pipeline reported changed={result.changed}, expected {changed}")
+    return graph

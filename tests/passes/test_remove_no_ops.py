@@ -1,0 +1,111 @@
+"""IR-text tests of remove-no-ops (a pattern-rewrite pass) and dead-code-elimination."""
+
+from passes import PassManager, apply_patterns_greedily
+from passes.remove_no_ops import RemoveNoOps
+from passes.testing import check_pipeline
+from xir import parse_graph
+
+
+def test_identity_view_and_permute_go():
+    check_pipeline("""
+    graph @g {
+      input %x: f32[2,3]
+      %a: f32[2,3] = aten.view_copy(%x) {size=[2, 3]}
+      %b: f32[2,3] = aten.permute_copy(%a) {dims=[0, 1]}
+      %c: f32[2,3] = aten.relu(%b)
+      return %c
+    }""", "remove-no-ops", """
+    graph @g {
+      input %x: f32[2,3]
+      %c: f32[2,3] = aten.relu(%x)
+      return %c
+    }""", changed=True)
+
+
+def test_view_chains_and_permute_chains_fold():
+    check_pipeline("""
+    graph @g {
+      input %x: f32[2,3,4]
+      %a: f32[6,4] = aten.view_copy(%x) {size=[6, 4]}
+      %b: f32[24] = aten.view_copy(%a) {size=[24]}
+      %c: f32[3,2,4] = aten.permute_copy(%x) {dims=[1, 0, 2]}
+      %d: f32[4,2,3] = aten.permute_copy(%c) {dims=[2, 1, 0]}
+      return %b, %d
+    }""", "remove-no-ops,dead-code-elimination", """
+    graph @g {
+      input %x: f32[2,3,4]
+      %b: f32[24] = aten.view_copy(%x) {size=[24]}
+      %d: f32[4,2,3] = aten.permute_copy(%x) {dims=[2, 0, 1]}
+      return %b, %d
+    }""")
+
+
+def test_permute_then_inverse_vanishes():
+    check_pipeline("""
+    graph @g {
+      input %x: f32[2,3,4]
+      %a: f32[4,2,3] = aten.permute_copy(%x) {dims=[2, 0, 1]}
+      %b: f32[2,3,4] = aten.permute_copy(%a) {dims=[1, 2, 0]}
+      %c: f32[2,3,4] = aten.neg(%b)
+      return %c
+    }""", "remove-no-ops,dead-code-elimination", """
+    graph @g {
+      input %x: f32[2,3,4]
+      %c: f32[2,3,4] = aten.neg(%x)
+      return %c
+    }""")
+
+
+def test_kept_when_it_would_make_an_input_an_output():
+    text = """
+    graph @g {
+      input %x: f32[2,3]
+      %a: f32[2,3] = aten.clone(%x)
+      return %a
+    }"""
+    check_pipeline(text, "remove-no-ops", text, changed=False)
+
+
+def test_conversions_that_change_something_stay():
+    text = """
+    graph @g {
+      input %x: f32[2,3]
+      %a: bf16[2,3] = aten._to_copy(%x) {dtype=bf16}
+      %b: bf16[2,3] = dim_order_ops._to_dim_order_copy(%a) {dtype=bf16, dim_order=[1, 0]}
+      %c: bf16[2,3] = dim_order_ops._to_dim_order_copy(%b) {dtype=bf16, dim_order=[0, 1]}
+      %d: bf16[2,3] = aten.neg(%c)
+      return %d
+    }"""
+    check_pipeline(text, "remove-no-ops", text.replace(
+        "      %c: bf16[2,3] = dim_order_ops._to_dim_order_copy(%b) {dtype=bf16, dim_order=[0, 1]}\n", "").replace("aten.neg(%c)", "aten.neg(%b)"))
+
+
+def test_rule_counts_and_reasons():
+    graph = parse_graph("""graph @g {
+  input %x: f32[2,3]
+  %0: f32[2,3] = aten.view_copy(%x) {size=[2, 3]}
+  %1: f32[3,2] = aten.permute_copy(%0) {dims=[1, 0]}
+  %2: f32[3,2] = aten.neg(%1)
+  return %2
+}
+""")
+    stats = apply_patterns_greedily(graph, RemoveNoOps().patterns())
+    assert stats.fired == {"drop_identity_reshape": 1}
+    assert any("not the identity" in reason for reason in stats.declined["drop_identity_permute"])
+    assert stats.summary() == "drop_identity_reshape x1"
+    p = RemoveNoOps()
+    PassManager([p]).run(graph)
+    assert p.last_stats is not None and not p.last_stats.changed
+
+
+def test_dead_code_keeps_side_effects():
+    text = """
+    graph @g {
+      input %x: f32[2]
+      %a: f32[2] = aten.neg(%x)
+      %b: f32[2] = aten.add_.Tensor(%x, %x)
+      %c: f32[2] = custom.thing(%x)
+      %d: f32[2] = aten.relu(%x)
+      return %d
+    }"""
+    check_pipeline(text, "dead-code-elimination", text.replace("      %a: f32[2] = aten.neg(%x)\n", ""))
