@@ -163,40 +163,41 @@ def _is_value(arg: Any, values: dict) -> bool:
 
 
 def op_arguments(schema: Any, node: Node, to_fx) -> tuple[tuple, dict]:
-    """Rebuild FX ``args`` (positional) for ``node`` from its operands and attributes.
+    """Rebuild FX ``args`` and ``kwargs`` for ``node`` from its operands and attributes.
 
     ``to_fx`` maps an IR Value to the FX node that computes it. The inverse of
-    :func:`split_arguments`."""
+    :func:`split_arguments`: positional schema arguments become ``args`` (trailing defaults
+    dropped), keyword-only ones ``kwargs`` (only those the node sets)."""
     operands = list(node.operands)
     args: list[Any] = []
+    kwargs: dict[str, Any] = {}
     arguments = list(schema.arguments)
     for i, arg in enumerate(arguments):
         kind = _tensor_kind(arg)
+        present = True
         if arg.name in node.attributes:
-            args.append(_attribute_to_python(node.attributes[arg.name], to_fx))
-        elif kind in ("tensor", "optional") and operands:
-            args.append(to_fx(operands.pop(0)))
+            value = _attribute_to_python(node.attributes[arg.name], to_fx)
+        elif kind in ("tensor", "optional") and operands and not (kind == "optional" and arg.kwarg_only):
+            value = to_fx(operands.pop(0))
         elif kind == "list":
             later_required = sum(1 for a in arguments[i + 1 :] if _tensor_kind(a) == "tensor" and a.name not in node.attributes)
             take = len(operands) - later_required
-            args.append([to_fx(v) for v in operands[:take]])
+            value = [to_fx(v) for v in operands[:take]]
             operands = operands[take:]
         elif arg.has_default_value():
-            args.append(arg.default_value)
+            value, present = arg.default_value, False
         else:
             raise ValueError(f"{node.op}: no value for its argument {arg.name!r}")
+        if arg.kwarg_only:
+            if present:
+                kwargs[arg.name] = value
+        else:
+            args.append((value, present))
     if operands:
         raise ValueError(f"{node.op}: {len(operands)} operand(s) left over after matching the schema")
-    while arguments and len(args) > 0 and arguments[len(args) - 1].has_default_value() and arguments[len(args) - 1].name not in node.attributes and _same_default(args[-1], arguments[len(args) - 1].default_value):
+    while args and not args[-1][1]:
         args.pop()
-    return tuple(args), {}
-
-
-def _same_default(value: Any, default: Any) -> bool:
-    try:
-        return type(value) is type(default) and value == default
-    except Exception:
-        return False
+    return tuple(value for value, _ in args), kwargs
 
 
 def _attribute_to_python(value: Any, to_fx) -> Any:

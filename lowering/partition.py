@@ -1,0 +1,173 @@
+"""Partitioning in the IR: units become delegate groups, and the plan says why the rest stays out.
+
+Graph mode merges units into groups greedily in program order, as long as each group stays
+convex: no path leaves a group and comes back into it through a node outside (that would be a
+cycle between the delegate and the rest of the program). Per-op mode makes one group per unit.
+
+The :class:`PartitionPlan` is plain data: groups (nodes, implicit Q/DQ), and every node left
+outside with the rule and the reason. Emission to ExecuTorch reads only the plan.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from xir import Graph, Node
+
+from .capability import Capability, Options, Unit, Verdict, analyse
+
+
+@attrs.define(eq=False)
+class Group:
+    index: int
+    nodes: list[Node]
+    implicit: list[Node] = attrs.field(factory=list)  # Q/DQ folded into their op (committed)
+
+    @property
+    def tag(self) -> str:
+        return f"tag{self.index}"
+
+    def ops(self) -> list[str]:
+        return [n.op for n in self.nodes]
+
+
+@attrs.define
+class Rejection:
+    node: Node
+    rule: str
+    reason: str
+
+
+@attrs.define
+class PartitionPlan:
+    groups: list[Group]
+    rejected: list[Rejection]
+    options: Options
+
+    def group_of(self, node: Node) -> Group | None:
+        for group in self.groups:
+            if any(n is node for n in group.nodes):
+                return group
+        return None
+
+    @property
+    def delegated_nodes(self) -> list[Node]:
+        return [n for g in self.groups for n in g.nodes]
+
+    def report(self) -> str:
+        from .report import format_report
+
+        return format_report(self)
+
+
+class _UnionFind:
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, x: int) -> int:
+        root = x
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while self.parent.get(x, x) != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: int, b: int) -> int:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+        return ra
+
+
+def plan_partition(graph: Graph, options: Options, capability: Capability | None = None) -> PartitionPlan:
+    capability = capability or analyse(graph, options)
+    order = graph.order()
+    units = sorted(capability.units, key=lambda u: min(order[id(n)] for n in u.nodes))
+    if options.per_op_mode:
+        merged = [[u] for u in units]
+    else:
+        merged = _merge_convex(graph, units, capability)
+    groups = []
+    for i, unit_list in enumerate(merged):
+        nodes = sorted({id(n): n for u in unit_list for n in u.nodes}.values(), key=lambda n: order[id(n)])
+        implicit = [n for u in unit_list for n in u.implicit]
+        groups.append(Group(i, nodes, implicit))
+    in_group = {id(n) for g in groups for n in g.nodes}
+    rejected = []
+    for node in graph:
+        if id(node) not in in_group:
+            verdict: Verdict = capability.verdict(node)
+            rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported"))
+    return PartitionPlan(groups, rejected, options)
+
+
+def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> list[list[Unit]]:
+    """Greedy merging in program order; a merge happens only if the result stays convex.
+
+    For every node we keep the set of groups among its strict ancestors reached through a node
+    outside that group ("tainted"). A node may join group G only if none of its operands from
+    outside G has G tainted: otherwise a path would leave G and come back.
+    """
+    uf = _UnionFind()
+    unit_index = {id(u): i for i, u in enumerate(units)}
+    node_unit = {id(n): unit_index[id(capability.unit_of[id(n)])] for u in units for n in u.nodes}
+    # ancestors[v]: group roots (as unit indices, resolved through uf) among the strict ancestors of v
+    ancestors: dict[int, set[int]] = {}
+    members: dict[int, list[Node]] = {i: list(u.nodes) for i, u in enumerate(units)}
+
+    def ancestor_groups(node: Node) -> set[int]:
+        result: set[int] = set()
+        for v in node.inputs():
+            p = v.producer
+            if p is None:
+                continue
+            result |= {uf.find(g) for g in ancestors.get(id(p), ())}
+            if id(p) in node_unit:
+                result.add(uf.find(node_unit[id(p)]))
+        return result
+
+    def can_join(group: int, nodes: list[Node]) -> bool:
+        """Can the nodes (one unit, or a whole group) join ``group`` without a path leaving and re-entering?"""
+        g = uf.find(group)
+        node_ids = {id(n) for n in nodes}
+        for n in nodes:
+            for v in n.inputs():
+                p = v.producer
+                if p is None or id(p) in node_ids:
+                    continue
+                if id(p) in node_unit and uf.find(node_unit[id(p)]) == g:
+                    continue
+                reach = {uf.find(x) for x in ancestors.get(id(p), ())}
+                if id(p) in node_unit:
+                    reach.add(uf.find(node_unit[id(p)]))
+                if g in reach:
+                    return False
+        return True
+
+    order = graph.order()
+    for node in graph:
+        ancestors[id(node)] = ancestor_groups(node)
+        if id(node) not in node_unit:
+            continue
+        u = uf.find(node_unit[id(node)])
+        # candidate groups: those of the producers of this node's operands
+        for v in node.inputs():
+            p = v.producer
+            if p is None or id(p) not in node_unit:
+                continue
+            g = uf.find(node_unit[id(p)])
+            if g == u:
+                continue
+            if can_join(g, members[u]) and can_join(u, members[g]):
+                root = uf.union(g, u)
+                other = u if root == g else g
+                members[root] = members[root] + members.pop(other)
+                u = root
+        # recompute this node's ancestor groups with the merged ids
+        ancestors[id(node)] = ancestor_groups(node)
+    roots: dict[int, list[Unit]] = {}
+    for i, unit in enumerate(units):
+        roots.setdefault(uf.find(i), []).append(unit)
+    result = list(roots.values())
+    result.sort(key=lambda us: min(order[id(n)] for u in us for n in u.nodes))
+    return result

@@ -1,0 +1,218 @@
+"""xir's XNNPACK partitioner: a drop-in for ExecuTorch's, deciding in the IR.
+
+    from lowering import XnnpackPartitioner, to_edge_transform_and_lower
+
+    partitioner = XnnpackPartitioner(enable_bf16=True)
+    program = to_edge_transform_and_lower(exported, partitioner=[partitioner]).to_executorch()
+    print(partitioner.report())
+
+ExecuTorch forbids a partitioner from changing the graph, so the object has two halves:
+``transform_passes()`` (hand them to ExecuTorch's ``transform_passes=``, or to
+``edge.transform(...)`` before ``to_backend``) writes xir's rewrites into the edge program;
+``partition()`` only tags. Used bare (partitioner only), nodes whose delegation needs a rewrite
+that did not run stay outside, and the report says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import sys
+from typing import Any, Iterable, Sequence
+
+import torch
+
+import xir
+from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
+
+from .capability import Options, analyse
+from .partition import PartitionPlan, plan_partition
+from .rules import ALL_PRECISIONS, DYNAMIC, FP32, STATIC
+
+logger = logging.getLogger("xir")
+
+IMPLICIT_QDQ_KEY = "IS_IMPLICIT_Q_DQ_TAG"  # executorch.backends.xnnpack.utils.quant_utils.IS_IMPLICIT_Q_DQ_TAG
+
+# ops XNNPACK takes whole: kept from decomposition when (and only when) xir will delegate them
+PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "prelu.default", "upsample_bilinear2d.vec")
+
+# The rewrites xir makes in the edge program before partitioning (see transform_passes()).
+DEFAULT_PIPELINE = "remove-no-ops,dead-code-elimination"
+
+_PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
+
+
+def _precisions(config_precisions: Any) -> frozenset:
+    if config_precisions is None:
+        return ALL_PRECISIONS
+    items = config_precisions if isinstance(config_precisions, (list, tuple, set, frozenset)) else [config_precisions]
+    result = set()
+    for item in items:
+        name = getattr(item, "name", item)
+        if name not in _PRECISION_NAMES:
+            raise ValueError(f"unknown config precision {item!r}; expected one of {', '.join(_PRECISION_NAMES)}")
+        result.add(_PRECISION_NAMES[name])
+    return frozenset(result)
+
+
+def _base():
+    from executorch.exir.backend.partitioner import Partitioner
+
+    return Partitioner
+
+
+class XnnpackPartitioner(_base()):
+    """ExecuTorch Partitioner for XNNPACK, deciding in xir's IR.
+
+    Accepts the stock constructor's keyword arguments with the same meaning (``per_op_mode``,
+    ``enable_bf16``, ``force_non_static_weights_for_f32_linear``, ``config_precisions``,
+    ``verbose``), plus ``pipeline`` (pass list or text replacing the default rewrite pipeline;
+    a string starting with ``+`` extends it) and ``instruments`` for the pass manager.
+    """
+
+    def __init__(self, configs=None, config_precisions=None, per_op_mode: bool = False, verbose: bool = False, *,
+                 enable_bf16: bool = False, force_non_static_weights_for_f32_linear: bool = False,
+                 pipeline: Sequence[Pass] | str | None = None, instruments: Iterable[Instrument] = (), **kwargs):
+        from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+        from executorch.exir.backend.partitioner import DelegationSpec
+
+        if configs is not None:
+            raise ValueError("xir's partitioner takes its rules from lowering.rules, not stock configs; drop configs=")
+        unknown = set(kwargs) - {"dynamic_shape"}
+        if unknown:
+            raise TypeError(f"unknown keyword argument(s): {', '.join(sorted(unknown))}")
+        super().__init__()
+        self.delegation_spec = DelegationSpec(XnnpackBackend.__name__, [])
+        self.options = Options(enable_bf16=enable_bf16, precisions=_precisions(config_precisions),
+                               force_non_static_weights_for_f32_linear=force_non_static_weights_for_f32_linear,
+                               per_op_mode=per_op_mode)
+        if pipeline is None:
+            self.pipeline = parse_pipeline(DEFAULT_PIPELINE)
+        elif isinstance(pipeline, str) and pipeline.startswith("+"):
+            self.pipeline = parse_pipeline(DEFAULT_PIPELINE) + parse_pipeline(pipeline[1:])
+        else:
+            self.pipeline = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+        self.instruments = list(instruments)
+        self.verbose = verbose
+        self.last_plan: PartitionPlan | None = None
+        self.last_graph: xir.Graph | None = None
+        self.rewrites_applied: set[str] = set()
+
+    # ----------------------------------------------------------------- rewrites
+    def transform_passes(self) -> list:
+        """The ExecuTorch transform passes that write xir's rewrites into the edge program."""
+        return [_XirRewritePass(self)]
+
+    @property
+    def pipeline_text(self) -> str:
+        return format_pipeline(self.pipeline)
+
+    # ------------------------------------------------------------ decomposition
+    def ops_to_not_decompose(self, ep) -> tuple[list, Any]:
+        graph = xir.from_exported_program(ep)
+        capability = analyse(graph, self.options)
+        keep = {id(node.fx_node) for node in graph if capability.verdict(node).supported}
+        ops = [_aten_op(name) for name in PRESERVED_OPS]
+
+        def keep_whole(fx_node: torch.fx.Node) -> bool:
+            return id(fx_node) in keep
+
+        return ops, keep_whole
+
+    # ------------------------------------------------------------------- tagging
+    def partition(self, exported_program) -> Any:
+        from executorch.exir.backend.partitioner import PartitionResult
+
+        graph = xir.from_exported_program(exported_program)
+        options = self.options
+        plan = plan_partition(graph, options)
+        self.last_plan, self.last_graph = plan, graph
+        tags = emit_tags(plan, exported_program, options)
+        if self.verbose:
+            logger.warning("%s", plan.report())
+        return PartitionResult(tagged_exported_program=exported_program,
+                               partition_tags={tag: self.delegation_spec for tag in tags})
+
+    def report(self) -> str:
+        if self.last_plan is None:
+            return "xir partition: partition() has not run yet\n"
+        return self.last_plan.report()
+
+
+def _aten_op(name: str):
+    op, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten, op), overload)
+
+
+def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
+    """Write the plan into the FX graph: delegation tags on the ops (and their getitems and
+    constants), and the Q/DQ fold marks for the groups that really were taken."""
+    signature = ep.graph_signature
+    constant_names = {spec.arg.name for spec in signature.input_specs
+                      if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and hasattr(spec.arg, "name")}
+    mutated = set(getattr(signature, "buffers_to_mutate", {}) or {})
+    for fx_node in ep.graph_module.graph.nodes:
+        fx_node.meta.pop("delegation_tag", None)
+        if fx_node.meta.get(IMPLICIT_QDQ_KEY):
+            fx_node.meta[IMPLICIT_QDQ_KEY] = False
+    tags = []
+    for group in plan.groups:
+        tag = group.tag
+        tags.append(tag)
+        for node in group.nodes:
+            fx_node = node.fx_node
+            fx_node.meta["delegation_tag"] = tag
+            for user in fx_node.users:
+                if user.target is operator.getitem:
+                    user.meta["delegation_tag"] = tag
+            untagged_operands = set()
+            if options.force_non_static_weights_for_f32_linear and node.op in ("aten.linear", "aten.addmm", "aten.mm") \
+                    and group.implicit == []:
+                untagged_operands = {id(v) for v in node.operands[1:]} if node.op != "aten.addmm" else \
+                    {id(node.operands[0]), id(node.operands[2])}
+            for value in node.inputs():
+                placeholder = value.fx_node
+                if (value.is_constant and placeholder is not None and placeholder.name in constant_names
+                        and placeholder.name not in mutated and id(value) not in untagged_operands
+                        and "delegation_tag" not in placeholder.meta):
+                    placeholder.meta["delegation_tag"] = tag
+        for node in group.implicit:
+            node.fx_node.meta[IMPLICIT_QDQ_KEY] = True
+    return tags
+
+
+class _XirRewritePass:
+    """An ExecuTorch ExportedProgram pass: import, run xir's pipeline, write the rewrites back."""
+
+    def __new__(cls, partitioner: XnnpackPartitioner):
+        from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
+
+        class XirRewritePass(ExportedProgramPassBase):
+            def call(self, ep):
+                graph = xir.from_exported_program(ep)
+                result = PassManager(partitioner.pipeline, partitioner.instruments).run(graph)
+                if not result.changed:
+                    return ExportedProgramPassResult(ep, False)
+                from .writeback import write_back
+
+                write_back(graph, ep)
+                partitioner.rewrites_applied.update(result.changed_by)
+                return ExportedProgramPassResult(ep, True)
+
+        return XirRewritePass()
+
+
+def to_edge_transform_and_lower(programs, partitioner=None, transform_passes=None, constant_methods=None,
+                                compile_config=None, generate_etrecord: bool = False):
+    """ExecuTorch's ``to_edge_transform_and_lower`` with xir's rewrites: every xir partitioner in
+    ``partitioner`` contributes its ``transform_passes()`` before ExecuTorch partitions."""
+    from executorch.exir import to_edge_transform_and_lower as et_lower
+
+    partitioners = list(partitioner or [])
+    passes = list(transform_passes or [])
+    for p in partitioners:
+        if isinstance(p, XnnpackPartitioner):
+            passes.extend(p.transform_passes())
+    return et_lower(programs, partitioner=partitioners, transform_passes=passes or None,
+                    constant_methods=constant_methods, compile_config=compile_config,
+                    generate_etrecord=generate_etrecord)

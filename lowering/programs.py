@@ -1,0 +1,64 @@
+"""Helpers around lowered programs: what ended up inside delegates, and running a .pte with
+ExecuTorch's runtime (the judge of correctness)."""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from typing import Any
+
+import torch
+
+from xir.fx_import import op_name
+
+NOT_COMPUTE = ("executorch_call_delegate", "getitem", "sym_size")
+
+
+def _ops(graph: torch.fx.Graph) -> list[str]:
+    return [op_name(n.target) for n in graph.nodes
+            if n.op == "call_function" and n.target is not operator.getitem and not any(s in str(n.target) for s in NOT_COMPUTE)]
+
+
+def delegated_ops(edge_manager: Any, method: str = "forward") -> Counter:
+    """Ops inside XNNPACK delegates of an EdgeProgramManager (after lowering), counted."""
+    ep = edge_manager.exported_program(method)
+    counts: Counter = Counter()
+    for name, module in ep.graph_module.named_children():
+        original = getattr(module, "original_module", None)
+        if original is not None:
+            counts.update(_ops(original.graph))
+    return counts
+
+
+def outside_ops(edge_manager: Any, method: str = "forward") -> Counter:
+    """Compute ops left in the top-level program (not delegated), counted."""
+    return Counter(_ops(edge_manager.exported_program(method).graph))
+
+
+def delegate_count(edge_manager: Any, method: str = "forward") -> int:
+    ep = edge_manager.exported_program(method)
+    return sum(1 for n in ep.graph.nodes if n.op == "call_function" and "executorch_call_delegate" in str(n.target))
+
+
+def run_pte(buffer: bytes, inputs: tuple, method: str = "forward") -> list[torch.Tensor]:
+    """Load ``buffer`` with ExecuTorch's runtime and run ``method`` on ``inputs``."""
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(buffer)
+    loaded = program.load_method(method)
+    outputs = loaded.execute(list(inputs))
+    del program
+    return list(outputs)
+
+
+def max_error(actual, expected) -> float:
+    actual = actual if isinstance(actual, (list, tuple)) else [actual]
+    expected = expected if isinstance(expected, (list, tuple)) else [expected]
+    if len(actual) != len(expected):
+        raise AssertionError(f"{len(actual)} outputs, expected {len(expected)}")
+    worst = 0.0
+    for a, e in zip(actual, expected):
+        if a.shape != e.shape:
+            raise AssertionError(f"output shape {tuple(a.shape)}, expected {tuple(e.shape)}")
+        worst = max(worst, (a.float() - e.float()).abs().max().item() if a.numel() else 0.0)
+    return worst

@@ -1,0 +1,324 @@
+"""What ExecuTorch 1.5.1's XNNPACK backend can define and run, as data.
+
+One :class:`OpRule` per edge op the stock partitioner handles (its ``ALL_PARTITIONER_CONFIGS``):
+the precisions it takes (fp32 = float, static or dynamic quantization), whether XNNPACK can
+define it with bf16 tensors, and its op-specific constraint. On top of every rule, the
+capability check (:mod:`lowering.capability`) requires every input and output of a delegated
+node to have rank <= 6 and an allowed dtype.
+
+Where stock's configs accept something XNNPACK computes differently from eager PyTorch, the
+rule here is stricter and says so (e.g. ``gelu`` with ``approximate='tanh'``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import attrs
+
+from xir import DType, Node, Value
+
+MAX_RANK = 6
+FP32, STATIC, DYNAMIC = "fp32", "static", "dynamic"
+ALL_PRECISIONS = frozenset({FP32, STATIC, DYNAMIC})
+
+Check = Callable[[Node, object], "str | None"]  # (node, options) -> reason it is rejected, or None
+
+
+@attrs.frozen
+class OpRule:
+    op: str
+    precisions: frozenset
+    bf16: bool = True
+    check: Check | None = None
+    constraint: str = ""  # the constraint in words, for reports and `xir explain`
+    bf16_reason: str = ""
+
+    def reject_reason(self, node: Node, options=None) -> str | None:
+        return self.check(node, options) if self.check else None
+
+
+# ------------------------------------------------------------------ helpers for constraints
+
+def producer_op(value: Value) -> str | None:
+    return value.producer.op if value.producer is not None else None
+
+
+def is_static(value: Value) -> bool:
+    """A constant (parameter, buffer, lifted constant), possibly behind a dequantize."""
+    if value.is_constant:
+        return True
+    producer = value.producer
+    if producer is not None and producer.op in DEQUANTIZE_OPS and producer.operands:
+        return producer.operands[0].is_constant
+    return False
+
+
+def attr(node: Node, name: str, default=None):
+    return node.attributes.get(name, default)
+
+
+def _static_shape(node: Node, options=None) -> str | None:
+    for v in list(node.operands) + list(node.results):
+        if hasattr(v.type, "is_static") and not v.type.is_static:
+            return "needs static shapes (a dim is symbolic)"
+    return None
+
+
+# ---------------------------------------------------------------- op-specific constraints
+
+def _alpha_one(node: Node, options=None) -> str | None:
+    alpha = attr(node, "alpha", 1)
+    return None if alpha == 1 else f"alpha={alpha} (XNNPACK adds/subtracts with alpha 1 only)"
+
+
+def _gelu(node: Node, options=None) -> str | None:
+    approximate = attr(node, "approximate", "none")
+    if approximate != "none":
+        return f"approximate={approximate!r}: XNNPACK computes exact GELU, which differs from the tanh approximation"
+    if node.results[0].dtype is DType.f16:
+        return "f16 GELU is not supported by XNNPACK"
+    return None
+
+
+def _pow(node: Node, options=None) -> str | None:
+    exponent = attr(node, "exponent")
+    if isinstance(exponent, bool) or not isinstance(exponent, int) or exponent != 2:
+        return f"exponent {exponent!r}: XNNPACK only squares (integer exponent 2)"
+    return None
+
+
+def _linear(node: Node, options=None) -> str | None:
+    if len(node.operands) < 2:
+        return "weight is not a tensor"
+    if not is_static(node.operands[1]) and not getattr(options, "force_non_static_weights_for_f32_linear", False):
+        return "weight is not a constant"
+    if len(node.operands) > 2 and not is_static(node.operands[2]):
+        return "bias is not a constant"
+    return None
+
+
+def _addmm(node: Node, options=None) -> str | None:
+    if not is_static(node.operands[2]):
+        return "weight (the second matrix) is not a constant"
+    if not is_static(node.operands[0]):
+        return "bias is not a constant"
+    if attr(node, "beta", 1) != 1 or attr(node, "alpha", 1) != 1:
+        return "beta/alpha other than 1"
+    return None
+
+
+def _mm(node: Node, options=None) -> str | None:
+    if not is_static(node.operands[1]):
+        return "second matrix is not a constant (stock takes mm only as a linear layer)"
+    return None
+
+
+def _convolution(node: Node, options=None) -> str | None:
+    weight = node.operands[1]
+    if weight.rank not in (3, 4):
+        return f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only)"
+    if not is_static(weight):
+        return "weight is not a constant"
+    if len(node.operands) > 2 and not is_static(node.operands[2]):
+        return "bias is not a constant"
+    return None
+
+
+def _avg_pool2d(node: Node, options=None) -> str | None:
+    kernel = attr(node, "kernel_size")
+    padding = attr(node, "padding", [0, 0]) or [0, 0]
+    if attr(node, "ceil_mode", False):
+        return "ceil_mode=True"
+    if attr(node, "count_include_pad", True) and any(p != 0 for p in padding):
+        return "count_include_pad=True with padding"
+    divisor = attr(node, "divisor_override")
+    if divisor is not None and kernel is not None and divisor != kernel[0] * kernel[-1]:
+        return f"divisor_override={divisor}"
+    return None
+
+
+def _max_pool2d(node: Node, options=None) -> str | None:
+    kernel = attr(node, "kernel_size")
+    stride = attr(node, "stride") or kernel
+    kernel = list(kernel) * (2 // len(kernel)) if kernel else kernel
+    stride = list(stride) * (2 // len(stride)) if stride else stride
+    if any(s > k for s, k in zip(stride, kernel)):
+        return f"stride {stride} larger than kernel {kernel}"
+    if attr(node, "ceil_mode", False):
+        return _static_shape(node)
+    return None
+
+
+def _max_pool2d_with_indices(node: Node, options=None) -> str | None:
+    if node.results[1].uses:
+        return "its indices are used (XNNPACK max pooling has no indices)"
+    return _max_pool2d(node, options)
+
+
+def _mean_dim(node: Node, options=None) -> str | None:
+    x = node.operands[0]
+    dims = attr(node, "dim") or []
+    if x.rank != 4:
+        return f"input rank {x.rank} (XNNPACK reduces 4-D inputs over dims 2 and 3)"
+    if sorted(d % 4 for d in dims) != [2, 3]:
+        return f"dims {dims}: only the two spatial dims (2, 3)"
+    if not attr(node, "keepdim", False):
+        return "keepdim=False"
+    if attr(node, "dtype") is not None:
+        return "a dtype argument"
+    return None
+
+
+def _softmax(node: Node, options=None) -> str | None:
+    dim = attr(node, "dim")
+    rank = node.operands[0].rank
+    if dim not in (-1, rank - 1):
+        return f"softmax over dim {dim}, not the last dim"
+    return None
+
+
+def _cat(node: Node, options=None) -> str | None:
+    if len({id(v) for v in node.operands}) < 2:
+        return "fewer than two distinct inputs"
+    return None
+
+
+def _slice(node: Node, options=None) -> str | None:
+    if attr(node, "step", 1) != 1:
+        return f"step {attr(node, 'step')}"
+    problem = _static_shape(node)
+    if problem:
+        return problem
+    if any(d == 0 for v in list(node.operands) + list(node.results) for d in v.shape):
+        return "an empty dim"
+    return None
+
+
+def _view(node: Node, options=None) -> str | None:
+    size = attr(node, "size") or []
+    if any(not isinstance(d, int) for d in size):
+        return "the new shape has a symbolic size"
+    if sum(1 for d in size if d == -1) > 1:
+        return "more than one -1 in the new shape"
+    return None
+
+
+def _unsqueeze(node: Node, options=None) -> str | None:
+    dim = attr(node, "dim")
+    rank = node.operands[0].rank
+    if dim not in (-1, rank):
+        return f"unsqueeze at dim {dim}, XNNPACK only adds a trailing dim"
+    return None
+
+
+def _pad(node: Node, options=None) -> str | None:
+    pad = attr(node, "pad") or []
+    if any(p < 0 for p in pad):
+        return "negative padding"
+    return None
+
+
+def _upsample_bilinear(node: Node, options=None) -> str | None:
+    x = node.operands[0]
+    if x.rank != 4:
+        return f"input rank {x.rank}"
+    return _static_shape(node)
+
+
+def _same_dtype_convert(node: Node, options=None) -> str | None:
+    if node.operands[0].dtype != node.results[0].dtype:
+        return f"converts {node.operands[0].dtype} to {node.results[0].dtype} (XNNPACK takes layout-only copies)"
+    dim_order = attr(node, "dim_order")
+    if dim_order is not None and sorted(dim_order) != list(range(node.results[0].rank)):
+        return f"invalid dim order {dim_order}"
+    return None
+
+
+def _clone(node: Node, options=None) -> str | None:
+    memory_format = attr(node, "memory_format")
+    if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
+        return f"changes the memory format to {memory_format.name}"
+    return None
+
+
+def _prelu(node: Node, options=None) -> str | None:
+    return None if is_static(node.operands[1]) else "weight is not a constant"
+
+
+def _batch_norm(node: Node, options=None) -> str | None:
+    # decided in capability.py, which sees the whole graph (fold partner, users)
+    return None
+
+
+DEQUANTIZE_OPS = (
+    "quantized_decomposed.dequantize_per_tensor",
+    "quantized_decomposed.dequantize_per_tensor.tensor",
+    "quantized_decomposed.dequantize_per_channel",
+)
+QUANTIZE_OPS = (
+    "quantized_decomposed.quantize_per_tensor",
+    "quantized_decomposed.quantize_per_tensor.tensor",
+)
+CHOOSE_QPARAMS_OPS = ("quantized_decomposed.choose_qparams.tensor",)
+
+# --------------------------------------------------------------------------------- the table
+
+_F = frozenset({FP32})
+_FS = frozenset({FP32, STATIC})
+_FSD = frozenset({FP32, STATIC, DYNAMIC})
+_NO_BF16 = "XNNPACK cannot define it with bf16 tensors (the runtime rejects it at load)"
+
+RULES: dict[str, OpRule] = {r.op: r for r in [
+    # elementwise, unary
+    OpRule("aten.abs", _F), OpRule("aten.ceil", _F), OpRule("aten.floor", _F), OpRule("aten.neg", _F),
+    OpRule("aten.sqrt", _F), OpRule("aten.rsqrt", _F), OpRule("aten.exp", _F), OpRule("aten.log", _F),
+    OpRule("aten.sigmoid", _F), OpRule("aten.tanh", _F), OpRule("aten.sin", _F), OpRule("aten.cos", _F),
+    OpRule("aten.relu", _FS), OpRule("aten.hardswish", _F), OpRule("aten.leaky_relu", _F),
+    OpRule("aten.hardtanh", _FS), OpRule("aten.clamp", _FS),
+    OpRule("aten.gelu", _F, check=_gelu, constraint="approximate='none' only; not f16"),
+    OpRule("aten.pow.Tensor_Scalar", _F, check=_pow, constraint="exponent 2 (an int)"),
+    # elementwise, binary
+    OpRule("aten.add.Tensor", _FS, check=_alpha_one, constraint="alpha 1"),
+    OpRule("aten.sub.Tensor", _FS, check=_alpha_one, constraint="alpha 1"),
+    OpRule("aten.mul.Tensor", _FS), OpRule("aten.div.Tensor", _F),
+    OpRule("aten.minimum", _F), OpRule("aten.maximum", _F),
+    # matrix multiplies and convolution
+    OpRule("aten.linear", _FSD, check=_linear, constraint="constant weight and bias"),
+    OpRule("aten.addmm", _FSD, check=_addmm, constraint="constant weight and bias; alpha = beta = 1"),
+    OpRule("aten.mm", _FSD, check=_mm, constraint="constant second matrix"),
+    OpRule("aten.bmm", _F, bf16=False, bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only"),
+    OpRule("aten.convolution", _FSD, bf16=False, check=_convolution, constraint="1-D or 2-D; constant weight and bias",
+           bf16_reason=_NO_BF16),
+    # pooling, reductions, softmax
+    OpRule("aten.avg_pool2d", _F, bf16=False, check=_avg_pool2d, bf16_reason=_NO_BF16,
+           constraint="no ceil_mode; no count_include_pad with padding; divisor = kernel area"),
+    OpRule("aten.max_pool2d", _FS, bf16=False, check=_max_pool2d, bf16_reason=_NO_BF16, constraint="stride <= kernel"),
+    OpRule("aten.max_pool2d_with_indices", _FS, bf16=False, check=_max_pool2d_with_indices, bf16_reason=_NO_BF16,
+           constraint="indices unused; stride <= kernel"),
+    OpRule("aten.mean.dim", _FS, bf16=False, check=_mean_dim, bf16_reason=_NO_BF16,
+           constraint="4-D input, dims (2, 3), keepdim"),
+    OpRule("aten._softmax", _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
+    # data movement
+    OpRule("aten.cat", _FS, check=_cat, constraint="at least two inputs"),
+    OpRule("aten.slice_copy.Tensor", _FS, check=_slice, constraint="step 1, static shapes"),
+    OpRule("aten.permute_copy", _FS),
+    OpRule("aten.view_copy", _FS, check=_view, constraint="static new shape, at most one -1"),
+    OpRule("aten.unsqueeze_copy", _FS, check=_unsqueeze, constraint="trailing dim only"),
+    OpRule("aten.constant_pad_nd", _F, check=_pad, constraint="no negative padding"),
+    OpRule("aten.upsample_bilinear2d.vec", _F, bf16=False, check=_upsample_bilinear, bf16_reason=_NO_BF16,
+           constraint="4-D, static output size"),
+    OpRule("aten.clone", _F, check=_clone), OpRule("dim_order_ops._clone_dim_order", _F),
+    OpRule("dim_order_ops._to_dim_order_copy", _FS, check=_same_dtype_convert, constraint="no dtype change"),
+    # normalization and others
+    OpRule("aten._native_batch_norm_legit_no_training", _F, bf16=False, check=_batch_norm,
+           constraint="folds into the conv/linear before it, or decomposes (rank 2-4)",
+           bf16_reason="in bf16 a batch norm runs in XNNPACK only when it folds into a conv or linear"),
+    OpRule("aten.prelu", _F, check=_prelu, constraint="constant weight"),
+    # quantization
+    OpRule("quantized_decomposed.quantize_per_tensor", frozenset({STATIC})),
+    OpRule("quantized_decomposed.dequantize_per_tensor", frozenset({STATIC})),
+]}
+
+QDQ_DTYPES = {DType.i8, DType.u8, DType.qi8, DType.qu8, DType.i32, DType.qi32}
+FLOAT_DTYPES = {DType.f32, DType.f16}

@@ -1,0 +1,180 @@
+"""Write the IR's rewrites back into an ExportedProgram (edge dialect).
+
+Nodes the IR imported keep their FX node (their arguments are rebuilt from the IR when they
+changed); nodes a pass created become new FX nodes calling the edge op of the same name, with
+``meta["val"]`` computed on fake tensors; nodes the IR erased are erased; new constants become
+parameter placeholders; the FX order follows the IR order. This is the only place where xir
+changes an ExecuTorch graph, and it runs as a transform pass, before partitioning.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch._guards import detect_fake_mode
+
+from xir import Graph, InputKind, Node, Value
+from xir.fx_import import op_arguments
+
+
+class WriteBackError(RuntimeError):
+    pass
+
+
+def resolve_op(name: str) -> Any:
+    """The edge-dialect op for an IR op name (``aten.add.Tensor``, ``aten.linear``)."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    parts = name.split(".")
+    namespace, op = parts[0], parts[1]
+    overload = parts[2] if len(parts) > 2 else "default"
+    try:
+        if namespace in ("aten", "dim_order_ops", "quantized_decomposed"):
+            packet = getattr(getattr(exir_ops.edge, namespace), op)
+        else:
+            packet = getattr(getattr(torch.ops, namespace), op)
+        return getattr(packet, overload)
+    except AttributeError:
+        raise WriteBackError(f"no ExecuTorch op named {name!r} to write back") from None
+
+
+_INPUT_KINDS = {
+    InputKind.parameter: "PARAMETER",
+    InputKind.buffer: "BUFFER",
+    InputKind.constant: "CONSTANT_TENSOR",
+}
+
+
+def write_back(graph: Graph, ep: Any) -> None:
+    """Make ``ep``'s graph compute what ``graph`` says. ``graph`` must have been imported from ``ep``."""
+    from executorch.backends.transforms.utils import create_constant_placeholder, delete_constant_placeholder
+    from torch.export.graph_signature import InputKind as TorchInputKind
+
+    gm = ep.graph_module
+    fx_graph = gm.graph
+    fake_mode = detect_fake_mode([n.meta.get("val") for n in fx_graph.nodes if n.op == "placeholder"])
+    to_fx: dict[int, torch.fx.Node] = {}
+
+    placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
+    first_user_input = next((n for n in placeholders if n.name in ep.graph_signature.user_inputs), None)
+    for value in graph.inputs:
+        if value.fx_node is not None:
+            to_fx[id(value)] = value.fx_node
+            continue
+        if value.input_kind is InputKind.user:
+            raise WriteBackError(f"a pass added the user input %{value.name}; only constants can be added")
+        if value.data is None:
+            raise WriteBackError(f"new constant %{value.name} has no data")
+        anchor = first_user_input or placeholders[-1] if placeholders else None
+        with fx_graph.inserting_before(anchor):
+            kind = getattr(TorchInputKind, _INPUT_KINDS[value.input_kind])
+            extra = {"persistent_buffer": True} if kind == TorchInputKind.BUFFER else {}
+            node = create_constant_placeholder(ep, fx_graph, value.name, kind, value.data.detach().contiguous(), **extra)
+        value.fx_node = node
+        to_fx[id(value)] = node
+
+    def fx_of(value: Value) -> torch.fx.Node:
+        try:
+            return to_fx[id(value)]
+        except KeyError:
+            raise WriteBackError(f"value {value.describe()} has no FX node yet (IR order broken?)") from None
+
+    keep: set[torch.fx.Node] = set()
+    cursor = placeholders[-1] if placeholders else None
+    for node in graph:
+        fx_node = node.fx_node if node.fx_node is not None and node.fx_node.graph is fx_graph else None
+        schema = getattr(fx_node.target, "_schema", None) if fx_node is not None else None
+        if fx_node is None:
+            target = resolve_op(node.op)
+            args, kwargs = op_arguments(target._schema, node, fx_of)
+            with fx_graph.inserting_after(cursor):
+                fx_node = fx_graph.call_function(target, args, kwargs)
+            fx_node.meta["val"] = _fake_run(target, args, kwargs, fake_mode)
+            node.fx_node = fx_node
+            if node.origin:
+                fx_node.meta["xir_origin"] = node.origin
+        elif schema is not None:
+            args, kwargs = op_arguments(schema, node, fx_of)
+            if not _same_call(fx_node, args, kwargs):
+                fx_node.args, fx_node.kwargs = args, kwargs
+        elif _operands_changed(node, fx_node, fx_of):
+            raise WriteBackError(f"cannot rewrite the arguments of {node.op}: it has no schema")
+        if cursor is not None and cursor.next is not fx_node:
+            cursor.append(fx_node)
+        cursor = fx_node
+        keep.add(fx_node)
+        if len(node.results) == 1 and not isinstance(fx_node.meta.get("val"), (list, tuple)):
+            to_fx[id(node.results[0])] = fx_node
+        else:
+            picks = {u.args[1]: u for u in fx_node.users if u.target is operator.getitem}
+            for result in node.results:
+                pick = picks.get(result.index)
+                if pick is None and result.uses or pick is None and result in graph.outputs:
+                    with fx_graph.inserting_after(cursor):
+                        pick = fx_graph.call_function(operator.getitem, (fx_node, result.index))
+                    pick.meta["val"] = fx_node.meta["val"][result.index]
+                if pick is not None:
+                    if cursor.next is not pick:
+                        cursor.append(pick)
+                    cursor = pick
+                    keep.add(pick)
+                    to_fx[id(result)] = pick
+    output = next(n for n in fx_graph.nodes if n.op == "output")
+    old = output.args[0]
+    new_outputs = [fx_of(v) for v in graph.outputs]
+    output.args = (type(old)(new_outputs) if isinstance(old, (list, tuple)) else new_outputs[0],)
+    for fx_node in reversed(list(fx_graph.nodes)):
+        if fx_node.op in ("call_function", "call_method", "call_module") and fx_node not in keep:
+            if fx_node.users:
+                raise WriteBackError(f"FX node {fx_node.name} was erased in the IR but is still used by "
+                                     f"{', '.join(u.name for u in fx_node.users)}")
+            fx_graph.erase_node(fx_node)
+    for fx_node in list(fx_graph.nodes):
+        if fx_node.op == "placeholder" and not fx_node.users and fx_node.name not in ep.graph_signature.user_inputs:
+            if any(spec.arg.name == fx_node.name and spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
+                   for spec in ep.graph_signature.input_specs):
+                delete_constant_placeholder(ep, fx_node)
+    fx_graph.lint()
+    gm.recompile()
+
+
+def _fake_run(target, args, kwargs, fake_mode):
+    def meta(x):
+        if isinstance(x, torch.fx.Node):
+            return x.meta["val"]
+        if isinstance(x, (list, tuple)):
+            return type(x)(meta(i) for i in x)
+        return x
+
+    with fake_mode:
+        return target(*meta(args), **meta(kwargs))
+
+
+def _same_call(fx_node: torch.fx.Node, args: tuple, kwargs: dict) -> bool:
+    """Whether the FX call already passes these arguments (defaults left out count as equal)."""
+    from xir.fx_import import split_arguments
+
+    return _equal(tuple(fx_node.args), args) and _equal_dicts(dict(fx_node.kwargs), kwargs)
+
+
+def _equal_dicts(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node):
+        return a is b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:
+        return False
+
+
+def _operands_changed(node: Node, fx_node: torch.fx.Node, fx_of) -> bool:
+    current = [a for a in fx_node.all_input_nodes]
+    wanted = [fx_of(v) for v in node.inputs()]
+    return set(current) != set(wanted)
