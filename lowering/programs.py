@@ -3,7 +3,11 @@ ExecuTorch's runtime (the judge of correctness)."""
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import os
+import sys
+import tempfile
 from collections import Counter
 from typing import Any
 
@@ -40,14 +44,52 @@ def delegate_count(edge_manager: Any, method: str = "forward") -> int:
     return sum(1 for n in ep.graph.nodes if n.op == "call_function" and "executorch_call_delegate" in str(n.target))
 
 
+class LoadError(RuntimeError):
+    """The runtime refused the program; ``reason`` is what it printed on stderr."""
+
+    def __init__(self, message: str, reason: str):
+        self.reason = reason
+        super().__init__(f"{message}\n{reason}".strip())
+
+
+@contextlib.contextmanager
+def captured_stderr():
+    """Capture what C++ code writes to file descriptor 2 (the runtime's error log)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        box = {"text": ""}
+        try:
+            yield box
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            box["text"] = sink.read().decode("utf-8", "replace")
+
+
+def _runtime_reason(log: str) -> str:
+    lines = [line for line in log.splitlines() if "cpuinfo" not in line and line.strip()]
+    return "\n".join(lines[-4:])
+
+
 def run_pte(buffer: bytes, inputs: tuple, method: str = "forward") -> list[torch.Tensor]:
-    """Load ``buffer`` with ExecuTorch's runtime and run ``method`` on ``inputs``."""
+    """Load ``buffer`` with ExecuTorch's runtime and run ``method`` on ``inputs``. A refused
+    load raises LoadError carrying the runtime's reason from stderr."""
     from executorch.runtime import Runtime
 
-    program = Runtime.get().load_program(buffer)
-    loaded = program.load_method(method)
-    outputs = loaded.execute(list(inputs))
-    del program
+    with captured_stderr() as log:
+        try:
+            program = Runtime.get().load_program(buffer)
+            loaded = program.load_method(method)
+            outputs = loaded.execute(list(inputs))
+        except RuntimeError as error:
+            failure = error
+        else:
+            failure = None
+    if failure is not None:
+        raise LoadError(str(failure), _runtime_reason(log["text"])) from None
     return list(outputs)
 
 
