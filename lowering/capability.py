@@ -20,7 +20,7 @@ from xir import DType, Graph, Node, TensorType, Value
 
 from .rules import (
     ALL_PRECISIONS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, FP32, MAX_RANK, QDQ_DTYPES, QUANTIZE_OPS, RULES,
-    STATIC, is_static,
+    STATIC, WEIGHT_LAYOUT_OPS, is_static, weight_chain,
 )
 
 FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh", "aten.clamp")
@@ -176,6 +176,16 @@ def _dq_producer(value: Value) -> Node | None:
     return p if p is not None and p.op in DEQUANTIZE_OPS else None
 
 
+def _weight_dq(value: Value) -> tuple[Node | None, list[Node]]:
+    """The dequantize behind a GEMM weight, seen through layout ops (a linear decomposed to
+    addmm reads ``permute(dequantize(w))``), and those layout ops."""
+    chain: list[Node] = []
+    while value.producer is not None and value.producer.op in WEIGHT_LAYOUT_OPS and len(value.users) == 1:
+        chain.append(value.producer)
+        value = value.producer.operands[0]
+    return _dq_producer(value), chain[::-1]
+
+
 def _single_user(value: Value) -> Node | None:
     users = value.users
     return users[0] if len(users) == 1 and len(value.uses) == 1 else None
@@ -187,15 +197,16 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
     tensor_operands = [v for v in node.operands if isinstance(v.type, TensorType)]
     dqs = [_dq_producer(v) for v in tensor_operands]
     gemm = node.op in GEMM_OPS
+    layout: list[Node] = []
     if gemm:
         weight_index = 2 if node.op == "aten.addmm" else 1
         data = [node.operands[i] for i in ((1,) if node.op == "aten.addmm" else (0,))]
-        weight = node.operands[weight_index]
-        if _dq_producer(weight) is None and _dq_producer(data[0]) is None:
+        weight_dq, layout = _weight_dq(node.operands[weight_index])
+        if weight_dq is None and _dq_producer(data[0]) is None:
             return None, None
-        if _dq_producer(weight) is None or _dq_producer(data[0]) is None:
+        if weight_dq is None or _dq_producer(data[0]) is None:
             return None, Verdict(False, "quant", "only one of input and weight is quantized")
-        quantized_inputs = [_dq_producer(data[0]), _dq_producer(weight)]
+        quantized_inputs = [_dq_producer(data[0]), weight_dq]
     else:
         if not tensor_operands or any(d is None for d in dqs):
             return None, None
@@ -238,7 +249,7 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
         if dq.results[0].rank > MAX_RANK:
             return None, Verdict(False, "rank", f"{dq.results[0].rank}-D quantized input")
     implicit = list(dict.fromkeys(quantized_inputs + extra + [user]))
-    return Unit(node, list(dict.fromkeys(implicit[:-1] + chain + [user])), STATIC, implicit), None
+    return Unit(node, list(dict.fromkeys(implicit[:-1] + layout + chain + [user])), STATIC, implicit), None
 
 
 def _quantized_conv_reason(conv: Node, weight_dq: Node) -> str | None:
@@ -270,8 +281,7 @@ def dynamic_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | N
         return None, Verdict(False, "quant", "dynamic quantize without choose_qparams")
     if DYNAMIC not in options.precisions:
         return None, Verdict(False, "precision", "dynamic quantization is not among config_precisions")
-    weight = node.operands[2] if node.op == "aten.addmm" else node.operands[1]
-    weight_dq = _dq_producer(weight)
+    weight_dq, layout = _weight_dq(node.operands[2] if node.op == "aten.addmm" else node.operands[1])
     if weight_dq is None or not weight_dq.operands[0].is_constant:
         return None, Verdict(False, "quant", "dynamically quantized input but the weight is not a quantized constant")
     if weight_dq.op != "quantized_decomposed.dequantize_per_channel":
@@ -286,7 +296,7 @@ def dynamic_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | N
     reason = rule.reject_reason(node, options)
     if reason:
         return None, Verdict(False, "constraint", reason)
-    nodes = [choose, q, dq, weight_dq, node]
+    nodes = [choose, q, dq, weight_dq] + layout + [node]
     return Unit(node, nodes, DYNAMIC, [q, dq, weight_dq]), None
 
 
@@ -308,6 +318,15 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
 
 
 # ------------------------------------------------------------------------------ the analysis
+
+def _weight_layout_nodes(node: Node) -> list[Node]:
+    """Layout ops that turn a constant into this GEMM's weight: delegated with it, so the weight
+    stays a constant inside the delegate (in per-op mode too)."""
+    index = {"aten.linear": 1, "aten.addmm": 2, "aten.mm": 1, "aten.convolution": 1}.get(node.op)
+    if index is None or len(node.operands) <= index:
+        return []
+    return weight_chain(node.operands[index]) or []
+
 
 def analyse(graph: Graph, options: Options) -> Capability:
     """Units and a verdict for every node of ``graph``."""
@@ -355,7 +374,7 @@ def analyse(graph: Graph, options: Options) -> Capability:
             verdict = float_verdict(node, options)
         verdicts[id(node)] = verdict
         if verdict.supported:
-            claim(Unit(node, [node]))
+            claim(Unit(node, _weight_layout_nodes(node) + [node]))
     for node in graph:
         if node.op in qdq_ops and id(node) not in unit_of:
             unit, verdict = convert_unit(node, options)

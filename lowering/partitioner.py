@@ -27,7 +27,9 @@ from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipelin
 
 from .capability import Options, analyse
 from .partition import PartitionPlan, plan_partition
-from .rules import ALL_PRECISIONS, DYNAMIC, FP32, STATIC
+from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC
+
+FLOAT_LINEAR_WEIGHTS = {"aten.linear": (1, 2), "aten.addmm": (0, 2), "aten.mm": (1,)}
 
 logger = logging.getLogger("xir")
 
@@ -166,10 +168,12 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
                 if user.target is operator.getitem:
                     user.meta["delegation_tag"] = tag
             untagged_operands = set()
-            if options.force_non_static_weights_for_f32_linear and node.op in ("aten.linear", "aten.addmm", "aten.mm") \
-                    and group.implicit == []:
-                untagged_operands = {id(v) for v in node.operands[1:]} if node.op != "aten.addmm" else \
-                    {id(node.operands[0]), id(node.operands[2])}
+            if options.force_non_static_weights_for_f32_linear and node.op in FLOAT_LINEAR_WEIGHTS:
+                weights = [node.operands[i] for i in FLOAT_LINEAR_WEIGHTS[node.op] if i < len(node.operands)]
+                data = node.operands[1] if node.op == "aten.addmm" else node.operands[0]
+                if data.producer is None or data.producer.op not in DEQUANTIZE_OPS:
+                    # a float linear: its weight and bias stay in the program, passed in at run time
+                    untagged_operands = {id(w) for w in weights}
             for value in node.inputs():
                 placeholder = value.fx_node
                 if (value.is_constant and placeholder is not None and placeholder.name in constant_names

@@ -63,10 +63,20 @@ def captured_stderr():
         try:
             yield box
         finally:
+            _flush_c_stdio()
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
             box["text"] = sink.read().decode("utf-8", "replace")
+
+
+def _flush_c_stdio() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except Exception:
+        pass
 
 
 def _runtime_reason(log: str) -> str:

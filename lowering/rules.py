@@ -44,10 +44,29 @@ def producer_op(value: Value) -> str | None:
     return value.producer.op if value.producer is not None else None
 
 
+WEIGHT_LAYOUT_OPS = ("aten.permute_copy", "aten.view_copy", "aten.t_copy")
+
+
+def weight_chain(value: Value) -> list[Node] | None:
+    """The layout ops (permute/view/transpose) between a constant and ``value``, in program
+    order; None if ``value`` is not a constant seen through such ops."""
+    chain: list[Node] = []
+    while not value.is_constant:
+        producer = value.producer
+        if producer is None or producer.op not in WEIGHT_LAYOUT_OPS or len(value.users) != 1:
+            return None
+        chain.append(producer)
+        value = producer.operands[0]
+    return chain[::-1]
+
+
 def is_static(value: Value) -> bool:
-    """A constant (parameter, buffer, lifted constant), possibly behind a dequantize."""
-    if value.is_constant:
+    """A constant (parameter, buffer, lifted constant), possibly behind a dequantize or behind
+    layout ops (a linear decomposed to addmm reads its weight through a permute)."""
+    if weight_chain(value) is not None:
         return True
+    while value.producer is not None and value.producer.op in WEIGHT_LAYOUT_OPS and len(value.users) == 1:
+        value = value.producer.operands[0]
     producer = value.producer
     if producer is not None and producer.op in DEQUANTIZE_OPS and producer.operands:
         return producer.operands[0].is_constant

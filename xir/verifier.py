@@ -199,10 +199,12 @@ def _convolution(node: Node) -> str | None:
     out = _tensor(node.results[0])
     if out is None or out.rank != x.rank:
         return f"result must be a tensor of rank {x.rank}"
-    in_channels = w.shape[0] if transposed else w.shape[1]
-    if isinstance(groups, int) and isinstance(in_channels, int) and isinstance(x.shape[1], int):
-        if x.shape[1] != in_channels * groups:
-            return f"input has {x.shape[1]} channels, weight expects {in_channels} x {groups} groups"
+    if transposed:  # weight (in, out / groups, ...)
+        if not _dims_equal(x.shape[1], w.shape[0]):
+            return f"input has {x.shape[1]} channels, the transposed weight expects {w.shape[0]}"
+    elif isinstance(groups, int) and isinstance(w.shape[1], int) and isinstance(x.shape[1], int):
+        if x.shape[1] != w.shape[1] * groups:
+            return f"input has {x.shape[1]} channels, weight expects {w.shape[1]} x {groups} groups"
     out_channels = w.shape[1] * groups if transposed and isinstance(groups, int) and isinstance(w.shape[1], int) else w.shape[0]
     if not transposed and not _dims_equal(out.shape[1], out_channels):
         return f"result has {out.shape[1]} channels, weight gives {out_channels}"
