@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from lowering.examples import quantize_module
 
-from .helpers import compute_count, lower, reference
+from lowering.compare import compute_count, lower, reference
 
 torch.manual_seed(0)
 

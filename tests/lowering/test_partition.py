@@ -7,7 +7,7 @@ from lowering.capability import Options
 from lowering.partition import plan_partition
 from xir import parse_graph
 
-from .helpers import lower, reference
+from lowering.compare import lower, reference
 
 CYCLE = """graph @g {
   input %x: f32[4,8]

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from lowering.examples import EXAMPLES, export_example, quantize_module
 
-from .helpers import lower, reference
+from lowering.compare import lower, reference
 
 
 def test_patchify_8d_loads_and_matches():

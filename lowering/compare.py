@@ -1,10 +1,11 @@
-"""Lower a program with stock or xir, load it with ExecuTorch's runtime, run it, compare."""
+"""Lower a program with the stock partitioner or xir's, load it with ExecuTorch's runtime, run it,
+and compare with eager PyTorch. Used by the tests, the demo and the benchmarks."""
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
+import time
 from collections import Counter
+from dataclasses import dataclass, field
 
 import torch
 
@@ -25,6 +26,8 @@ class Lowered:
     outputs: list | None = None
     error: str | None = None  # lowering or load failure
     partitioner: object = None
+    seconds: float = 0.0  # lowering time
+    buffer: bytes | None = None
 
     def err(self, reference) -> float:
         assert self.outputs is not None, f"did not run: {self.error}"
@@ -39,6 +42,7 @@ def lower(ep, inputs, which: str = "xir", via: str = "etal", **options) -> Lower
     """Lower ``ep`` with the stock partitioner or xir's (``via`` to_edge_transform_and_lower or
     to_backend), serialize, load, run on ``inputs``. Failures are recorded, not raised."""
     result = Lowered()
+    start = time.perf_counter()
     try:
         if which == "stock":
             partitioner = StockPartitioner(**options)
@@ -58,6 +62,7 @@ def lower(ep, inputs, which: str = "xir", via: str = "etal", **options) -> Lower
         result.partitioner = partitioner
         result.delegated, result.outside, result.delegates = delegated_ops(edge), outside_ops(edge), delegate_count(edge)
         buffer = edge.to_executorch().buffer
+        result.seconds, result.buffer = time.perf_counter() - start, buffer
         result.outputs = run_pte(buffer, inputs)
     except LoadError as e:
         result.error = f"load failed: {e.reason}"
