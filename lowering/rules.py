@@ -136,7 +136,8 @@ def _mm(node: Node, options=None) -> str | None:
 def _convolution(node: Node, options=None) -> str | None:
     weight = node.operands[1]
     if weight.rank not in (3, 4):
-        return f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only)"
+        return (f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only; xir's transform pass "
+                "decompose-conv3d rewrites a 3-D one into 2-D convolutions)")
     if not is_static(weight):
         return "weight is not a constant"
     if len(node.operands) > 2 and not is_static(node.operands[2]):

@@ -125,6 +125,7 @@ def write_back(graph: Graph, ep: Any) -> None:
     old = output.args[0]
     new_outputs = [fx_of(v) for v in graph.outputs]
     output.args = (type(old)(new_outputs) if isinstance(old, (list, tuple)) else new_outputs[0],)
+    _rename_outputs(ep, new_outputs)
     for fx_node in reversed(list(fx_graph.nodes)):
         if fx_node.op in ("call_function", "call_method", "call_module") and fx_node not in keep:
             if fx_node.users:
@@ -138,6 +139,24 @@ def write_back(graph: Graph, ep: Any) -> None:
                 delete_constant_placeholder(ep, fx_node)
     fx_graph.lint()
     gm.recompile()
+
+
+def _rename_outputs(ep: Any, outputs: list) -> None:
+    """Point the graph signature's output specs at the FX nodes that now produce the outputs."""
+    from torch.export.graph_signature import ExportGraphSignature, OutputSpec, TensorArgument
+
+    specs = list(ep.graph_signature.output_specs)
+    if len(specs) != len(outputs):
+        raise WriteBackError(f"the program has {len(specs)} outputs, the IR {len(outputs)}")
+    renamed = []
+    changed = False
+    for spec, node in zip(specs, outputs):
+        if isinstance(spec.arg, TensorArgument) and spec.arg.name != node.name:
+            spec = OutputSpec(kind=spec.kind, arg=TensorArgument(name=node.name), target=spec.target)
+            changed = True
+        renamed.append(spec)
+    if changed:
+        ep._graph_signature = ExportGraphSignature(input_specs=list(ep.graph_signature.input_specs), output_specs=renamed)
 
 
 def _fake_run(target, args, kwargs, fake_mode):
