@@ -20,11 +20,13 @@ import operator
 import sys
 from typing import Any, Iterable, Sequence
 
+import attrs
 import torch
 
 import xir
 from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
 
+from . import rewrites  # noqa: F401  (registers the partition-aware rewrite passes)
 from .capability import Options, analyse
 from .partition import PartitionPlan, plan_partition
 from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC
@@ -39,7 +41,7 @@ IMPLICIT_QDQ_KEY = "IS_IMPLICIT_Q_DQ_TAG"  # executorch.backends.xnnpack.utils.q
 PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "prelu.default", "upsample_bilinear2d.vec")
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = "remove-no-ops,decompose-conv3d,dead-code-elimination"
+DEFAULT_PIPELINE = "remove-no-ops,fold-batch-norm,decompose-conv3d,bf16-bmm-f32-output,dead-code-elimination"
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
 
@@ -94,6 +96,7 @@ class XnnpackPartitioner(_base()):
             self.pipeline = parse_pipeline(DEFAULT_PIPELINE) + parse_pipeline(pipeline[1:])
         else:
             self.pipeline = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+        self.pipeline = [_with_partitioner_options(p, self.options) for p in self.pipeline]
         self.instruments = list(instruments)
         self.verbose = verbose
         self.last_plan: PartitionPlan | None = None
@@ -139,6 +142,15 @@ class XnnpackPartitioner(_base()):
         if self.last_plan is None:
             return "xir partition: partition() has not run yet\n"
         return self.last_plan.report()
+
+
+def _with_partitioner_options(p: Pass, options: Options) -> Pass:
+    """Passes that create ops only XNNPACK runs take their settings from the partitioner."""
+    from .rewrites import PARTITIONER_OPTION_PASSES
+
+    if isinstance(p, PARTITIONER_OPTION_PASSES):
+        return attrs.evolve(p, enable_bf16=options.enable_bf16)
+    return p
 
 
 def _aten_op(name: str):

@@ -266,6 +266,19 @@ def _prelu(node: Node, options=None) -> str | None:
     return None if is_static(node.operands[1]) else "weight is not a constant"
 
 
+def _bmm_f32out(node: Node, options=None) -> str | None:
+    if node.results[0].dtype is not DType.f32:
+        return "its result must be f32"
+    return None
+
+
+def _xir_convert(node: Node, options=None) -> str | None:
+    pair = {node.operands[0].dtype, node.results[0].dtype}
+    if not pair <= {DType.f32, DType.bf16}:
+        return f"converts {node.operands[0].dtype} to {node.results[0].dtype}"
+    return None
+
+
 def _batch_norm(node: Node, options=None) -> str | None:
     # decided in capability.py, which sees the whole graph (fold partner, users)
     return None
@@ -335,6 +348,9 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
            constraint="folds into the conv/linear before it, or decomposes (rank 2-4)",
            bf16_reason="in bf16 a batch norm runs in XNNPACK only when it folds into a conv or linear"),
     OpRule("aten.prelu", _F, check=_prelu, constraint="constant weight"),
+    # xir's own ops (lowering/xnnpack_ops.py)
+    OpRule("xir.bmm_f32out", _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
+    OpRule("xir.convert", _F, check=_xir_convert, constraint="between f32 and bf16"),
     # quantization
     OpRule("quantized_decomposed.quantize_per_tensor", frozenset({STATIC})),
     OpRule("quantized_decomposed.dequantize_per_tensor", frozenset({STATIC})),

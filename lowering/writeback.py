@@ -31,10 +31,7 @@ def resolve_op(name: str) -> Any:
     namespace, op = parts[0], parts[1]
     overload = parts[2] if len(parts) > 2 else "default"
     try:
-        if namespace in ("aten", "dim_order_ops", "quantized_decomposed"):
-            packet = getattr(getattr(exir_ops.edge, namespace), op)
-        else:
-            packet = getattr(getattr(torch.ops, namespace), op)
+        packet = getattr(getattr(exir_ops.edge, namespace), op)
         return getattr(packet, overload)
     except AttributeError:
         raise WriteBackError(f"no ExecuTorch op named {name!r} to write back") from None

@@ -303,6 +303,16 @@ def _convert(node: Node) -> str | None:
     return _result_is(node, target, x.shape)
 
 
+def _bmm_f32out(node: Node) -> str | None:
+    types = _operand_types(node, 2)
+    if isinstance(types, str):
+        return types
+    a, b = types
+    if a.rank != 3 or b.rank != 3 or not _dims_equal(a.shape[2], b.shape[1]):
+        return f"cannot multiply {_show(a.shape)} by {_show(b.shape)}"
+    return _same_dtype(types) or _result_is(node, DType.f32, (a.shape[0], a.shape[1], b.shape[2]))
+
+
 OP_TYPE_RULES: dict[str, Callable[[Node], str | None]] = {
     "aten.linear": _linear,
     "aten.mm": _mm,
@@ -319,6 +329,7 @@ OP_TYPE_RULES: dict[str, Callable[[Node], str | None]] = {
     "aten._to_copy": _convert,
     "dim_order_ops._to_dim_order_copy": _convert,
     "xir.convert": _convert,
+    "xir.bmm_f32out": _bmm_f32out,
 }
 for _name in ("quantize_per_tensor", "quantize_per_tensor.tensor", "quantize_per_channel"):
     OP_TYPE_RULES[f"quantized_decomposed.{_name}"] = _quantize
