@@ -263,6 +263,8 @@ def _clone(node: Node, options=None) -> str | None:
 
 
 def _prelu(node: Node, options=None) -> str | None:
+    if node.operands[0].rank != 4:
+        return f"{node.operands[0].rank}-D input (XNNPACK's channels-last PReLU takes 4-D inputs)"
     return None if is_static(node.operands[1]) else "weight is not a constant"
 
 
@@ -347,7 +349,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule("aten._native_batch_norm_legit_no_training", _F, bf16=False, check=_batch_norm,
            constraint="folds into the conv/linear before it, or decomposes (rank 2-4)",
            bf16_reason="in bf16 a batch norm runs in XNNPACK only when it folds into a conv or linear"),
-    OpRule("aten.prelu", _F, check=_prelu, constraint="constant weight"),
+    OpRule("aten.prelu", _F, check=_prelu, constraint="4-D input, constant weight"),
     # xir's own ops (lowering/xnnpack_ops.py)
     OpRule("xir.bmm_f32out", _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
     OpRule("xir.convert", _F, check=_xir_convert, constraint="between f32 and bf16"),
