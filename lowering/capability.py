@@ -331,27 +331,28 @@ def _weight_layout_nodes(node: Node) -> list[Node]:
 def analyse(graph: Graph, options: Options) -> Capability:
     """Units and a verdict for every node of ``graph``."""
     verdicts: dict[int, Verdict] = {}
-    units: list[Unit] = []
+    units: dict[int, Unit] = {}  # insertion-ordered, keyed by id(unit)
     unit_of: dict[int, Unit] = {}
 
     def claim(unit: Unit) -> None:
-        # a Q/DQ already claimed by another unit joins the two units
+        # a node already claimed by another unit (a shared Q/DQ) joins the two units
         merged = unit
-        for n in unit.nodes:
+        members = {id(n) for n in merged.nodes}
+        for n in list(unit.nodes):
             other = unit_of.get(id(n))
             if other is not None and other is not merged:
                 for m in other.nodes:
-                    if m not in merged.nodes:
+                    if id(m) not in members:
                         merged.nodes.append(m)
+                        members.add(id(m))
                 merged.implicit.extend(m for m in other.implicit if m not in merged.implicit)
-                units.remove(other)
+                del units[id(other)]
                 for m in other.nodes:
                     unit_of[id(m)] = merged
         for n in merged.nodes:
             unit_of[id(n)] = merged
             verdicts[id(n)] = SUPPORTED
-        if merged not in units:
-            units.append(merged)
+        units[id(merged)] = merged
 
     qdq_ops = set(QUANTIZE_OPS) | set(DEQUANTIZE_OPS) | set(CHOOSE_QPARAMS_OPS)
     for node in graph:
@@ -381,4 +382,4 @@ def analyse(graph: Graph, options: Options) -> Capability:
             verdicts[id(node)] = verdict
             if unit is not None:
                 claim(unit)
-    return Capability(units, verdicts, unit_of)
+    return Capability(list(units.values()), verdicts, unit_of)

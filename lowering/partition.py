@@ -114,6 +114,9 @@ def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> li
     # ancestors[v]: group roots (as unit indices, resolved through uf) among the strict ancestors of v
     ancestors: dict[int, set[int]] = {}
     members: dict[int, list[Node]] = {i: list(u.nodes) for i, u in enumerate(units)}
+    order = graph.order()
+    first = {i: min(order[id(n)] for n in u.nodes) for i, u in enumerate(units)}
+    last = {i: max(order[id(n)] for n in u.nodes) for i, u in enumerate(units)}
 
     def ancestor_groups(node: Node) -> set[int]:
         result: set[int] = set()
@@ -144,7 +147,6 @@ def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> li
                     return False
         return True
 
-    order = graph.order()
     for node in graph:
         ancestors[id(node)] = ancestor_groups(node)
         if id(node) not in node_unit:
@@ -158,10 +160,14 @@ def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> li
             g = uf.find(node_unit[id(p)])
             if g == u:
                 continue
-            if can_join(g, members[u]) and can_join(u, members[g]):
+            # a path from u back into g is only possible if some node of g comes after u starts
+            if can_join(g, members[u]) and (first[u] > last[g] or can_join(u, members[g])):
                 root = uf.union(g, u)
                 other = u if root == g else g
-                members[root] = members[root] + members.pop(other)
+                if len(members[root]) < len(members[other]):
+                    members[root], members[other] = members[other], members[root]
+                members[root].extend(members.pop(other))
+                first[root], last[root] = min(first[root], first.pop(other)), max(last[root], last.pop(other))
                 u = root
         # recompute this node's ancestor groups with the merged ids
         ancestors[id(node)] = ancestor_groups(node)

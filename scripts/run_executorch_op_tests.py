@@ -382,7 +382,7 @@ def _run_mode(mode: str, files: list[str], args, out_dir: str, ops_dir: str) -> 
     while True:
         attempt += 1
         cmd = [sys.executable, "-m", "pytest", "-c", ini, "--rootdir", ops_dir, "-p", "no:cacheprovider",
-               "-p", PLUGIN_NAME, "-q", "-o", "console_output_style=classic", "-o", "log_level=INFO",
+               "-p", PLUGIN_NAME, "-q", "-o", "console_output_style=classic", "-p", "no:logging",
                "--junitxml", os.path.join(out_dir, f"{mode}{'' if attempt == 1 else '.' + str(attempt)}.xml")]
         if args.tests:
             cmd += ["-k", args.tests]

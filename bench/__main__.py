@@ -1,0 +1,248 @@
+"""xir against ExecuTorch's stock XNNPACK partitioner, side by side, in one run.
+
+    .venv/bin/python -m bench [--quick] [--only NAME ...] [--runs N] [--no-scaling]
+
+For every zoo model (fp32, bf16, and statically quantized for the CNNs) both partitioners lower
+the same exported program; the table gives partition() time and whole-lowering time (xir's
+split by pass), delegation coverage, the ops left outside, warm latency (median, the two
+programs run interleaved) and its ratio, max error against eager, and load failures with the
+runtime's reason. The scaling run times partition() on synthetic stacks of growing size and
+fits the exponent of time against node count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import sys
+import time
+import warnings
+from collections import Counter
+
+import torch
+
+warnings.filterwarnings("ignore")
+
+
+def _quiet():
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)
+    for name in ("executorch", "torch", "xir"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _timed_partition(partitioner, sink: list):
+    original = partitioner.partition
+
+    def partition(ep):
+        start = time.perf_counter()
+        result = original(ep)
+        sink.append(time.perf_counter() - start)
+        return result
+
+    partitioner.partition = partition
+
+
+def lower_once(ep, inputs, which: str, enable_bf16: bool):
+    """Lower ``ep`` with one partitioner; returns a dict of measurements (never raises)."""
+    import executorch.kernels.quantized  # noqa: F401
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as Stock
+    from executorch.exir import to_edge_transform_and_lower as et_lower
+
+    import lowering
+    from lowering.programs import LoadError, delegate_count, delegated_ops, outside_ops
+    from passes import TimePasses
+
+    record = {"which": which, "partition_s": None, "lower_s": None, "passes": "", "error": None}
+    partition_times: list = []
+    timer = TimePasses(io.StringIO())
+    try:
+        if which == "stock":
+            partitioner = Stock(enable_bf16=enable_bf16)
+            _timed_partition(partitioner, partition_times)
+            start = time.perf_counter()
+            edge = et_lower(ep, partitioner=[partitioner])
+        else:
+            partitioner = lowering.XnnpackPartitioner(enable_bf16=enable_bf16, instruments=[timer])
+            _timed_partition(partitioner, partition_times)
+            start = time.perf_counter()
+            edge = lowering.to_edge_transform_and_lower(ep, partitioner=[partitioner])
+        record["lower_s"] = time.perf_counter() - start
+        record["partition_s"] = sum(partition_times)
+        if timer.rows:
+            record["passes"] = ", ".join(f"{name} {seconds * 1e3:.0f}ms" for name, seconds, _ in timer.rows if seconds > 5e-4)
+        inside, outside = delegated_ops(edge), outside_ops(edge)
+        record.update(inside=inside, outside=outside, delegates=delegate_count(edge))
+        record["buffer"] = edge.to_executorch().buffer
+        from executorch.runtime import Runtime
+
+        from lowering.programs import captured_stderr
+
+        with captured_stderr() as log:
+            try:
+                program = Runtime.get().load_program(record["buffer"])
+                method = program.load_method("forward")
+                outputs = method.execute(list(inputs))
+                failure = None
+            except RuntimeError as error:
+                failure = error
+        if failure is not None:
+            reason = [l for l in log["text"].splitlines() if "XNN" in l or "Failed" in l]
+            raise LoadError(str(failure), reason[0] if reason else "")
+        record.update(program=program, method=method, outputs=list(outputs))
+    except LoadError as e:
+        record["error"] = f"load failed: {e.reason}"
+    except Exception as e:
+        record["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    return record
+
+
+def measure_model(name, ep, inputs, reference, enable_bf16, runs):
+    from lowering.programs import max_error
+
+    results = [lower_once(ep, inputs, which, enable_bf16) for which in ("stock", "xir")]
+    times = {r["which"]: [] for r in results if "method" in r}
+    for _ in range(runs if times else 0):
+        for r in results:
+            if "method" in r:
+                start = time.perf_counter()
+                r["method"].execute(list(inputs))
+                times[r["which"]].append(time.perf_counter() - start)
+    for r in results:
+        if r["which"] in times:
+            r["latency_s"] = sorted(times[r["which"]])[len(times[r["which"]]) // 2]
+            r["max_err"] = max_error(r["outputs"], reference)
+    return results
+
+
+def _coverage(r) -> str:
+    if "inside" not in r:
+        return "-"
+    inside, outside = sum(r["inside"].values()), sum(r["outside"].values())
+    return f"{inside}/{inside + outside} ({100 * inside / max(1, inside + outside):.0f}%)"
+
+
+def _outside_kinds(r) -> str:
+    if "outside" not in r:
+        return ""
+    kinds = Counter({k.split(".")[1] if "." in k else k: v for k, v in r["outside"].items()})
+    return ", ".join(f"{k} x{v}" if v > 1 else k for k, v in kinds.most_common(6)) + (" ..." if len(kinds) > 6 else "")
+
+
+def print_table(rows):
+    header = ("model", "dtype", "partitioner", "partition ms", "lower s", "coverage", "delegates", "latency ms",
+              "xir/stock", "max err", "left outside / failure")
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def run_zoo(args):
+    from bench.zoo import zoo
+    from lowering.examples import quantize_module
+
+    rows, pass_lines = [], []
+    for model in zoo(args.quick):
+        if args.only and model.name not in args.only:
+            continue
+        variants = [("fp32", torch.float32, None), ("bf16", torch.bfloat16, None)]
+        if model.quantizable:
+            variants.append(("int8", torch.float32, "static"))
+        for label, dtype, quantize in variants:
+            print(f"[{model.name} {label}] exporting ...", file=sys.stderr, flush=True)
+            torch.manual_seed(0)
+            module = model.make().eval().to(dtype)
+            inputs = tuple(t.to(dtype) if t.is_floating_point() else t for t in model.inputs())
+            try:
+                if quantize:
+                    module = quantize_module(module, inputs, quantize, per_channel=True)
+                ep = torch.export.export(module, inputs)
+                reference = ep.module()(*inputs)
+            except Exception as e:
+                rows.append((model.name, label, "-", "-", "-", "-", "-", "-", "-", "-", f"export failed: {str(e)[:60]}"))
+                continue
+            reference = list(reference) if isinstance(reference, (list, tuple)) else [reference]
+            print(f"[{model.name} {label}] lowering with stock and xir ...", file=sys.stderr, flush=True)
+            results = measure_model(model.name, ep, inputs, reference, dtype == torch.bfloat16, args.runs)
+            stock_latency = results[0].get("latency_s")
+            for r in results:
+                latency = r.get("latency_s")
+                ratio = f"{latency / stock_latency:.2f}" if r["which"] == "xir" and latency and stock_latency else ""
+                rows.append((model.name, label, r["which"],
+                             "-" if r["partition_s"] is None else f"{r['partition_s'] * 1e3:.0f}",
+                             "-" if r["lower_s"] is None else f"{r['lower_s']:.1f}", _coverage(r), str(r.get("delegates", "-")),
+                             "-" if latency is None else f"{latency * 1e3:.2f}", ratio,
+                             "-" if "max_err" not in r else f"{r['max_err']:.2g}", r["error"] or _outside_kinds(r)))
+                if r["which"] == "xir" and r["passes"]:
+                    pass_lines.append(f"{model.name} {label}: {r['passes']}")
+    print_table(rows)
+    if pass_lines:
+        print("\nxir's rewrite passes (time per pass, over 0.5 ms):")
+        for line in pass_lines:
+            print("  " + line)
+
+
+def run_scaling(args):
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as Stock
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    import lowering
+    from bench.zoo import ConvStack, LinearStack
+
+    sizes = (10, 20, 40, 80) if args.quick else (25, 50, 100, 200, 400)
+    print("\nscaling: partition() time against graph size")
+    header = f"{'stack':<10} {'blocks':>6} {'nodes':>6} {'stock ms':>9} {'xir ms':>8} {'xir/stock':>9}"
+    print(header)
+    print("-" * len(header))
+    for name, make, inputs in (("linear", LinearStack, lambda: (torch.randn(4, 32),)),
+                               ("conv", ConvStack, lambda: (torch.randn(1, 8, 8, 8),))):
+        points = {"stock": [], "xir": []}
+        for blocks in sizes:
+            print(f"[scaling {name} x{blocks}] ...", file=sys.stderr, flush=True)
+            ep = torch.export.export(make(blocks).eval(), inputs())
+            edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
+            program = edge.exported_program()
+            nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
+            measured = {}
+            for which, partitioner in (("stock", Stock()), ("xir", lowering.XnnpackPartitioner())):
+                start = time.perf_counter()
+                partitioner.partition(program)
+                measured[which] = time.perf_counter() - start
+                points[which].append((nodes, measured[which]))
+            print(f"{name:<10} {blocks:>6} {nodes:>6} {measured['stock'] * 1e3:>9.1f} {measured['xir'] * 1e3:>8.1f} "
+                  f"{measured['xir'] / measured['stock']:>9.2f}")
+        for which in ("stock", "xir"):
+            print(f"  {name} {which}: time grows as nodes^{_exponent(points[which]):.2f}")
+
+
+def _exponent(points) -> float:
+    xs = [math.log(n) for n, _ in points]
+    ys = [math.log(t) for _, t in points]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small models and sizes: a few minutes on 2 cores")
+    parser.add_argument("--only", nargs="*", help="zoo models to run (llama vit siglip bert resnet mobilenetv2)")
+    parser.add_argument("--runs", type=int, default=None, help="timed warm runs per program (default 20, quick 10)")
+    parser.add_argument("--no-scaling", action="store_true")
+    parser.add_argument("--no-zoo", action="store_true")
+    args = parser.parse_args(argv)
+    args.runs = args.runs or (10 if args.quick else 20)
+    _quiet()
+    torch.set_num_threads(1)
+    if not args.no_zoo:
+        run_zoo(args)
+    if not args.no_scaling:
+        run_scaling(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
