@@ -147,7 +147,8 @@ def batch_norm_verdict(node: Node, options: Options) -> Verdict:
     producer = x.producer
     if producer is not None and producer.op == "aten.linear" and x.rank != 2:
         return Verdict(False, "constraint", f"follows a linear with a {x.rank}-D output: XNNPACK 1.5.1 would fold it "
-                                            "along the last dim instead of the channel dim (dim 1)")
+                                            "along the last dim instead of the channel dim (dim 1); xir's transform pass "
+                                            "fold-batch-norm rewrites it as a multiply-add")
     folds = (producer is not None and len(x.users) == 1 and all(is_static(v) for v in node.operands[1:])
              and ((producer.op == "aten.convolution" and x.rank in (3, 4) and not producer.attributes.get("transposed", False)
                    and is_static(producer.operands[1]))

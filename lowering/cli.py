@@ -2,15 +2,24 @@
 
     xir demo [--out DIR] [--only NAME ...]   lower the built-in examples with stock and with xir,
                                               run both on ExecuTorch's runtime, compare with eager
+    xir lower MODEL.pt2 [-o MODEL.pte] ...    lower a saved ExportedProgram to an XNNPACK .pte
+    xir dump MODEL.pt2 [--after PIPELINE]     the IR of its edge program (after a pipeline)
+    xir explain MODEL.pt2                     what lowering delegates to XNNPACK, and why the rest not
     xir passes                                the registered passes, their options and descriptions
+
+Errors print one line, ``xir: error: ...``, on stderr and exit with status 2 (``--debug``
+adds the traceback); ``lower --verify`` exits with status 1 when the program does not load
+or does not match eager PyTorch. Progress goes to stderr, results to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+import traceback
 import warnings
 from pathlib import Path
 
@@ -102,17 +111,495 @@ def _passes(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="xir", description="Lower PyTorch programs to ExecuTorch's XNNPACK backend, correctly.")
-    commands = parser.add_subparsers(dest="command", required=True)
+# ------------------------------------------------------------------------------ errors
+
+class CLIError(Exception):
+    """A failure reported as one line, ``xir: error: <message>``; ``status`` is the exit status."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
+def _first_line(error: BaseException) -> str:
+    """``Type: first non-empty line of the message`` (messages of torch errors often start with a newline)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+@contextlib.contextmanager
+def _step(label: str, doing: str | None, failure: str):
+    """Print ``[label] doing ...`` on stderr; turn an exception into CLIError(``failure: error``)."""
+    if doing:
+        _progress(label, doing)
+    try:
+        yield
+    except CLIError:
+        raise
+    except Exception as error:
+        from passes import PipelineError
+
+        detail = str(error) if isinstance(error, PipelineError) else _first_line(error)
+        raise CLIError(f"{failure}: {detail}") from error
+
+
+def _progress(label: str, doing: str) -> None:
+    print(f"[{label}] {doing} ...", file=sys.stderr, flush=True)
+
+
+def _quiet_logs() -> None:
+    """No warnings or library log lines (torch.export.load logs a traceback before raising)."""
+    import logging
+
+    _quiet()
+    for name in ("torch", "torchao", "executorch", "xir"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+# ----------------------------------------------------------------------- the model file
+
+def _model_path(text: str) -> Path:
+    path = Path(text)
+    if not path.exists():
+        raise CLIError(f"{text}: no such file")
+    if path.is_dir():
+        raise CLIError(f"{text} is a directory, not an exported program (.pt2)")
+    return path
+
+
+def _load(path: Path):
+    import torch
+
+    with _step(path.name, f"loading {path}",
+               f"{path} is not an exported program (a .pt2 file written by torch.export.save)"):
+        ep = torch.export.load(str(path))
+    if not isinstance(ep, torch.export.ExportedProgram):
+        raise CLIError(f"{path} is not an exported program (a .pt2 file written by torch.export.save)")
+    return ep
+
+
+def _placeholder_dtypes(ep) -> set:
+    import torch
+
+    return {n.meta["val"].dtype for n in ep.graph.nodes
+            if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+
+
+def _is_quantized(ep) -> bool:
+    return any(n.op == "call_function" and "quantize_per_" in str(n.target) for n in ep.graph.nodes)
+
+
+def _example_inputs(ep, label: str) -> tuple[tuple, dict]:
+    """The example inputs saved with the program, or random ones shaped like its inputs."""
+    import torch
+
+    saved = getattr(ep, "example_inputs", None)
+    if saved is not None:
+        args, kwargs = saved
+        return tuple(args), dict(kwargs or {})
+    _progress(label, "no example inputs saved in the program: using random ones of the input shapes")
+    torch.manual_seed(0)
+    names = set(ep.graph_signature.user_inputs)
+    inputs = []
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in names:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise CLIError(f"input {node.name} is not a tensor and no example inputs were saved with the program; "
+                           f"save it with torch.export.save after export with example inputs")
+        shape = [_concrete(d, ep) for d in val.shape]
+        if val.dtype.is_floating_point:
+            inputs.append(torch.randn(shape).to(val.dtype))
+        elif val.dtype == torch.bool:
+            inputs.append(torch.rand(shape) > 0.5)
+        else:
+            inputs.append(torch.randint(0, 8, shape, dtype=val.dtype))
+    return tuple(inputs), {}
+
+
+def _concrete(dim, ep) -> int:
+    """A size for a (possibly symbolic) dim: 2 when its range allows it, else the nearest bound."""
+    if isinstance(dim, int):
+        return dim
+    hint = getattr(dim.node, "hint", None)
+    ranges = ep.range_constraints.get(dim.node.expr)
+    lower, upper = 2, 2
+    if ranges is not None:
+        try:
+            lower = int(ranges.lower)
+        except (TypeError, ValueError, OverflowError):
+            lower = 0
+        try:
+            upper = int(ranges.upper)
+        except (TypeError, ValueError, OverflowError):
+            upper = 1 << 30
+        return min(max(lower, 2), upper)
+    return int(hint) if hint is not None else 2
+
+
+def _dynamic_shapes(ep, args: tuple, kwargs: dict):
+    """Dim.AUTO for the dims that were dynamic in the program (flat tensor inputs only), else None."""
+    import torch
+
+    if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
+        return None
+    names = list(ep.graph_signature.user_inputs)
+    vals = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
+    if len(names) != len(args):
+        return None
+    specs, dynamic = [], False
+    for name in names:
+        val = vals.get(name)
+        dims = {i: torch.export.Dim.AUTO for i, d in enumerate(getattr(val, "shape", ())) if not isinstance(d, int)}
+        dynamic = dynamic or bool(dims)
+        specs.append(dims or None)
+    return tuple(specs) if dynamic else None
+
+
+def _export(module, args: tuple, kwargs: dict, dynamic_shapes, label: str):
+    import torch
+
+    if dynamic_shapes is not None:
+        try:
+            return torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
+        except Exception:
+            _progress(label, "re-export with dynamic dims failed: re-exporting with the example input shapes")
+    return torch.export.export(module, args, kwargs)
+
+
+def _cast(module, dtype) -> None:
+    """Cast the floating parameters, buffers and tensor constants of an unlifted module."""
+    import torch
+
+    module.to(dtype)
+    for sub in module.modules():
+        for key, value in list(vars(sub).items()):
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
+                setattr(sub, key, value.to(dtype))
+
+
+DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
+
+
+class Prepared:
+    """The program to lower, its example inputs, and what it computes in."""
+
+    def __init__(self, ep, args: tuple, kwargs: dict, bf16: bool, quantized: bool):
+        self.ep, self.args, self.kwargs, self.bf16, self.quantized = ep, args, kwargs, bf16, quantized
+
+
+def _prepare(path: Path, args) -> Prepared:
+    """Load the program; cast it (--dtype) or quantize it (--quantize) and re-export."""
+    import torch
+
+    label = path.name
+    ep = _load(path)
+    example_args, example_kwargs = _example_inputs(ep, label)
+    dtype = getattr(args, "dtype", None)
+    quantize = getattr(args, "quantize", None)
+    current = _placeholder_dtypes(ep)
+    if dtype is not None:
+        target = getattr(torch, DTYPES[dtype])
+        if {d for d in current if d.is_floating_point} - {target}:
+            with _step(label, f"casting to {dtype} and re-exporting", f"re-exporting {path} in {dtype} failed"):
+                module = ep.module()
+                _cast(module, target)
+                example_args = tuple(a.to(target) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                                     for a in example_args)
+                example_kwargs = {k: v.to(target) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                                  for k, v in example_kwargs.items()}
+                shapes = _dynamic_shapes(ep, example_args, example_kwargs)
+                ep = _export(module, example_args, example_kwargs, shapes, label)
+    if quantize is not None:
+        if example_kwargs:
+            raise CLIError("--quantize needs a program whose inputs are all positional")
+        from .examples import quantize_module
+
+        with _step(label, f"quantizing ({quantize}) with XNNPACKQuantizer and re-exporting",
+                   f"quantizing {path} ({quantize}) failed"):
+            module = quantize_module(ep.module(), example_args, quantize)
+            ep = _export(module, example_args, {}, None, label)
+    bf16 = torch.bfloat16 in _placeholder_dtypes(ep)
+    return Prepared(ep, example_args, example_kwargs, bf16, quantize is not None or _is_quantized(ep))
+
+
+# ---------------------------------------------------------------------- pipelines, instruments
+
+def _pipeline(text: str | None, option: str):
+    """Check pipeline text early (an unknown pass or option is an error before any work)."""
+    from passes import PipelineError, parse_pipeline
+
+    if text is None or text.strip() == "default":
+        return None
+    try:
+        parse_pipeline(text[1:] if text.startswith("+") else text)
+    except PipelineError as error:
+        raise CLIError(f"{option}: {error}") from error
+    return text
+
+
+def _instruments(args) -> list:
+    from passes import DumpIR, PrintIR, TimePasses
+
+    instruments = []
+    if args.print_ir_after_all:
+        instruments.append(PrintIR("all"))
+    elif args.print_ir_after_change:
+        instruments.append(PrintIR("change"))
+    if args.dump_dir:
+        instruments.append(DumpIR(args.dump_dir))
+    if args.time_passes:
+        instruments.append(TimePasses())
+    return instruments
+
+
+# ----------------------------------------------------------------------------- commands
+
+def _lower_program(path: Path, prepared: Prepared, args, instruments=()):
+    from . import XnnpackPartitioner, to_edge_transform_and_lower
+
+    partitioner = XnnpackPartitioner(enable_bf16=prepared.bf16, per_op_mode=args.per_op, pipeline=args.pipeline,
+                                     instruments=list(instruments))
+    with _step(path.name, f"lowering to XNNPACK with xir ({'bf16' if prepared.bf16 else 'no bf16'}"
+                          f"{', per op' if args.per_op else ''})", f"lowering {path} failed"):
+        edge = to_edge_transform_and_lower(prepared.ep, partitioner=[partitioner])
+    return edge, partitioner
+
+
+def _lower(args) -> int:
+    path = _model_path(args.model)
+    out = Path(args.output) if args.output else path.with_suffix(".pte")
+    if out.exists() and out.resolve() == path.resolve():
+        raise CLIError(f"-o {out} would overwrite the input program")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CLIError(f"cannot create the folder of {out}: {error.strerror or error}") from error
+    if args.dtype == "bf16" and args.quantize:
+        raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
+    args.pipeline = _pipeline(args.pipeline, "--pipeline")
+    prepared = _prepare(path, args)
+    edge, partitioner = _lower_program(path, prepared, args, _instruments(args))
+    with _step(path.name, "serializing to ExecuTorch", f"serializing {path} failed"):
+        import executorch.kernels.quantized  # noqa: F401  (quantized ops left outside delegates)
+
+        buffer = edge.to_executorch().buffer
+    try:
+        out.write_bytes(buffer)
+    except OSError as error:
+        raise CLIError(f"cannot write {out}: {error.strerror or error}") from error
+    from .programs import delegate_count, delegated_ops, outside_ops
+
+    inside, outside = sum(delegated_ops(edge).values()), sum(outside_ops(edge).values())
+    print(f"wrote {out} ({len(buffer):,} bytes): {inside} op(s) in {delegate_count(edge)} XNNPACK delegate(s), "
+          f"{outside} op(s) outside")
+    if args.report:
+        print(partitioner.report(), end="")
+    if args.verify:
+        return _verify(path, out, buffer, prepared)
+    return 0
+
+
+def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from .programs import LoadError, max_error, run_pte
+
+    with _step(path.name, "running eager ep.module() on the example inputs", f"running {path} eagerly failed"):
+        expected = prepared.ep.module()(*prepared.args, **prepared.kwargs)
+        expected = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    inputs = tuple(t for t in pytree.tree_leaves((prepared.args, prepared.kwargs)) if isinstance(t, torch.Tensor))
+    _progress(path.name, f"running {out} on ExecuTorch's runtime")
+    try:
+        actual = run_pte(buffer, inputs)
+    except LoadError as error:
+        raise CLIError(f"verify: ExecuTorch's runtime refused {out}: {error.reason.splitlines()[-1] if error.reason else error}",
+                       status=1) from error
+    try:
+        error = max_error(actual, expected)
+    except AssertionError as mismatch:
+        raise CLIError(f"verify: {out} {mismatch}", status=1) from mismatch
+    scale = max([1.0] + [t.float().abs().max().item() for t in expected if t.numel()])
+    if prepared.quantized:
+        tolerance = 0.05 * scale
+    elif prepared.bf16:
+        tolerance = 2e-2 * scale
+    else:
+        tolerance = 1e-4 * scale
+    verdict = "ok" if error <= tolerance else "MISMATCH"
+    print(f"verify: max error {error:.3g} against eager ep.module() on the example inputs "
+          f"(tolerance {tolerance:.3g}): {verdict}")
+    if error > tolerance:
+        raise CLIError(f"verify: {out} does not match eager PyTorch: max error {error:.3g} > tolerance {tolerance:.3g}",
+                       status=1)
+    return 0
+
+
+def _dump(args) -> int:
+    import xir
+    from passes import PassManager
+
+    from . import XnnpackPartitioner
+    from .examples import edge_program
+
+    path = _model_path(args.model)
+    after = _pipeline(args.after, "--after") if args.after is not None else ""
+    prepared = _prepare(path, args)
+    with _step(path.name, "converting to ExecuTorch's edge dialect and importing",
+               f"converting {path} to the edge dialect failed"):
+        graph = xir.from_exported_program(edge_program(prepared.ep))
+    if args.after is not None:
+        pipeline = XnnpackPartitioner(enable_bf16=prepared.bf16, pipeline=after).pipeline
+        manager = PassManager(pipeline, _instruments(args))
+        with _step(path.name, f"running {manager.pipeline_text or 'an empty pipeline'}", "the pipeline failed"):
+            manager.run(graph)
+    print(xir.print_graph(graph, show_origin=args.origin), end="")
+    return 0
+
+
+def _explain(args) -> int:
+    path = _model_path(args.model)
+    if args.dtype == "bf16" and args.quantize:
+        raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
+    args.pipeline = _pipeline(args.pipeline, "--pipeline")
+    prepared = _prepare(path, args)
+    _, partitioner = _lower_program(path, prepared, args)
+    print(partitioner.report(), end="")
+    return 0
+
+
+# ------------------------------------------------------------------------------- parser
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line too, with the command whose --help lists the options."""
+
+    def error(self, message: str):
+        raise CLIError(f"{message} (see '{self.prog} --help')")
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    # on every command too (``xir lower --debug ...``); SUPPRESS keeps ``xir --debug lower`` working
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and library warnings")
+
+
+def _add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL.pt2", help="an ExportedProgram saved with torch.export.save")
+
+
+def _add_preparation(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dtype", choices=list(DTYPES),
+                        help="cast the module and its inputs and re-export (bf16 also enables bf16 delegation; "
+                             "a bf16 program gets it without this option)")
+    parser.add_argument("--quantize", choices=["static", "dynamic"],
+                        help="quantize with ExecuTorch's XNNPACKQuantizer, calibrated on the example inputs saved in "
+                             "the .pt2 (random ones of the input shapes when none were saved), and re-export")
+
+
+def _add_lowering(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--per-op", action="store_true", help="one delegate per op (the stock per_op_mode)")
+    parser.add_argument("--pipeline", metavar="TEXT",
+                        help="xir's rewrite pipeline, e.g. 'remove-no-ops,dead-code-elimination' "
+                             "(default: the default pipeline; '+TEXT' appends to it; see 'xir passes')")
+
+
+def _add_instruments(parser: argparse.ArgumentParser) -> None:
+    printing = parser.add_mutually_exclusive_group()
+    printing.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (on stderr)")
+    printing.add_argument("--print-ir-after-change", action="store_true",
+                          help="print the IR after the passes that changed it (on stderr)")
+    parser.add_argument("--dump-dir", metavar="DIR", help="write the IR before and after every pass to DIR (00-input.xir, ...)")
+    parser.add_argument("--time-passes", action="store_true", help="print the time each pass took (on stderr)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .examples import EXAMPLES
+
+    parser = _Parser(prog="xir", description="Lower PyTorch programs to ExecuTorch's XNNPACK backend, correctly.",
+                     epilog="Errors print one line 'xir: error: ...' and exit with status 2 (--debug shows the "
+                            "traceback); 'xir lower --verify' exits with 1 when the program does not load or "
+                            "does not match eager PyTorch. Progress goes to stderr, results to stdout.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and library warnings")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     demo = commands.add_parser("demo", help="lower the built-in examples with stock and with xir, run and compare them")
     demo.add_argument("--out", default="xir-demo", help="folder for .pte files, IR dumps and reports (default: xir-demo)")
-    demo.add_argument("--only", nargs="*", help="run only these examples")
+    demo.add_argument("--only", nargs="*", choices=list(EXAMPLES), metavar="NAME",
+                      help=f"run only these examples ({', '.join(EXAMPLES)})")
+    _add_debug(demo)
     demo.set_defaults(run=_demo)
+
+    lower = commands.add_parser("lower", help="lower a saved ExportedProgram (.pt2) to an XNNPACK .pte",
+                                description="Lower a saved ExportedProgram to ExecuTorch's XNNPACK backend with xir "
+                                            "and write the .pte file.")
+    _add_model(lower)
+    lower.add_argument("-o", "--output", metavar="MODEL.pte", help="the .pte to write (default: MODEL.pte next to MODEL.pt2)")
+    _add_preparation(lower)
+    _add_lowering(lower)
+    lower.add_argument("--verify", action="store_true",
+                       help="run the .pte on ExecuTorch's runtime on the example inputs, compare with eager "
+                            "ep.module() and print the max error (exit status 1 if it does not load or match)")
+    lower.add_argument("--report", action="store_true", help="print the partition report (what was delegated, why the rest was not)")
+    _add_instruments(lower)
+    _add_debug(lower)
+    lower.set_defaults(run=_lower)
+
+    dump = commands.add_parser("dump", help="print the IR of the program's edge dialect (optionally after a pipeline)",
+                               description="Print the xir IR of the program in ExecuTorch's edge dialect.")
+    _add_model(dump)
+    dump.add_argument("--after", metavar="PIPELINE",
+                      help="run this pipeline first ('default': the one lowering runs; '+TEXT' appends to it)")
+    dump.add_argument("--no-origin", dest="origin", action="store_false", help="do not annotate nodes with the pass that made them")
+    _add_preparation(dump)
+    _add_instruments(dump)
+    _add_debug(dump)
+    dump.set_defaults(run=_dump)
+
+    explain = commands.add_parser("explain", help="lower the program and print the partition report",
+                                  description="Lower the program as 'xir lower' does (without writing it) and print "
+                                              "the partition report: the groups delegated to XNNPACK, and the rule and "
+                                              "reason for each op left outside.")
+    _add_model(explain)
+    _add_preparation(explain)
+    _add_lowering(explain)
+    _add_debug(explain)
+    explain.set_defaults(run=_explain)
+
     passes = commands.add_parser("passes", help="list the registered passes")
+    _add_debug(passes)
     passes.set_defaults(run=_passes)
-    args = parser.parse_args(argv)
-    return args.run(args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        args = _parser().parse_args(argv)
+        debug = args.debug
+        if not debug:
+            _quiet_logs()
+        return args.run(args)
+    except CLIError as error:
+        if debug and error.__cause__ is not None:
+            traceback.print_exception(error.__cause__)
+        sys.stdout.flush()
+        print(f"xir: error: {error}", file=sys.stderr)
+        return error.status
+    except KeyboardInterrupt:
+        print("xir: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug in xir: still one line unless --debug
+        if debug:
+            traceback.print_exc()
+        sys.stdout.flush()
+        print(f"xir: error: {_first_line(error)}" + ("" if debug else " (--debug shows the traceback)"), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

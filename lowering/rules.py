@@ -190,11 +190,39 @@ def _mean_dim(node: Node, options=None) -> str | None:
     return None
 
 
+# ops XNNPACK's delegate keeps in channels-last (NHWC) layout, and ops after which it is NCHW again
+CHANNELS_LAST_OPS = ("aten.convolution", "aten.avg_pool2d", "aten.max_pool2d", "aten.max_pool2d_with_indices",
+                     "aten.upsample_bilinear2d.vec", "aten.mean.dim", "aten.prelu", "aten._native_batch_norm_legit_no_training")
+LAYOUT_RESET_OPS = ("aten.view_copy", "aten.permute_copy", "aten.linear", "aten.mm", "aten.addmm", "aten.bmm",
+                    "xir.bmm_f32out")
+
+
+def _after_channels_last_op(value: Value, limit: int = 256) -> Node | None:
+    """A conv/pool/... upstream of ``value`` through layout-preserving ops, if any."""
+    seen, stack = set(), [value]
+    while stack and len(seen) < limit:
+        v = stack.pop()
+        p = v.producer
+        if p is None or id(p) in seen:
+            continue
+        seen.add(id(p))
+        if p.op in CHANNELS_LAST_OPS:
+            return p
+        if p.op not in LAYOUT_RESET_OPS:
+            stack.extend(p.operands)
+    return None
+
+
 def _softmax(node: Node, options=None) -> str | None:
     dim = attr(node, "dim")
     rank = node.operands[0].rank
     if dim not in (-1, rank - 1):
         return f"softmax over dim {dim}, not the last dim"
+    if rank == 4:
+        source = _after_channels_last_op(node.operands[0])
+        if source is not None:
+            return (f"4-D softmax after {source.op}: XNNPACK keeps that tensor channels-last and would normalize "
+                    "over the channels instead of the last dim")
     return None
 
 
@@ -243,6 +271,10 @@ def _upsample_bilinear(node: Node, options=None) -> str | None:
     x = node.operands[0]
     if x.rank != 4:
         return f"input rank {x.rank}"
+    scales = attr(node, "scale_factors")
+    if scales and not attr(node, "align_corners", False) and any(float(s) != int(s) for s in scales):
+        return (f"scale factors {scales}: XNNPACK maps coordinates by the output size, PyTorch by the scale "
+                "(they differ for non-integer scales)")
     return _static_shape(node)
 
 
@@ -322,7 +354,8 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule("aten.linear", _FSD, check=_linear, constraint="constant weight and bias"),
     OpRule("aten.addmm", _FSD, check=_addmm, constraint="constant weight and bias; alpha = beta = 1"),
     OpRule("aten.mm", _FSD, check=_mm, constraint="constant second matrix"),
-    OpRule("aten.bmm", _F, bf16=False, bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only"),
+    OpRule("aten.bmm", _F, bf16=False, bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only "
+                                                    "(xir's transform pass bf16-bmm-f32-output rewrites it; run transform_passes())"),
     OpRule("aten.convolution", _FSD, bf16=False, check=_convolution, constraint="1-D or 2-D; constant weight and bias",
            bf16_reason=_NO_BF16),
     # pooling, reductions, softmax

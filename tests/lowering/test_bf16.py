@@ -228,3 +228,20 @@ def test_fold_batch_norm_ir():
     assert "aten.convolution(%x, %w_bn, %w_bn_bias)" in text
     assert "aten.mul.Tensor(%" in text and ", %bn_scale)" in text and "param %bn_scale: f32[4,1]" in text
     assert "aten.linear(%y, %lw)" in text  # the 3-D linear keeps its weights
+
+
+@pytest.mark.parametrize("example", ["attention-bf16", "linear-bn-3d"])
+def test_bare_drop_in_never_wrong(example):
+    """The partitioner alone (no transform passes): nodes that need a rewrite stay outside, the
+    report says which rewrite, and the program still loads and matches."""
+    ex = EXAMPLES[example]
+    ep, inputs = export_example(ex), ex.example_inputs()
+    ours = lower(ep, inputs, "xir", via="bare", enable_bf16=ex.dtype == BF16)
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)
+    assert ours.err(ref) <= bf16_tolerance(ref)
+    report = ours.partitioner.report()
+    if example == "attention-bf16":
+        assert ours.outside["aten.bmm"] == 2 and "bf16-bmm-f32-output" in report
+    else:
+        assert ours.outside["aten._native_batch_norm_legit_no_training"] == 1 and "fold-batch-norm" in report

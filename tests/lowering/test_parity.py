@@ -58,6 +58,10 @@ FP32_CASES = {
     "prelu": (lambda x, w: F.prelu(x, w), (r(1, 4, 3, 3),), torch.rand(4)),
     "batch-norm-alone": (lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b), (r(2, 4, 5),), r(4), torch.rand(4) + 0.5, r(4), r(4)),
     "6d-permute": (lambda x: x.permute(5, 4, 3, 2, 1, 0) * 2, (r(2, 1, 3, 1, 2, 2),)),
+    # stock delegates these and XNNPACK computes something else (xir keeps the op outside)
+    "softmax-after-conv": (lambda x, w: torch.softmax(F.conv2d(x, w), -1), (r(1, 3, 6, 6),), r(4, 3, 3, 3)),
+    "upsample-bilinear-1.3": (lambda x: F.interpolate(x, scale_factor=1.3, mode="bilinear"), (r(1, 2, 8, 8),)),
+    "addmm-beta-alpha": (lambda x, w, b: torch.addmm(b, x, w, beta=0.5, alpha=2.0), (r(4, 8),), r(8, 6), r(6)),
 }
 
 
@@ -84,6 +88,16 @@ def test_fp32_op_parity(name):
         # everything stock leaves outside, xir may leave outside; xir leaves nothing more outside
         extra = ours.outside - stock.outside
         assert not extra, f"xir leaves {dict(extra)} outside where stock delegates them (report:\n{ours.partitioner.report()})"
+
+
+@pytest.mark.parametrize("name, op", [("softmax-after-conv", "aten._softmax"),
+                                      ("upsample-bilinear-1.3", "aten.upsample_bilinear2d.vec"),
+                                      ("addmm-beta-alpha", "aten.addmm")])
+def test_stock_computes_something_else(name, op):
+    ep, inputs, stock, ours = lowered_case(name)
+    ref = reference(ep, inputs)
+    assert stock.ran and stock.err(ref) > 1e-2 and stock.delegated[op] >= 1
+    assert ours.outside[op] == 1 and ours.err(ref) <= tolerance(ref)
 
 
 def test_gelu_tanh_is_not_delegated_because_xnnpack_computes_exact_gelu():
