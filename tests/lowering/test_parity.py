@@ -152,3 +152,17 @@ def test_quantized_parity(name):
     assert ours.delegated.keys() >= {k for k in stock.delegated if stock.delegated[k]}
     for op in ("aten.convolution", "aten.linear", "aten.addmm"):
         assert ours.outside[op] == 0, f"{op} left outside: {ours.partitioner.report()}"
+
+
+def test_config_precisions_limit_what_is_delegated():
+    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+
+    ep, inputs, _, _ = lowered_quant_case("static-linear")
+    ref = reference(ep, inputs)
+    only_fp32 = lower(ep, inputs, "xir", config_precisions=ConfigPrecisionType.FP32)
+    assert only_fp32.ran, only_fp32.error
+    assert only_fp32.err(ref) <= 0.05 * ref[0].abs().max().item()
+    assert not any(op.startswith("quantized_decomposed") for op in only_fp32.delegated)
+    assert only_fp32.outside["aten.linear"] + only_fp32.outside["aten.addmm"] == 2
+    static = lower(ep, inputs, "xir", config_precisions=[ConfigPrecisionType.STATIC_QUANT])
+    assert static.ran and static.delegated["aten.linear"] == 2
