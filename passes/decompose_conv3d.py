@@ -86,7 +86,7 @@ def _decompose(graph: Graph, conv: Node) -> bool:
     base = weight.name or "conv3d_weight"
     for k in range(kd):
         tap = data[:, :, k].contiguous()
-        slice_weight = graph.add_input(_fresh_name(graph, f"{base}_tap{k}"), TensorType(DType.f32, tuple(tap.shape)),
+        slice_weight = graph.add_input(graph.unique_input_name(f"{base}_tap{k}"), TensorType(DType.f32, tuple(tap.shape)),
                                        InputKind.parameter, tap)
         operands = [frames, slice_weight] + ([bias] if bias is not None and k == 0 else [])
         conv_attributes = {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "transposed": False,
@@ -103,13 +103,6 @@ def _decompose(graph: Graph, conv: Node) -> bool:
     graph.replace_node(conv, [out])
     return True
 
-
-def _fresh_name(graph: Graph, base: str) -> str:
-    names = {v.name for v in graph.inputs}
-    name, i = base, 1
-    while name in names:
-        name, i = f"{base}_{i}", i + 1
-    return name
 
 
 @function_pass("decompose-conv3d")

@@ -42,10 +42,7 @@ def _affine(norm: Node):
 
 
 def _new_constant(graph: Graph, base: str, data, dtype) -> Value:
-    names = {v.name for v in graph.inputs}
-    name, i = base, 1
-    while name in names:
-        name, i = f"{base}_{i}", i + 1
+    name = graph.unique_input_name(base)
     data = getattr(data, _CAST[dtype])().contiguous()
     return graph.add_input(name, TensorType(dtype, tuple(data.shape)), InputKind.parameter, data)
 

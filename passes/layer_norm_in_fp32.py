@@ -31,7 +31,7 @@ def layer_norm_in_fp32(graph: Graph) -> bool:
         graph.insert_before(node, wide_x)
         operands = [wide_x.result]
         for v in node.operands[1:]:
-            wide = graph.add_input(_fresh(graph, f"{v.name}_f32"), v.type.with_dtype(DType.f32), InputKind.parameter,
+            wide = graph.add_input(graph.unique_input_name(f"{v.name}_f32"), v.type.with_dtype(DType.f32), InputKind.parameter,
                                    v.data.float().contiguous())
             operands.append(wide)
         norm = graph.create_node(LAYER_NORM, operands, [r.type.with_dtype(DType.f32) if isinstance(r.type, TensorType) else r.type
@@ -44,10 +44,3 @@ def layer_norm_in_fp32(graph: Graph) -> bool:
         changed = True
     return changed
 
-
-def _fresh(graph: Graph, base: str) -> str:
-    names = {v.name for v in graph.inputs}
-    name, i = base, 1
-    while name in names:
-        name, i = f"{base}_{i}", i + 1
-    return name

@@ -185,6 +185,14 @@ class Graph:
         self.inputs.append(value)
         return value
 
+    def unique_input_name(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... : a name no input of this graph has."""
+        names = {v.name for v in self.inputs}
+        name, i = base, 1
+        while name in names:
+            name, i = f"{base}_{i}", i + 1
+        return name
+
     def remove_input(self, value: Value) -> None:
         if value.uses or value in self.outputs:
             raise IRError(f"cannot remove input {value.describe()}: it is still used")
