@@ -40,4 +40,68 @@ class Bf16BmmF32Output(Pass):
         return changed
 
 
-PARTITIONER_OPTION_PASSES = (Bf16BmmF32Output,)
+# ops XNNPACK defines in fp32 but not in bf16
+FP32_ONLY_OPS = ("aten.convolution", "aten.avg_pool2d", "aten.max_pool2d", "aten.max_pool2d_with_indices",
+                 "aten.mean.dim", "aten._softmax", "aten.upsample_bilinear2d.vec")
+_CONSTANT_CASTS = {DType.f32: "float"}
+
+
+@attrs.frozen
+class Bf16InFp32(Pass):
+    """Run bf16 ops XNNPACK cannot define in bf16 (conv, pooling, mean, softmax, bilinear upsampling)
+    in fp32 inside XNNPACK: convert in, compute in fp32 (constant weights converted once), convert out."""
+
+    name = "bf16-in-fp32"
+    enable_bf16: bool = False
+
+    def run(self, graph: Graph) -> bool:
+        if not self.enable_bf16:
+            return False
+        from .capability import Options, float_verdict
+
+        options = Options(enable_bf16=True)
+        changed = False
+        for node in graph:
+            if node.op not in FP32_ONLY_OPS or node.results[0].dtype is not DType.bf16:
+                continue
+            if any(r.uses for r in node.results[1:]):
+                continue  # e.g. max pooling whose indices are used
+            changed |= self._rewrite(graph, node, options, float_verdict)
+        return changed
+
+    def _rewrite(self, graph: Graph, node, options, float_verdict) -> bool:
+        created, operands = [], []
+        for value in node.operands:
+            if not isinstance(value.type, TensorType) or value.dtype is not DType.bf16:
+                operands.append(value)
+            elif value.is_constant and value.data is not None:
+                wide = graph.add_input(graph.unique_input_name(f"{value.name}_f32"), value.type.with_dtype(DType.f32),
+                                       value.input_kind, value.data.float().contiguous())
+                created.append(wide)
+                operands.append(wide)
+            else:
+                convert = graph.create_node("xir.convert", [value], [value.type.with_dtype(DType.f32)], {"dtype": DType.f32})
+                graph.insert_before(node, convert)
+                created.append(convert)
+                operands.append(convert.result)
+        result_types = [r.type.with_dtype(DType.f32) if isinstance(r.type, TensorType) and r.dtype is DType.bf16 else r.type
+                        for r in node.results]
+        wide_node = graph.create_node(node.op, operands, result_types, dict(node.attributes))
+        graph.insert_before(node, wide_node)
+        created.append(wide_node)
+        verdict = float_verdict(wide_node, options)
+        if not verdict.supported:  # XNNPACK would not take the fp32 op either: undo
+            for item in reversed(created):
+                if hasattr(item, "op"):
+                    graph.erase(item)
+                else:
+                    graph.remove_input(item)
+            return False
+        narrow = graph.create_node("xir.convert", [wide_node.results[0]], [node.results[0].type], {"dtype": DType.bf16})
+        graph.insert_before(node, narrow)
+        graph.replace_all_uses(node.results[0], narrow.result)
+        graph.erase(node)
+        return True
+
+
+PARTITIONER_OPTION_PASSES = (Bf16BmmF32Output, Bf16InFp32)
