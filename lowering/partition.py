@@ -86,7 +86,7 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
     if options.per_op_mode:
         merged = [[u] for u in units]
     else:
-        merged = _merge_convex(graph, units, capability)
+        merged = _merge_adjacent(graph, _merge_convex(graph, units, capability))
     groups = []
     for i, unit_list in enumerate(merged):
         nodes = sorted({id(n): n for u in unit_list for n in u.nodes}.values(), key=lambda n: order[id(n)])
@@ -99,6 +99,50 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
             verdict: Verdict = capability.verdict(node)
             rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported"))
     return PartitionPlan(groups, rejected, options)
+
+
+def _merge_adjacent(graph: Graph, groups: list[list[Unit]]) -> list[list[Unit]]:
+    """Merge each group into the one before it (in program order) when no path leaves one and
+    enters the other: independent branches share a delegate, so fewer delegate calls."""
+    if len(groups) < 2:
+        return groups
+    order = graph.order()
+
+    def nodes_of(us):
+        return [n for u in us for n in u.nodes]
+
+    def path_between(source: list[Node], target_ids: set[int], inside: set[int], limit: int) -> bool:
+        """Is there a path from ``source`` into ``target_ids`` through a node outside ``inside``?"""
+        stack = [user for n in source for r in n.results for user in r.users if id(user) not in inside]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen or order[id(node)] > limit:
+                continue
+            seen.add(id(node))
+            for r in node.results:
+                for user in r.users:
+                    if id(user) in target_ids:
+                        return True
+                    if id(user) not in inside:
+                        stack.append(user)
+        return False
+
+    result = [groups[0]]
+    for group in groups[1:]:
+        previous = result[-1]
+        a, b = nodes_of(previous), nodes_of(group)
+        a_ids, b_ids = {id(n) for n in a}, {id(n) for n in b}
+        both = a_ids | b_ids
+        last_a, last_b = max(order[id(n)] for n in a), max(order[id(n)] for n in b)
+        first_b = min(order[id(n)] for n in b)
+        a_to_b = path_between(a, b_ids, both, last_b)
+        b_to_a = first_b < last_a and path_between(b, a_ids, both, last_a)
+        if not a_to_b and not b_to_a:
+            result[-1] = previous + group
+        else:
+            result.append(group)
+    return result
 
 
 def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> list[list[Unit]]:

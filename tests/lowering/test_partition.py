@@ -132,3 +132,21 @@ def test_unknown_pipeline_pass_is_a_clear_error():
 
     with pytest.raises(PipelineError, match="unknown pass 'fold-everything'"):
         lowering.XnnpackPartitioner(pipeline="fold-everything")
+
+
+def test_independent_groups_share_a_delegate():
+    graph = parse_graph("""graph @g {
+  input %x: f32[4,8]
+  input %y: f32[4,8]
+  %0: f32[4,8] = aten.cumsum(%x) {dim=1}
+  %1: f32[4,8] = aten.relu(%0)
+  %2: f32[4,8] = aten.cumsum(%y) {dim=1}
+  %3: f32[4,8] = aten.neg(%2)
+  %4: f32[4,8] = aten.cumsum(%1) {dim=0}
+  %5: f32[4,8] = aten.sigmoid(%4)
+  return %3, %5
+}
+""")
+    plan = plan_partition(graph, Options())
+    # relu and neg are independent: one delegate; sigmoid depends on relu through a cumsum: its own
+    assert [g.ops() for g in plan.groups] == [["aten.relu", "aten.neg"], ["aten.sigmoid"]]
