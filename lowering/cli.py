@@ -116,9 +116,10 @@ def _passes(args) -> int:
 class CLIError(Exception):
     """A failure reported as one line, ``xir: error: <message>``; ``status`` is the exit status."""
 
-    def __init__(self, message: str, status: int = 2):
+    def __init__(self, message: str, status: int = 2, hint: bool = False):
         super().__init__(message)
         self.status = status
+        self.hint = hint  # a library's error: --debug shows where it came from
 
 
 def _first_line(error: BaseException) -> str:
@@ -142,12 +143,13 @@ def _step(label: str, doing: str | None, failure: str):
     except Exception as error:
         from passes import PipelineError
 
-        detail = str(error) if isinstance(error, PipelineError) else _first_line(error)
-        raise CLIError(f"{failure}: {detail}") from error
+        if isinstance(error, PipelineError):
+            raise CLIError(f"{failure}: {error}") from error
+        raise CLIError(f"{failure}: {_first_line(error)}", hint=True) from error
 
 
-def _progress(label: str, doing: str) -> None:
-    print(f"[{label}] {doing} ...", file=sys.stderr, flush=True)
+def _progress(label: str, doing: str, more: bool = True) -> None:
+    print(f"[{label}] {doing}{' ...' if more else ''}", file=sys.stderr, flush=True)
 
 
 def _quiet_logs() -> None:
@@ -170,15 +172,37 @@ def _model_path(text: str) -> Path:
     return path
 
 
+NOT_A_PROGRAM = "{path} is not an exported program (a .pt2 file written by torch.export.save)"
+
+
 def _load(path: Path):
     import torch
 
-    with _step(path.name, f"loading {path}",
-               f"{path} is not an exported program (a .pt2 file written by torch.export.save)"):
+    _progress(path.name, f"loading {path}")
+    try:
         ep = torch.export.load(str(path))
+    except Exception as error:
+        raise CLIError(f"{NOT_A_PROGRAM.format(path=path)}: {_why_not_loaded(path, error)}") from error
     if not isinstance(ep, torch.export.ExportedProgram):
-        raise CLIError(f"{path} is not an exported program (a .pt2 file written by torch.export.save)")
+        raise CLIError(f"{NOT_A_PROGRAM.format(path=path)}: it holds a {type(ep).__name__}")
     return ep
+
+
+def _why_not_loaded(path: Path, error: Exception) -> str:
+    import zipfile
+
+    try:
+        if not zipfile.is_zipfile(path):
+            return "it is not a zip archive"
+        names = zipfile.ZipFile(path).namelist()
+    except OSError as e:
+        return e.strerror or str(e)
+    if not any(name == "archive_format" or name.endswith("/archive_format") for name in names):
+        if any(name.endswith("data.pkl") for name in names):
+            return ("it is a torch.save file (a state dict or module?); export the model with torch.export.export "
+                    "and save that with torch.export.save")
+        return "it is a zip archive without an exported program in it"
+    return _first_line(error)  # a .pt2 archive that does not load (another torch version, a missing custom op, ...)
 
 
 def _placeholder_dtypes(ep) -> set:
@@ -186,6 +210,13 @@ def _placeholder_dtypes(ep) -> set:
 
     return {n.meta["val"].dtype for n in ep.graph.nodes
             if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+
+
+def _has_dynamic_dims(ep) -> bool:
+    import torch
+
+    return any(not isinstance(d, int) for n in ep.graph.nodes if n.op == "placeholder"
+               and isinstance(n.meta.get("val"), torch.Tensor) for d in n.meta["val"].shape)
 
 
 def _is_quantized(ep) -> bool:
@@ -200,7 +231,7 @@ def _example_inputs(ep, label: str) -> tuple[tuple, dict]:
     if saved is not None:
         args, kwargs = saved
         return tuple(args), dict(kwargs or {})
-    _progress(label, "no example inputs saved in the program: using random ones of the input shapes")
+    _progress(label, "no example inputs saved in the program: using random ones of the input shapes", more=False)
     torch.manual_seed(0)
     names = set(ep.graph_signature.user_inputs)
     inputs = []
@@ -225,20 +256,19 @@ def _concrete(dim, ep) -> int:
     """A size for a (possibly symbolic) dim: 2 when its range allows it, else the nearest bound."""
     if isinstance(dim, int):
         return dim
-    hint = getattr(dim.node, "hint", None)
     ranges = ep.range_constraints.get(dim.node.expr)
-    lower, upper = 2, 2
-    if ranges is not None:
-        try:
-            lower = int(ranges.lower)
-        except (TypeError, ValueError, OverflowError):
-            lower = 0
-        try:
-            upper = int(ranges.upper)
-        except (TypeError, ValueError, OverflowError):
-            upper = 1 << 30
-        return min(max(lower, 2), upper)
-    return int(hint) if hint is not None else 2
+    if ranges is None:
+        hint = getattr(dim.node, "hint", None)
+        return int(hint) if hint is not None else 2
+    try:
+        lower = int(ranges.lower)
+    except (TypeError, ValueError, OverflowError):
+        lower = 0
+    try:
+        upper = int(ranges.upper)
+    except (TypeError, ValueError, OverflowError):  # unbounded
+        upper = 1 << 30
+    return min(max(lower, 2), upper)
 
 
 def _dynamic_shapes(ep, args: tuple, kwargs: dict):
@@ -267,7 +297,7 @@ def _export(module, args: tuple, kwargs: dict, dynamic_shapes, label: str):
         try:
             return torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
         except Exception:
-            _progress(label, "re-export with dynamic dims failed: re-exporting with the example input shapes")
+            _progress(label, "re-export with dynamic dims failed: re-exporting with the example input shapes", more=False)
     return torch.export.export(module, args, kwargs)
 
 
@@ -297,7 +327,7 @@ def _prepare(path: Path, args) -> Prepared:
     import torch
 
     label = path.name
-    ep = _load(path)
+    ep = original = _load(path)
     example_args, example_kwargs = _example_inputs(ep, label)
     dtype = getattr(args, "dtype", None)
     quantize = getattr(args, "quantize", None)
@@ -321,8 +351,11 @@ def _prepare(path: Path, args) -> Prepared:
 
         with _step(label, f"quantizing ({quantize}) with XNNPACKQuantizer and re-exporting",
                    f"quantizing {path} ({quantize}) failed"):
-            module = quantize_module(ep.module(), example_args, quantize)
+            # per-channel weights: XNNPACK's dynamically quantized linear needs them, and they are its usual recipe
+            module = quantize_module(ep.module(), example_args, quantize, per_channel=True)
             ep = _export(module, example_args, {}, None, label)
+    if (dtype is not None or quantize is not None) and _has_dynamic_dims(original) and not _has_dynamic_dims(ep):
+        _progress(label, "note: the re-exported program has static shapes (those of the example inputs)", more=False)
     bf16 = torch.bfloat16 in _placeholder_dtypes(ep)
     return Prepared(ep, example_args, example_kwargs, bf16, quantize is not None or _is_quantized(ep))
 
@@ -418,8 +451,8 @@ def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
     try:
         actual = run_pte(buffer, inputs)
     except LoadError as error:
-        raise CLIError(f"verify: ExecuTorch's runtime refused {out}: {error.reason.splitlines()[-1] if error.reason else error}",
-                       status=1) from error
+        reason = error.reason.splitlines()[-1] if error.reason else _first_line(error)
+        raise CLIError(f"verify: ExecuTorch's runtime refused {out}: {reason}", status=1) from error
     try:
         error = max_error(actual, expected)
     except AssertionError as mismatch:
@@ -580,7 +613,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        args = _parser().parse_args(argv)
+        parser = _parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported with the command whose --help lists the options
+            command = f"xir {args.command}" if getattr(args, "command", None) else "xir"
+            raise CLIError(f"unrecognized arguments: {' '.join(extra)} (see '{command} --help')")
         debug = args.debug
         if not debug:
             _quiet_logs()
@@ -589,7 +626,8 @@ def main(argv: list[str] | None = None) -> int:
         if debug and error.__cause__ is not None:
             traceback.print_exception(error.__cause__)
         sys.stdout.flush()
-        print(f"xir: error: {error}", file=sys.stderr)
+        hint = " (--debug shows the traceback)" if error.hint and not debug else ""
+        print(f"xir: error: {error}{hint}", file=sys.stderr)
         return error.status
     except KeyboardInterrupt:
         print("xir: interrupted", file=sys.stderr)
