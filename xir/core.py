@@ -170,6 +170,7 @@ class Graph:
     def __init__(self, name: str = "forward"):
         self.name = name
         self.inputs: list[Value] = []
+        self._input_names: set[str] = set()
         self.outputs: list[Value] = []
         self._first: Node | None = None
         self._last: Node | None = None
@@ -179,17 +180,17 @@ class Graph:
 
     # ----------------------------------------------------------------- inputs
     def add_input(self, name: str, type: Type, kind: InputKind = InputKind.user, data: Any = None) -> Value:
-        if any(v.name == name for v in self.inputs):
+        if name in self._input_names:
             raise IRError(f"graph already has an input named %{name}")
         value = Value(type=type, name=name, input_kind=kind, data=data)
         self.inputs.append(value)
+        self._input_names.add(name)
         return value
 
     def unique_input_name(self, base: str) -> str:
         """``base``, or ``base_1``, ``base_2``, ... : a name no input of this graph has."""
-        names = {v.name for v in self.inputs}
         name, i = base, 1
-        while name in names:
+        while name in self._input_names:
             name, i = f"{base}_{i}", i + 1
         return name
 
@@ -197,6 +198,7 @@ class Graph:
         if value.uses or value in self.outputs:
             raise IRError(f"cannot remove input {value.describe()}: it is still used")
         self.inputs.remove(value)
+        self._input_names.discard(value.name)
 
     # ------------------------------------------------------------------ nodes
     def __iter__(self) -> Iterator[Node]:
