@@ -57,6 +57,7 @@ def _demo(args) -> int:
         bf16 = example.dtype == torch.bfloat16
         (out / f"{name}.xir").write_text(xir.print_graph(xir.from_exported_program(edge_program(ep))))
         results = {}
+        pending = []
         for which in ("stock", "xir"):
             print(f"[{name}] lowering with {which} ...", file=sys.stderr, flush=True)
             options = {"enable_bf16": bf16}
@@ -66,11 +67,14 @@ def _demo(args) -> int:
             results[which] = result
             if result.buffer is not None:
                 (out / f"{name}-{which}.pte").write_bytes(result.buffer)
-            latency = _latency(result.buffer, inputs) if result.ran else None
             tolerance = (2e-2 if bf16 else 1e-4) * max(1.0, max(t.abs().max().item() for t in ref))
             if example.quantize:
                 tolerance = 0.05 * max(t.abs().max().item() for t in ref)
             error = result.err(ref) if result.ran else None
+            pending.append((which, result, error, tolerance))
+        latencies = _latencies({w: r.buffer for w, r, _, _ in pending if r.ran}, inputs)
+        for which, result, error, tolerance in pending:
+            latency = latencies.get(which)
             rows.append((name, which, "yes" if result.ran else "NO", "-" if error is None else ("yes" if error <= tolerance else "NO"),
                          "-" if error is None else f"{error:.2g}", str(sum(result.delegated.values())),
                          str(sum(result.outside.values())), "-" if latency is None else f"{latency * 1e3:.3f}",
@@ -87,20 +91,24 @@ def _demo(args) -> int:
     return 0
 
 
-def _latency(buffer: bytes, inputs: tuple, runs: int = 20) -> float:
-    """Median wall time of warm runs of the loaded program."""
+def _latencies(buffers: dict, inputs: tuple, runs: int = 50) -> dict:
+    """Median wall time of warm runs of each loaded program, the programs run interleaved so
+    that they see the same machine load."""
     from executorch.runtime import Runtime
 
-    program = Runtime.get().load_program(buffer)
-    method = program.load_method("forward")
-    method.execute(list(inputs))
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
+    loaded = {}
+    for name, buffer in buffers.items():
+        program = Runtime.get().load_program(buffer)
+        method = program.load_method("forward")
         method.execute(list(inputs))
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+        loaded[name] = (program, method)
+    times: dict = {name: [] for name in loaded}
+    for _ in range(runs):
+        for name, (_, method) in loaded.items():
+            start = time.perf_counter()
+            method.execute(list(inputs))
+            times[name].append(time.perf_counter() - start)
+    return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
 def _passes(args) -> int:
