@@ -17,7 +17,9 @@ class Model:
     quantizable: bool = False  # also benchmarked statically quantized
 
 
-class _Logits(torch.nn.Module):
+class OutputOf(torch.nn.Module):
+    """A transformers model called on one tensor, returning one field of its output."""
+
     def __init__(self, model, key="logits", **kwargs):
         super().__init__()
         self.model, self.key, self.kwargs = model, key, kwargs
@@ -33,7 +35,7 @@ def llama(quick: bool) -> Model:
     config = LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=2 if quick else 4,
                          num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=128)
     seq = 32 if quick else 64
-    return Model("llama", lambda: _Logits(LlamaForCausalLM(config), use_cache=False),
+    return Model("llama", lambda: OutputOf(LlamaForCausalLM(config), use_cache=False),
                  lambda: (torch.randint(0, 256, (1, seq)),))
 
 
@@ -44,7 +46,7 @@ def vit(quick: bool) -> Model:
     config = ViTConfig(image_size=64 if quick else 224, patch_size=16, hidden_size=hidden, num_hidden_layers=2 if quick else 4,
                        num_attention_heads=4 if quick else 6, intermediate_size=hidden * 4)
     size = config.image_size
-    return Model("vit", lambda: _Logits(ViTModel(config), key="last_hidden_state"), lambda: (torch.randn(1, 3, size, size),))
+    return Model("vit", lambda: OutputOf(ViTModel(config), key="last_hidden_state"), lambda: (torch.randn(1, 3, size, size),))
 
 
 def siglip(quick: bool) -> Model:
@@ -55,7 +57,7 @@ def siglip(quick: bool) -> Model:
                                 num_hidden_layers=2 if quick else 4, num_attention_heads=4 if quick else 6,
                                 intermediate_size=hidden * 4)
     size = config.image_size
-    return Model("siglip", lambda: _Logits(SiglipVisionModel(config), key="last_hidden_state"), lambda: (torch.randn(1, 3, size, size),))
+    return Model("siglip", lambda: OutputOf(SiglipVisionModel(config), key="last_hidden_state"), lambda: (torch.randn(1, 3, size, size),))
 
 
 def bert(quick: bool) -> Model:
@@ -65,7 +67,7 @@ def bert(quick: bool) -> Model:
     config = BertConfig(vocab_size=512, hidden_size=hidden, num_hidden_layers=2 if quick else 4, num_attention_heads=8,
                         intermediate_size=hidden * 4, max_position_embeddings=128)
     seq = 32 if quick else 64
-    return Model("bert", lambda: _Logits(BertModel(config), key="last_hidden_state"), lambda: (torch.randint(0, 512, (1, seq)),))
+    return Model("bert", lambda: OutputOf(BertModel(config), key="last_hidden_state"), lambda: (torch.randint(0, 512, (1, seq)),))
 
 
 class BasicBlock(torch.nn.Module):

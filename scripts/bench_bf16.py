@@ -22,6 +22,7 @@ import torch
 warnings.filterwarnings("ignore")
 sys.path.insert(0, ".")
 
+from bench.zoo import OutputOf  # noqa: E402
 from lowering.compare import lower, reference  # noqa: E402
 
 
@@ -34,15 +35,6 @@ class MLP(torch.nn.Module):
         return self.down(torch.nn.functional.gelu(self.up(x)))
 
 
-class Encoder(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(input_ids=ids).last_hidden_state
-
-
 def models(quick: bool):
     from transformers import BertConfig, BertModel
 
@@ -50,7 +42,7 @@ def models(quick: bool):
     yield "mlp", (lambda: MLP(width, 4 * width)), (torch.randn(64, width),)
     config = BertConfig(vocab_size=512, hidden_size=width, num_hidden_layers=1, num_attention_heads=8,
                         intermediate_size=4 * width, max_position_embeddings=128)
-    yield "transformer", (lambda: Encoder(BertModel(config))), (torch.randint(0, 512, (1, 64)),)
+    yield "transformer", (lambda: OutputOf(BertModel(config), key="last_hidden_state")), (torch.randint(0, 512, (1, 64)),)
 
 
 def main() -> int:

@@ -4,18 +4,10 @@ off by whole units); xir computes layer norms in fp32."""
 
 import torch
 
+from bench.zoo import OutputOf
 from lowering.compare import lower, reference
 
 BF16 = torch.bfloat16
-
-
-class Encoder(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(input_ids=ids).last_hidden_state
 
 
 def test_bert_encoder_bf16_matches_eager():
@@ -24,7 +16,7 @@ def test_bert_encoder_bf16_matches_eager():
     config = BertConfig(vocab_size=128, hidden_size=768, num_hidden_layers=1, num_attention_heads=12,
                         intermediate_size=256, max_position_embeddings=16)
     torch.manual_seed(0)
-    model = Encoder(BertModel(config).eval().to(BF16))
+    model = OutputOf(BertModel(config).eval().to(BF16), key="last_hidden_state")
     inputs = (torch.randint(0, 128, (1, 8)),)
     ep = torch.export.export(model, inputs)
     ref = reference(ep, inputs)
