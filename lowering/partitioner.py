@@ -41,7 +41,7 @@ IMPLICIT_QDQ_KEY = "IS_IMPLICIT_Q_DQ_TAG"  # executorch.backends.xnnpack.utils.q
 PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "prelu.default", "upsample_bilinear2d.vec")
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = "remove-no-ops,fold-batch-norm,mean-keepdim,decompose-conv3d,bf16-bmm-f32-output,bf16-in-fp32,layer-norm-in-fp32,dead-code-elimination"
+DEFAULT_PIPELINE = "remove-no-ops,fold-batch-norm,mean-keepdim,decompose-gelu-tanh,decompose-conv3d,bf16-bmm-f32-output,bf16-in-fp32,layer-norm-in-fp32,dead-code-elimination"
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import attrs
 
 from passes import Pass
-from xir import DType, Graph, TensorType
+from xir import DType, Graph, InputKind, TensorType
 
 from . import xnnpack_ops  # noqa: F401  (registers the ops and their XNNPACK visitors)
 
@@ -102,6 +102,47 @@ class Bf16InFp32(Pass):
         graph.replace_all_uses(node.results[0], narrow.result)
         graph.erase(node)
         return True
+
+
+@attrs.frozen
+class DecomposeGeluTanh(Pass):
+    """fp32 GELU with approximate='tanh' as the multiplies, adds and tanh XNNPACK runs (XNNPACK's own
+    GELU is the exact one): 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))."""
+
+    name = "decompose-gelu-tanh"
+
+    def run(self, graph: Graph) -> bool:
+        import math
+
+        import torch
+
+        changed = False
+        for node in graph:
+            if node.op != "aten.gelu" or node.attributes.get("approximate") != "tanh":
+                continue
+            x = node.operands[0]
+            if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
+                continue  # bf16 eager computes it in fp32 and rounds once: keep it whole
+
+            def constant(label, number):
+                return graph.add_input(graph.unique_input_name(f"gelu_{label}"), TensorType(DType.f32, ()),
+                                       InputKind.parameter, torch.tensor(number, dtype=torch.float32))
+
+            def op(name, a, b):
+                new = graph.create_node(name, [a, b], [x.type])
+                graph.insert_before(node, new)
+                return new.result
+
+            cube = op("aten.mul.Tensor", op("aten.mul.Tensor", x, x), x)
+            inner = op("aten.mul.Tensor", op("aten.add.Tensor", x, op("aten.mul.Tensor", cube, constant("k1", 0.044715))),
+                       constant("k0", math.sqrt(2 / math.pi)))
+            tanh = graph.create_node("aten.tanh", [inner], [x.type])
+            graph.insert_before(node, tanh)
+            result = op("aten.mul.Tensor", op("aten.mul.Tensor", x, op("aten.add.Tensor", tanh.result, constant("one", 1.0))),
+                        constant("half", 0.5))
+            graph.replace_node(node, [result])
+            changed = True
+        return changed
 
 
 PARTITIONER_OPTION_PASSES = (Bf16BmmF32Output, Bf16InFp32)
