@@ -31,6 +31,10 @@ from .capability import Options, analyse
 from .partition import PartitionPlan, plan_partition
 from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC
 
+# ops whose constant operands must be static tensors inside XNNPACK (weights, biases, statistics)
+STATIC_OPERAND_OPS = ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution", "aten.prelu",
+                      "quantized_decomposed.dequantize_per_channel", "quantized_decomposed.dequantize_per_tensor",
+                      "aten._native_batch_norm_legit_no_training", "aten.permute_copy")
 FLOAT_LINEAR_WEIGHTS = {"aten.linear": (1, 2), "aten.addmm": (0, 2), "aten.mm": (1,)}
 
 logger = logging.getLogger("xir")
@@ -164,6 +168,11 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
     signature = ep.graph_signature
     constant_names = {spec.arg.name for spec in signature.input_specs
                       if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and hasattr(spec.arg, "name")}
+    # Constants outside the state dict (lifted tensors, non-persistent buffers) are shared by the
+    # edge program with the program it came from, and ExecuTorch removes a delegated constant from
+    # that shared dict: tag them only where XNNPACK needs a static tensor (GEMM weights and biases).
+    shared_names = {spec.arg.name for spec in signature.input_specs if hasattr(spec.arg, "name") and (
+        spec.kind.name == "CONSTANT_TENSOR" or (spec.kind.name == "BUFFER" and spec.persistent is False))}
     mutated = set(getattr(signature, "buffers_to_mutate", {}) or {})
     for fx_node in ep.graph_module.graph.nodes:
         fx_node.meta.pop("delegation_tag", None)
@@ -186,10 +195,12 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
                 if data.producer is None or data.producer.op not in DEQUANTIZE_OPS:
                     # a float linear: its weight and bias stay in the program, passed in at run time
                     untagged_operands = {id(w) for w in weights}
+            static_operands = {id(v) for v in node.operands} if node.op in STATIC_OPERAND_OPS else set()
             for value in node.inputs():
                 placeholder = value.fx_node
                 if (value.is_constant and placeholder is not None and placeholder.name in constant_names
                         and placeholder.name not in mutated and id(value) not in untagged_operands
+                        and (placeholder.name not in shared_names or id(value) in static_operands)
                         and "delegation_tag" not in placeholder.meta):
                     placeholder.meta["delegation_tag"] = tag
         for node in group.implicit:

@@ -49,6 +49,10 @@ def write_back(graph: Graph, ep: Any) -> None:
     from executorch.backends.transforms.utils import create_constant_placeholder, delete_constant_placeholder
     from torch.export.graph_signature import InputKind as TorchInputKind
 
+    # ExecuTorch's edge program shares its constants and state dict with the program it came from:
+    # give it its own dicts, so that removing a constant here leaves the caller's program whole.
+    ep._constants = dict(ep.constants)
+    ep._state_dict = dict(ep.state_dict)
     gm = ep.graph_module
     fx_graph = gm.graph
     fake_mode = detect_fake_mode([n.meta.get("val") for n in fx_graph.nodes if n.op == "placeholder"])

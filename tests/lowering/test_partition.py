@@ -150,3 +150,23 @@ def test_independent_groups_share_a_delegate():
     plan = plan_partition(graph, Options())
     # relu and neg are independent: one delegate; sigmoid depends on relu through a cumsum: its own
     assert [g.ops() for g in plan.groups] == [["aten.relu", "aten.neg"], ["aten.sigmoid"]]
+
+
+def test_lowering_leaves_the_callers_program_whole():
+    """xir's rewrites remove constants from the edge program only, never from the program it came from."""
+
+    class AddConstant(torch.nn.Module):
+        def __init__(self, constant):
+            super().__init__()
+            self.register_buffer("_constant2", constant, persistent=False)
+            self.register_parameter("_constant3", torch.nn.Parameter(constant))
+
+        def forward(self, x):
+            return x + self._constant2 + self._constant3
+
+    inputs = (torch.randn(4, 4),)
+    ep = torch.export.export(AddConstant(torch.randn(4, 4)), inputs)
+    expected = ep.module()(*inputs)
+    ours = lower(ep, inputs)
+    assert ours.ran and ours.err([expected]) < 1e-6
+    assert torch.allclose(ep.module()(*inputs), expected)  # the exported program still runs
