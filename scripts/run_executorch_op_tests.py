@@ -20,7 +20,12 @@ Then it prints a side-by-side summary and the tests that pass with stock but fai
     .venv/bin/python scripts/run_executorch_op_tests.py                       # everything
     .venv/bin/python scripts/run_executorch_op_tests.py --files test_add test_conv2d.py
     .venv/bin/python scripts/run_executorch_op_tests.py --tests "fp32 and not dynamic"
-    .venv/bin/python scripts/run_executorch_op_tests.py --mode xir --keep out/
+    .venv/bin/python scripts/run_executorch_op_tests.py --mode stock --keep base/   # once
+    .venv/bin/python scripts/run_executorch_op_tests.py --reuse-stock base/          # xir vs that
+
+Cost on 2 busy cores: the 238 tests outside test_linear.py take about 20-23 minutes per run;
+test_linear.py alone (26 tests, each looping over many shapes and both lowering paths) is the
+slowest file by far (15 of its tests: 15 minutes with stock). ``--files``/``--tests`` make subsets.
 
 The same file doubles as the pytest plugin that the subprocesses load (``-p``); it records every
 test's outcome incrementally (so a hard crash, e.g. a segfault in the XNNPACK runtime, loses only
@@ -440,6 +445,30 @@ def _nodeid(key: str, results: dict) -> str:
     return f"{parts[0]}.py::" + "::".join(parts[1:] + [name])
 
 
+def _xir_revision() -> str:
+    """The commit of the xir checkout the xir run imports, and whether its sources are modified."""
+    import subprocess
+
+    try:
+        import importlib.util
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(importlib.util.find_spec("lowering").origin)))
+        head = subprocess.run(["git", "-C", root, "log", "-1", "--format=%h %ad %s", "--date=iso"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "xir", "passes", "lowering"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return f"{root} at {head}" + (" (with uncommitted changes in xir/passes/lowering)" if dirty else "")
+    except Exception as error:  # not a git checkout, no git: not worth failing for
+        return f"unknown ({error})"
+
+
+def _select(results: dict, files: list[str], args) -> dict:
+    """Reused results restricted to this invocation's files (``--tests`` cannot be re-evaluated
+    here, so the reused run should have been made with the same -k)."""
+    modules = {os.path.basename(f)[:-3] for f in files}
+    return {t: r for t, r in results.items() if t.split("::")[0].split(".")[0] in modules}
+
+
 def _counts(results: dict) -> dict:
     counts = {"total": len(results), "passed": 0, "failed": 0, "errors": 0, "skipped": 0, "not run": 0}
     for entry in results.values():
@@ -547,6 +576,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("both", "stock", "xir"), default="both")
     parser.add_argument("--keep", metavar="DIR",
                         help="directory for logs, junit xml and JSON results (default: a temp dir, removed)")
+    parser.add_argument("--reuse-stock", metavar="DIR",
+                        help="take the stock results from a previous --keep DIR instead of running stock again "
+                             "(the stock partitioner does not change while xir does)")
     parser.add_argument("--no-transform-passes", action="store_true",
                         help="xir run: do not add xir's transform_passes() before partitioning")
     parser.add_argument("--max-restarts", type=int, default=20,
@@ -569,6 +601,15 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     try:
         for mode in modes:
+            if mode == "stock" and args.reuse_stock:
+                path = os.path.join(args.reuse_stock, "stock.jsonl")
+                if not os.path.exists(path):
+                    sys.exit(f"--reuse-stock: no {path}")
+                results[mode] = _select(_aggregate(_read_records(path)), files, args)
+                print(f"[stock] reused {len(results[mode])} result(s) from {path}")
+                continue
+            if mode == "xir":
+                print(f"[xir] xir source: {_xir_revision()}", flush=True)
             results[mode] = _run_mode(mode, files, args, out_dir, ops_dir)
         if args.json:
             with open(args.json, "w") as f:
