@@ -236,6 +236,9 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
     reason = rule.reject_reason(node, options)
     if reason:
         return None, Verdict(False, "constraint", reason)
+    if node.op in SAME_QPARAMS_OPS and _qparams(quantized_inputs[0]) != _qparams(user):
+        return None, Verdict(False, "quant", "its input and output are quantized differently (XNNPACK's quantized "
+                                             f"{node.op.split('.')[1]} keeps the quantization parameters)")
     if node.op == "aten.convolution":
         reason = _quantized_conv_reason(node, quantized_inputs[1])
         if reason:
@@ -251,6 +254,14 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
             return None, Verdict(False, "rank", f"{dq.results[0].rank}-D quantized input")
     implicit = list(dict.fromkeys(quantized_inputs + extra + [user]))
     return Unit(node, list(dict.fromkeys(implicit[:-1] + layout + chain + [user])), STATIC, implicit), None
+
+
+SAME_QPARAMS_OPS = ("aten.slice_copy.Tensor",)
+
+
+def _qparams(node: Node) -> tuple:
+    a = node.attributes
+    return (a.get("scale"), a.get("zero_point"), a.get("dtype"))
 
 
 def _quantized_conv_reason(conv: Node, weight_dq: Node) -> str | None:

@@ -178,6 +178,7 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
         fx_node.meta.pop("delegation_tag", None)
         if fx_node.meta.get(IMPLICIT_QDQ_KEY):
             fx_node.meta[IMPLICIT_QDQ_KEY] = False
+    untagged_operands = _runtime_weights(plan) if options.force_non_static_weights_for_f32_linear else set()
     tags = []
     for group in plan.groups:
         tag = group.tag
@@ -188,13 +189,6 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
             for user in fx_node.users:
                 if user.target is operator.getitem:
                     user.meta["delegation_tag"] = tag
-            untagged_operands = set()
-            if options.force_non_static_weights_for_f32_linear and node.op in FLOAT_LINEAR_WEIGHTS:
-                weights = [node.operands[i] for i in FLOAT_LINEAR_WEIGHTS[node.op] if i < len(node.operands)]
-                data = node.operands[1] if node.op == "aten.addmm" else node.operands[0]
-                if data.producer is None or data.producer.op not in DEQUANTIZE_OPS:
-                    # a float linear: its weight and bias stay in the program, passed in at run time
-                    untagged_operands = {id(w) for w in weights}
             static_operands = {id(v) for v in node.operands} if node.op in STATIC_OPERAND_OPS else set()
             for value in node.inputs():
                 placeholder = value.fx_node
@@ -206,6 +200,27 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
         for node in group.implicit:
             node.fx_node.meta[IMPLICIT_QDQ_KEY] = True
     return tags
+
+
+def _runtime_weights(plan: PartitionPlan) -> set[int]:
+    """With force_non_static_weights_for_f32_linear: the weights and biases of float linears (seen
+    through the layout ops between a weight and its matmul), which stay in the program."""
+    from .rules import weight_chain
+
+    result: set[int] = set()
+    for node in plan.delegated_nodes:
+        if node.op not in FLOAT_LINEAR_WEIGHTS:
+            continue
+        data = node.operands[1] if node.op == "aten.addmm" else node.operands[0]
+        if data.producer is not None and data.producer.op in DEQUANTIZE_OPS:
+            continue  # a quantized linear keeps its constants
+        for index in FLOAT_LINEAR_WEIGHTS[node.op]:
+            if index < len(node.operands):
+                weight = node.operands[index]
+                result.add(id(weight))
+                for layout in weight_chain(weight) or []:
+                    result.update(id(v) for v in layout.operands)
+    return result
 
 
 class _XirRewritePass:

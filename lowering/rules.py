@@ -171,7 +171,8 @@ def _max_pool2d(node: Node, options=None) -> str | None:
 
 
 def _max_pool2d_with_indices(node: Node, options=None) -> str | None:
-    if node.results[1].uses:
+    indices = node.results[1]
+    if indices.uses or (node.graph is not None and any(out is indices for out in node.graph.outputs)):
         return "its indices are used (XNNPACK max pooling has no indices)"
     return _max_pool2d(node, options)
 

@@ -81,3 +81,12 @@ def test_tensor_type_rank_and_text():
     assert str(t) == "bf16[2,s0,768]"
     assert not t.is_static and t.numel() is None
     assert TensorType(DType.f32, ()).rank == 0
+
+
+def test_derived_symbolic_dims_round_trip():
+    from xir import parse_graph, print_graph
+
+    t = TensorType(DType.f32, (Symbol("2*s24-1"), 4))
+    assert str(t) == "f32[2*s24-1,4]"
+    text = "graph @g {\n  input %x: f32[2*s24-1,4]\n  return %x\n}\n"
+    assert print_graph(parse_graph(text)) == text

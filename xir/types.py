@@ -8,14 +8,14 @@ import attrs
 
 from .dtypes import DType
 
-_SYMBOL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_*+\-/() ]*$")
+_SYMBOL_RE = re.compile(r"^[A-Za-z0-9_*+\-/() ]*[A-Za-z_][A-Za-z0-9_*+\-/() ]*$")  # an expression naming a symbol
 
 
 @attrs.frozen
 class Symbol:
     """A dimension whose size is only known at run time (from torch.export's dynamic shapes).
 
-    ``name`` is the symbolic expression as torch.export wrote it, e.g. ``s0`` or ``2*s0``.
+    ``name`` is the symbolic expression as torch.export wrote it, e.g. ``s0``, ``2*s0`` or ``2*s24-1``.
     """
 
     name: str = attrs.field()

@@ -170,3 +170,32 @@ def test_lowering_leaves_the_callers_program_whole():
     ours = lower(ep, inputs)
     assert ours.ran and ours.err([expected]) < 1e-6
     assert torch.allclose(ep.module()(*inputs), expected)  # the exported program still runs
+
+
+def test_max_pool_whose_indices_are_an_output_stays_outside():
+    graph = parse_graph("""graph @g {
+  input %x: f32[1,2,4,4]
+  %0: f32[1,2,2,2], %1: i64[1,2,2,2] = aten.max_pool2d_with_indices(%x) {kernel_size=[2, 2], stride=[2, 2]}
+  return %0, %1
+}
+""")
+    plan = plan_partition(graph, Options())
+    assert not plan.groups and "indices are used" in plan.rejected[0].reason
+
+
+def test_quantized_slice_with_different_input_and_output_quantization_stays_outside():
+    text = """graph @g {{
+  input %x: f32[4,8]
+  %0: i8[4,8] = quantized_decomposed.quantize_per_tensor(%x) {{scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}}
+  %1: f32[4,8] = quantized_decomposed.dequantize_per_tensor(%0) {{scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}}
+  %2: f32[4,4] = aten.slice_copy.Tensor(%1) {{dim=1, start=0, end=4, step=1}}
+  %3: i8[4,4] = quantized_decomposed.quantize_per_tensor(%2) {{scale={scale}, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}}
+  %4: f32[4,4] = quantized_decomposed.dequantize_per_tensor(%3) {{scale={scale}, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}}
+  return %4
+}}
+"""
+    same = plan_partition(parse_graph(text.format(scale=0.1)), Options())
+    assert any("aten.slice_copy.Tensor" in g.ops() for g in same.groups)
+    different = plan_partition(parse_graph(text.format(scale=0.2)), Options())
+    assert not any("aten.slice_copy.Tensor" in g.ops() for g in different.groups)
+    assert any("quantized differently" in r.reason for r in different.rejected)

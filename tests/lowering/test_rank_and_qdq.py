@@ -211,8 +211,17 @@ def test_force_non_static_weights_changes_only_float_linears(mode, per_channel):
 
 
 def test_force_non_static_weights_float_linear_keeps_weights_outside():
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    import lowering
+
     inputs = (torch.randn(4, 8),)
     ep = torch.export.export(torch.nn.Linear(8, 6).eval(), inputs)
     forced = lower(ep, inputs, "xir", via="to_backend", force_non_static_weights_for_f32_linear=True)
     assert forced.ran and forced.err(reference(ep, inputs)) < 1e-5
     assert forced.delegated["aten.addmm"] == 1
+    for force, params in ((True, 2), (False, 0)):  # weight and bias stay parameters of the program
+        partitioner = lowering.XnnpackPartitioner(force_non_static_weights_for_f32_linear=force)
+        edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_backend(partitioner)
+        kinds = [spec.kind.name for spec in edge.exported_program().graph_signature.input_specs]
+        assert kinds.count("PARAMETER") == params
