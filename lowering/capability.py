@@ -19,7 +19,7 @@ import attrs
 from xir import DType, Graph, Node, TensorType, Value
 
 from .rules import (
-    ALL_PRECISIONS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, FP32, MAX_RANK, QDQ_DTYPES, QUANTIZE_OPS, RULES,
+    ALL_PRECISIONS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, FP32, MAX_RANK, QUANTIZE_OPS, RULES,
     STATIC, WEIGHT_LAYOUT_OPS, is_static, weight_chain,
 )
 

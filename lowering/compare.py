@@ -7,7 +7,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import torch
 
 import executorch.kernels.quantized  # noqa: F401  (Q/DQ left outside delegates need these kernels)
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as StockPartitioner

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import operator
-import sys
 from typing import Any, Iterable, Sequence
 
 import attrs

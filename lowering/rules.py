@@ -391,6 +391,3 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule("quantized_decomposed.quantize_per_tensor", frozenset({STATIC})),
     OpRule("quantized_decomposed.dequantize_per_tensor", frozenset({STATIC})),
 ]}
-
-QDQ_DTYPES = {DType.i8, DType.u8, DType.qi8, DType.qu8, DType.i32, DType.qi32}
-FLOAT_DTYPES = {DType.f32, DType.f16}

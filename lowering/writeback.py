@@ -174,7 +174,6 @@ def _fake_run(target, args, kwargs, fake_mode):
 
 def _same_call(fx_node: torch.fx.Node, args: tuple, kwargs: dict) -> bool:
     """Whether the FX call already passes these arguments (defaults left out count as equal)."""
-    from xir.fx_import import split_arguments
 
     return _equal(tuple(fx_node.args), args) and _equal_dicts(dict(fx_node.kwargs), kwargs)
 

@@ -17,13 +17,14 @@ PERMUTE_OPS = ("aten.permute_copy", "aten.permute")
 CONVERT_OPS = ("aten._to_copy", "dim_order_ops._to_dim_order_copy")
 
 
-def _can_bypass(node: Node, rewriter: Rewriter) -> bool:
-    """Replacing ``node`` by its operand must not make a graph input a graph output."""
+def _bypass(node: Node, rewriter: Rewriter) -> bool:
+    """Replace ``node`` by its operand, unless that would make a graph input a graph output."""
     source = node.operands[0]
     result = node.results[0]
     graph = rewriter.graph
     if any(v is result for v in graph.outputs) and (source.is_input or any(v is source for v in graph.outputs)):
         return rewriter.notify_match_failure(node, "its result is a graph output and its operand is an input or output already")
+    rewriter.replace_node(node, [source])
     return True
 
 
@@ -37,10 +38,7 @@ def drop_identity_reshape(node: Node, rewriter: Rewriter) -> bool:
     """A view/expand/clone whose result has the operand's exact type."""
     if not node.operands or not _same_type(node):
         return rewriter.notify_match_failure(node, "changes the type")
-    if not _can_bypass(node, rewriter):
-        return False
-    rewriter.replace_node(node, [node.operands[0]])
-    return True
+    return _bypass(node, rewriter)
 
 
 @rewrite_pattern(*PERMUTE_OPS)
@@ -48,10 +46,7 @@ def drop_identity_permute(node: Node, rewriter: Rewriter) -> bool:
     dims = node.attributes.get("dims")
     if dims != list(range(node.results[0].rank)):
         return rewriter.notify_match_failure(node, f"dims {dims} is not the identity")
-    if not _can_bypass(node, rewriter):
-        return False
-    rewriter.replace_node(node, [node.operands[0]])
-    return True
+    return _bypass(node, rewriter)
 
 
 @rewrite_pattern(*CONVERT_OPS)
@@ -64,10 +59,7 @@ def drop_identity_convert(node: Node, rewriter: Rewriter) -> bool:
     memory_format = node.attributes.get("memory_format")
     if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
         return rewriter.notify_match_failure(node, f"changes the memory format to {memory_format.name}")
-    if not _can_bypass(node, rewriter):
-        return False
-    rewriter.replace_node(node, [node.operands[0]])
-    return True
+    return _bypass(node, rewriter)
 
 
 @rewrite_pattern(*VIEW_OPS)
