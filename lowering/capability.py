@@ -18,9 +18,11 @@ import attrs
 
 from xir import DType, Graph, Node, TensorType, Value
 
+from passes.fold_batch_norm import fold_target
+
 from .rules import (
     ALL_PRECISIONS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, FP32, MAX_RANK, QUANTIZE_OPS, RULES,
-    STATIC, WEIGHT_LAYOUT_OPS, is_static, weight_chain,
+    STATIC, dequantized_source, is_static, through_layout, weight_chain,
 )
 
 FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh", "aten.clamp")
@@ -111,10 +113,13 @@ def check_float_dtypes(node: Node, options: Options, allow_bf16: bool, bf16_reas
     return None
 
 
-def float_verdict(node: Node, options: Options) -> Verdict:
-    """The verdict for ``node`` computed in float (fp32/f16/bf16)."""
+def float_verdict(node: Node, options: Options, as_fp32: bool = False) -> Verdict:
+    """The verdict for ``node`` computed in float (fp32/f16/bf16). With ``as_fp32``: the verdict
+    the same node would get if its bf16 values were fp32 (what a rewrite to fp32 would run)."""
     rule = RULES.get(node.op)
     if rule is None:
+        if node.definition is None:
+            return Verdict(False, "op", "opaque op: xir has no definition for it (xir.ops), so it is never delegated")
         return Verdict(False, "op", "XNNPACK has no rule for this op")
     if FP32 not in rule.precisions:
         return Verdict(False, "op", "only inside a quantized pattern")
@@ -123,7 +128,7 @@ def float_verdict(node: Node, options: Options) -> Verdict:
     for v in node.inputs():
         if not isinstance(v.type, TensorType):
             return Verdict(False, "constraint", f"a non-tensor operand of type {v.type} (e.g. a symbolic size)")
-    problem = check_rank(node) or check_float_dtypes(node, options, rule.bf16, rule.bf16_reason)
+    problem = check_rank(node) or check_float_dtypes(node, options, rule.bf16 or as_fp32, rule.bf16_reason)
     if problem:
         return problem
     for v in node.operands:
@@ -133,31 +138,29 @@ def float_verdict(node: Node, options: Options) -> Verdict:
     reason = rule.reject_reason(node, options)
     if reason:
         return Verdict(False, "constraint", reason)
-    if node.op == "aten.bmm" and node.results[0].dtype is DType.bf16:
+    if node.op == "aten.bmm" and node.results[0].dtype is DType.bf16 and not as_fp32:
         return Verdict(False, "bf16", rule.bf16_reason)
     return SUPPORTED
 
 
 def batch_norm_verdict(node: Node, options: Options) -> Verdict:
-    """A batch norm runs in XNNPACK when it folds correctly into the conv/linear before it, or
-    (fp32 only) decomposes into a per-channel multiply-add."""
-    x = node.operands[0]
-    if any(r.uses for r in node.results[1:]):
+    """A batch norm runs in XNNPACK when it folds correctly into the conv/linear before it (the
+    fold pass's own decision, :func:`passes.fold_batch_norm.fold_target`), or (fp32 only)
+    decomposes into a per-channel multiply-add."""
+    x = node.input
+    if not all(r.is_unused() for r in node.results[1:]):
         return Verdict(False, "constraint", "its mean/var outputs are used")
-    producer = x.producer
-    if producer is not None and producer.op == "aten.linear" and x.rank != 2:
-        return Verdict(False, "constraint", f"follows a linear with a {x.rank}-D output: XNNPACK 1.5.1 would fold it "
-                                            "along the last dim instead of the channel dim (dim 1); xir's transform pass "
-                                            "fold-batch-norm rewrites it as a multiply-add")
-    folds = (producer is not None and len(x.users) == 1 and all(is_static(v) for v in node.operands[1:])
-             and ((producer.op == "aten.convolution" and x.rank in (3, 4) and not producer.attributes.get("transposed", False)
-                   and is_static(producer.operands[1]))
-                  or (producer.op == "aten.linear" and x.rank == 2 and is_static(producer.operands[1]))))
+    target, reason = fold_target(node)
+    if x.producer is not None and x.producer.op == "aten.linear" and x.rank != 2:
+        # XNNPACK's own preprocessing would fold it into the linear anyway, along the wrong dim
+        return Verdict(False, "constraint", f"{reason}: XNNPACK 1.5.1 would fold it into the linear along that dim; "
+                                            "xir's transform pass fold-batch-norm rewrites it as a multiply-add")
+    folds = target is not None and (target.op != "aten.convolution" or x.rank in (3, 4))
     if x.dtype is DType.bf16:
         if not options.enable_bf16:
             return Verdict(False, "dtype", "bf16 (pass enable_bf16=True to delegate bf16 ops)")
         if not folds:
-            return Verdict(False, "bf16", RULES[node.op].bf16_reason)
+            return Verdict(False, "bf16", f"{RULES[node.op].bf16_reason} ({reason or 'its conv is not delegated'})")
     problem = check_rank(node) or check_float_dtypes(node, options, True, "")
     if problem:
         return problem
@@ -180,16 +183,7 @@ def _dq_producer(value: Value) -> Node | None:
 def _weight_dq(value: Value) -> tuple[Node | None, list[Node]]:
     """The dequantize behind a GEMM weight, seen through layout ops (a linear decomposed to
     addmm reads ``permute(dequantize(w))``), and those layout ops."""
-    chain: list[Node] = []
-    while value.producer is not None and value.producer.op in WEIGHT_LAYOUT_OPS and len(value.users) == 1:
-        chain.append(value.producer)
-        value = value.producer.operands[0]
-    return _dq_producer(value), chain[::-1]
-
-
-def _single_user(value: Value) -> Node | None:
-    users = value.users
-    return users[0] if len(users) == 1 and len(value.uses) == 1 else None
+    return dequantized_source(value), through_layout(value)[1]
 
 
 def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | None]:
@@ -200,9 +194,8 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
     gemm = node.op in GEMM_OPS
     layout: list[Node] = []
     if gemm:
-        weight_index = 2 if node.op == "aten.addmm" else 1
-        data = [node.operands[i] for i in ((1,) if node.op == "aten.addmm" else (0,))]
-        weight_dq, layout = _weight_dq(node.operands[weight_index])
+        data = [node.input]
+        weight_dq, layout = _weight_dq(node.weight)
         if weight_dq is None and _dq_producer(data[0]) is None:
             return None, None
         if weight_dq is None or _dq_producer(data[0]) is None:
@@ -216,9 +209,9 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
         return None, None  # dynamic pattern
     # output: op -> [relu/hardtanh] -> quantize
     chain = [node]
-    user = _single_user(node.results[0])
+    user = node.results[0].single_user()
     if user is not None and user.op in FUSED_ACTIVATIONS and user.operands[0] is node.results[0]:
-        after = _single_user(user.results[0])
+        after = user.results[0].single_user()
         if after is not None and after.op in QUANTIZE_OPS:
             chain.append(user)
             user = after
@@ -243,12 +236,10 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
         reason = _quantized_conv_reason(node, quantized_inputs[1])
         if reason:
             return None, Verdict(False, "quant", reason)
-    bias_index = {"aten.linear": 2, "aten.convolution": 2, "aten.addmm": 0}.get(node.op)
     extra = []
-    if bias_index is not None and len(node.operands) > bias_index:
-        bias_dq = _dq_producer(node.operands[bias_index])
-        if bias_dq is not None:
-            extra.append(bias_dq)
+    bias = node.operand("bias") if gemm and node.op != "aten.mm" else None
+    if bias is not None and _dq_producer(bias) is not None:
+        extra.append(_dq_producer(bias))
     for dq in quantized_inputs + extra:
         if dq.results[0].rank > MAX_RANK:
             return None, Verdict(False, "rank", f"{dq.results[0].rank}-D quantized input")
@@ -281,8 +272,7 @@ def dynamic_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | N
     """x -> choose_qparams -> quantize.tensor -> dequantize.tensor -> op(., dequantize(weight))."""
     if node.op not in ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution"):
         return None, None
-    data = node.operands[1] if node.op == "aten.addmm" else node.operands[0]
-    dq = data.producer
+    dq = node.input.producer
     if dq is None or dq.op != "quantized_decomposed.dequantize_per_tensor.tensor":
         return None, None
     q = dq.operands[0].producer
@@ -293,7 +283,7 @@ def dynamic_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | N
         return None, Verdict(False, "quant", "dynamic quantize without choose_qparams")
     if DYNAMIC not in options.precisions:
         return None, Verdict(False, "precision", "dynamic quantization is not among config_precisions")
-    weight_dq, layout = _weight_dq(node.operands[2] if node.op == "aten.addmm" else node.operands[1])
+    weight_dq, layout = _weight_dq(node.weight)
     if weight_dq is None or not weight_dq.operands[0].is_constant:
         return None, Verdict(False, "quant", "dynamically quantized input but the weight is not a quantized constant")
     if weight_dq.op != "quantized_decomposed.dequantize_per_channel":
@@ -334,10 +324,9 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
 def _weight_layout_nodes(node: Node) -> list[Node]:
     """Layout ops that turn a constant into this GEMM's weight: delegated with it, so the weight
     stays a constant inside the delegate (in per-op mode too)."""
-    index = {"aten.linear": 1, "aten.addmm": 2, "aten.mm": 1, "aten.convolution": 1}.get(node.op)
-    if index is None or len(node.operands) <= index:
+    if node.op not in GEMM_OPS:
         return []
-    return weight_chain(node.operands[index]) or []
+    return weight_chain(node.weight) or []
 
 
 def analyse(graph: Graph, options: Options) -> Capability:

@@ -117,8 +117,8 @@ def _merge_adjacent(graph: Graph, groups: list[list[Unit]]) -> list[list[Unit]]:
         seen: set[int] = set()
         while stack:
             node = stack.pop()
-            if id(node) in seen or order[id(node)] > limit:
-                continue
+            if node.is_return or id(node) in seen or order[id(node)] > limit:
+                continue  # (a path to the graph outputs enters no group)
             seen.add(id(node))
             for r in node.results:
                 for user in r.users:

@@ -34,7 +34,7 @@ from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC
 STATIC_OPERAND_OPS = ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution", "aten.prelu",
                       "quantized_decomposed.dequantize_per_channel", "quantized_decomposed.dequantize_per_tensor",
                       "aten._native_batch_norm_legit_no_training", "aten.permute_copy")
-FLOAT_LINEAR_WEIGHTS = {"aten.linear": (1, 2), "aten.addmm": (0, 2), "aten.mm": (1,)}
+FLOAT_LINEARS = ("aten.linear", "aten.addmm", "aten.mm")
 
 logger = logging.getLogger("xir")
 
@@ -44,7 +44,8 @@ IMPLICIT_QDQ_KEY = "IS_IMPLICIT_Q_DQ_TAG"  # executorch.backends.xnnpack.utils.q
 PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "prelu.default", "upsample_bilinear2d.vec")
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = "remove-no-ops,fold-batch-norm,mean-keepdim,decompose-gelu-tanh,decompose-conv3d,bf16-bmm-f32-output,bf16-in-fp32,layer-norm-in-fp32,dead-code-elimination"
+DEFAULT_PIPELINE = ("remove-no-ops,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
+                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,dead-code-elimination")
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
 
@@ -208,14 +209,13 @@ def _runtime_weights(plan: PartitionPlan) -> set[int]:
 
     result: set[int] = set()
     for node in plan.delegated_nodes:
-        if node.op not in FLOAT_LINEAR_WEIGHTS:
+        if node.op not in FLOAT_LINEARS:
             continue
-        data = node.operands[1] if node.op == "aten.addmm" else node.operands[0]
-        if data.producer is not None and data.producer.op in DEQUANTIZE_OPS:
+        if node.input.producer is not None and node.input.producer.op in DEQUANTIZE_OPS:
             continue  # a quantized linear keeps its constants
-        for index in FLOAT_LINEAR_WEIGHTS[node.op]:
-            if index < len(node.operands):
-                weight = node.operands[index]
+        for name in node.definition.weights:  # weight and bias, by the op's definition
+            weight = node.operand(name)
+            if weight is not None:
                 result.add(id(weight))
                 for layout in weight_chain(weight) or []:
                     result.update(id(v) for v in layout.operands)

@@ -35,7 +35,9 @@ class OpRule:
     bf16_reason: str = ""
 
     def reject_reason(self, node: Node, options=None) -> str | None:
-        return self.check(node, options) if self.check else None
+        """Why XNNPACK cannot take ``node`` under this rule: its weights (by the op's definition)
+        are not constants, or the op-specific check fails; None when it can."""
+        return static_weights_problem(node, options) or (self.check(node, options) if self.check else None)
 
 
 # ------------------------------------------------------------------ helpers for constraints
@@ -47,30 +49,52 @@ def producer_op(value: Value) -> str | None:
 WEIGHT_LAYOUT_OPS = ("aten.permute_copy", "aten.view_copy", "aten.t_copy")
 
 
-def weight_chain(value: Value) -> list[Node] | None:
-    """The layout ops (permute/view/transpose) between a constant and ``value``, in program
-    order; None if ``value`` is not a constant seen through such ops."""
+def through_layout(value: Value) -> tuple[Value, list[Node]]:
+    """Walk back from ``value`` through layout ops (permute/view/transpose) that are the only use
+    of their result: the value they start from, and those ops in program order. A linear
+    decomposed to addmm reads its weight as ``permute(w)``; this is the one walk that sees it."""
     chain: list[Node] = []
-    while not value.is_constant:
-        producer = value.producer
-        if producer is None or producer.op not in WEIGHT_LAYOUT_OPS or len(value.users) != 1:
-            return None
-        chain.append(producer)
-        value = producer.operands[0]
-    return chain[::-1]
+    while value.producer is not None and value.producer.op in WEIGHT_LAYOUT_OPS and value.single_user() is not None:
+        chain.append(value.producer)
+        value = value.producer.input
+    return value, chain[::-1]
+
+
+def weight_chain(value: Value) -> list[Node] | None:
+    """The layout ops between a constant and ``value``, in program order; None if ``value`` is
+    not a constant seen through such ops."""
+    source, chain = through_layout(value)
+    return chain if source.is_constant else None
+
+
+def dequantized_source(value: Value) -> Node | None:
+    """The dequantize behind ``value``, seen through layout ops, or None."""
+    source, _ = through_layout(value)
+    producer = source.producer
+    return producer if producer is not None and producer.op in DEQUANTIZE_OPS else None
 
 
 def is_static(value: Value) -> bool:
     """A constant (parameter, buffer, lifted constant), possibly behind a dequantize or behind
-    layout ops (a linear decomposed to addmm reads its weight through a permute)."""
-    if weight_chain(value) is not None:
+    layout ops."""
+    source, _ = through_layout(value)
+    if source.is_constant:
         return True
-    while value.producer is not None and value.producer.op in WEIGHT_LAYOUT_OPS and len(value.users) == 1:
-        value = value.producer.operands[0]
-    producer = value.producer
-    if producer is not None and producer.op in DEQUANTIZE_OPS and producer.operands:
-        return producer.operands[0].is_constant
-    return False
+    dequantize = dequantized_source(value)
+    return dequantize is not None and dequantize.input.is_constant
+
+
+def static_weights_problem(node: Node, options=None) -> str | None:
+    """XNNPACK takes an op's weights (the operands its definition marks as weights) only as
+    constants. With ``force_non_static_weights_for_f32_linear`` a linear's weight may be dynamic."""
+    definition = node.definition
+    for name in definition.weights if definition is not None else ():
+        if name == "weight" and node.op == "aten.linear" and getattr(options, "force_non_static_weights_for_f32_linear", False):
+            continue
+        value = node.operand(name)
+        if value is not None and not is_static(value):
+            return f"{name} is not a constant"
+    return None
 
 
 def attr(node: Node, name: str, default=None):
@@ -107,41 +131,17 @@ def _pow(node: Node, options=None) -> str | None:
     return None
 
 
-def _linear(node: Node, options=None) -> str | None:
-    if len(node.operands) < 2:
-        return "weight is not a tensor"
-    if not is_static(node.operands[1]) and not getattr(options, "force_non_static_weights_for_f32_linear", False):
-        return "weight is not a constant"
-    if len(node.operands) > 2 and not is_static(node.operands[2]):
-        return "bias is not a constant"
-    return None
-
-
 def _addmm(node: Node, options=None) -> str | None:
-    if not is_static(node.operands[2]):
-        return "weight (the second matrix) is not a constant"
-    if not is_static(node.operands[0]):
-        return "bias is not a constant"
-    if attr(node, "beta", 1) != 1 or attr(node, "alpha", 1) != 1:
+    if node.attribute("beta") != 1 or node.attribute("alpha") != 1:
         return "beta/alpha other than 1"
     return None
 
 
-def _mm(node: Node, options=None) -> str | None:
-    if not is_static(node.operands[1]):
-        return "second matrix is not a constant (stock takes mm only as a linear layer)"
-    return None
-
-
 def _convolution(node: Node, options=None) -> str | None:
-    weight = node.operands[1]
+    weight = node.weight
     if weight.rank not in (3, 4):
         return (f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only; xir's transform pass "
                 "decompose-conv3d rewrites a 3-D one into 2-D convolutions)")
-    if not is_static(weight):
-        return "weight is not a constant"
-    if len(node.operands) > 2 and not is_static(node.operands[2]):
-        return "bias is not a constant"
     return None
 
 
@@ -171,8 +171,7 @@ def _max_pool2d(node: Node, options=None) -> str | None:
 
 
 def _max_pool2d_with_indices(node: Node, options=None) -> str | None:
-    indices = node.results[1]
-    if indices.uses or (node.graph is not None and any(out is indices for out in node.graph.outputs)):
+    if not node.results[1].is_unused():
         return "its indices are used (XNNPACK max pooling has no indices)"
     return _max_pool2d(node, options)
 
@@ -296,9 +295,9 @@ def _clone(node: Node, options=None) -> str | None:
 
 
 def _prelu(node: Node, options=None) -> str | None:
-    if node.operands[0].rank != 4:
-        return f"{node.operands[0].rank}-D input (XNNPACK's channels-last PReLU takes 4-D inputs)"
-    return None if is_static(node.operands[1]) else "weight is not a constant"
+    if node.input.rank != 4:
+        return f"{node.input.rank}-D input (XNNPACK's channels-last PReLU takes 4-D inputs)"
+    return None
 
 
 def _bmm_f32out(node: Node, options=None) -> str | None:
@@ -352,11 +351,11 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule("aten.mul.Tensor", _FS), OpRule("aten.div.Tensor", _F),
     OpRule("aten.minimum", _F), OpRule("aten.maximum", _F),
     # matrix multiplies and convolution
-    OpRule("aten.linear", _FSD, check=_linear, constraint="constant weight and bias"),
+    OpRule("aten.linear", _FSD, constraint="constant weight and bias"),
     OpRule("aten.addmm", _FSD, check=_addmm, constraint="constant weight and bias; alpha = beta = 1"),
-    OpRule("aten.mm", _FSD, check=_mm, constraint="constant second matrix"),
+    OpRule("aten.mm", _FSD, constraint="constant second matrix"),
     OpRule("aten.bmm", _F, bf16=False, bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only "
-                                                    "(xir's transform pass bf16-bmm-f32-output rewrites it; run transform_passes())"),
+                                                    "(xir's transform pass xnnpack.bf16-bmm-f32-output rewrites it; run transform_passes())"),
     OpRule("aten.convolution", _FSD, bf16=False, check=_convolution, constraint="1-D or 2-D; constant weight and bias",
            bf16_reason=_NO_BF16),
     # pooling, reductions, softmax

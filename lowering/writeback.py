@@ -88,6 +88,9 @@ def write_back(graph: Graph, ep: Any) -> None:
         fx_node = node.fx_node if node.fx_node is not None and node.fx_node.graph is fx_graph else None
         schema = getattr(fx_node.target, "_schema", None) if fx_node is not None else None
         if fx_node is None:
+            if node.definition is None:
+                raise WriteBackError(f"pass {node.origin or '?'} created {node.op}, an opaque op (no definition in "
+                                     "xir.ops): only defined ops can be written back into the program")
             target = resolve_op(node.op)
             args, kwargs = op_arguments(target._schema, node, fx_of)
             with fx_graph.inserting_after(cursor):
@@ -112,7 +115,7 @@ def write_back(graph: Graph, ep: Any) -> None:
             picks = {u.args[1]: u for u in fx_node.users if u.target is operator.getitem}
             for result in node.results:
                 pick = picks.get(result.index)
-                if pick is None and result.uses or pick is None and result in graph.outputs:
+                if pick is None and result.uses:  # (a graph output is a use)
                     with fx_graph.inserting_after(cursor):
                         pick = fx_graph.call_function(operator.getitem, (fx_node, result.index))
                     pick.meta["val"] = fx_node.meta["val"][result.index]

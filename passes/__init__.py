@@ -3,7 +3,7 @@ rewriter, IR-text test helpers, and the built-in passes (one per file, registere
 
 from .instruments import CheckChanged, DumpIR, Instrument, PrintIR, Reproducer, TimePasses, VerifyEach, run_reproducer
 from .manager import PassFailure, PassManager, PipelineResult, run_pipeline
-from .pass_base import PASS_REGISTRY, Pass, PipelineError, function_pass, get_pass_class
+from .pass_base import PASS_REGISTRY, Pass, PipelineError, function_pass, get_pass_class, register_pass, unregister_pass
 from .pipeline import format_pipeline, parse_pipeline, pass_help
 from .rewriter import PatternRewritePass, RewritePattern, Rewriter, apply_patterns_greedily, rewrite_pattern
 
@@ -14,5 +14,5 @@ __all__ = [
     "CheckChanged", "DumpIR", "Instrument", "PASS_REGISTRY", "Pass", "PassFailure", "PassManager", "PatternRewritePass",
     "PipelineError", "PipelineResult", "PrintIR", "Reproducer", "RewritePattern", "Rewriter", "TimePasses", "VerifyEach",
     "apply_patterns_greedily", "format_pipeline", "function_pass", "get_pass_class", "parse_pipeline", "pass_help",
-    "rewrite_pattern", "run_pipeline", "run_reproducer",
+    "register_pass", "rewrite_pattern", "run_pipeline", "run_reproducer", "unregister_pass",
 ]

@@ -1,29 +1,27 @@
-"""dead-code-elimination: erase side-effect-free nodes whose results nobody uses."""
+"""dead-code-elimination: erase pure nodes whose results nobody uses.
+
+Purity comes from the op's definition (the ``pure`` trait in :mod:`xir.ops`); an opaque op (no
+definition) may have side effects and is always kept. A graph output is a use.
+"""
 
 from __future__ import annotations
 
 from xir import Graph, Node
+from xir.ops import has_trait
 
 from .pass_base import function_pass
 
-PURE_NAMESPACES = ("aten.", "quantized_decomposed.", "dim_order_ops.", "xir.")
 
-
-def is_pure(node: Node) -> bool:
-    """Ops of the known namespaces are pure unless in-place (``aten.add_``) or ``out=`` variants."""
-    if not node.op.startswith(PURE_NAMESPACES):
-        return False
-    base = node.op.split(".")[1]
-    return not base.endswith("_") and not node.op.endswith(".out")
+def is_dead(node: Node) -> bool:
+    return has_trait(node.op, "pure") and all(result.is_unused() for result in node.results)
 
 
 @function_pass("dead-code-elimination")
 def dead_code_elimination(graph: Graph) -> bool:
-    """Erase side-effect-free nodes whose results are not used."""
-    outputs = {id(v) for v in graph.outputs}
+    """Erase pure nodes (by their op's definition) whose results are not used."""
     changed = False
     for node in reversed(graph.nodes):
-        if is_pure(node) and not any(r.uses or id(r) in outputs for r in node.results):
+        if is_dead(node):
             graph.erase(node)
             changed = True
     return changed

@@ -15,9 +15,11 @@ slices: the computation is the one the quantized reference does in float.
 
 from __future__ import annotations
 
-from xir import DType, Graph, InputKind, Node, TensorType, Value
+import attrs
 
-from .pass_base import function_pass
+from xir import DType, Node, TensorType, Value
+
+from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
 DEQUANTIZE_WEIGHT_OPS = ("quantized_decomposed.dequantize_per_tensor", "quantized_decomposed.dequantize_per_channel")
 
@@ -33,11 +35,11 @@ def _float_weight(weight: Value):
     if raw is None:
         return None
     if producer.op.endswith("per_tensor"):
-        return (raw.float() - producer.attributes["zero_point"]) * producer.attributes["scale"]
-    scales, zeros = producer.operands[1].data, producer.operands[2].data
+        return (raw.float() - producer.attribute("zero_point")) * producer.attribute("scale")
+    scales, zeros = producer.scales.data, producer.zero_points.data if producer.zero_points is not None else None
     if scales is None or zeros is None:
         return None
-    axis = producer.attributes.get("axis", 0)
+    axis = producer.attribute("axis")
     shape = [1] * raw.dim()
     shape[axis] = -1
     return (raw.float() - zeros.reshape(shape).float()) * scales.reshape(shape).float()
@@ -47,69 +49,67 @@ def _out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) 
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _decompose(graph: Graph, conv: Node) -> bool:
-    x, weight = conv.operands[0], conv.operands[1]
-    bias = conv.operands[2] if len(conv.operands) > 2 else None
-    attrs = conv.attributes
-    if weight.rank != 5 or attrs.get("transposed", False) or not x.type.is_static:
-        return False
-    if not all(isinstance(v, int) for v in list(attrs.get("stride", [])) + list(attrs.get("padding", [])) + list(attrs.get("dilation", []))):
-        return False
+@rewrite_pattern("aten.convolution")
+def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
+    """3-D convolution with a constant (or dequantized constant) weight => 2-D convolutions summed."""
+    x, weight, bias = conv.input, conv.weight, conv.bias
+    if weight.rank != 5:
+        return rewriter.notify_match_failure(conv, f"not a 3-D convolution ({weight.rank}-D weight)")
+    if conv.attribute("transposed"):
+        return rewriter.notify_match_failure(conv, "transposed")
+    if not x.type.is_static:
+        return rewriter.notify_match_failure(conv, "symbolic input shape")
+    stride, padding, dilation = conv.attribute("stride"), conv.attribute("padding"), conv.attribute("dilation")
+    if not all(isinstance(v, int) for v in list(stride) + list(padding) + list(dilation)) or \
+            not len(stride) == len(padding) == len(dilation) == 3:
+        return rewriter.notify_match_failure(conv, "stride, padding or dilation is not three static ints")
     data = _float_weight(weight)
     if data is None:
-        return False
+        return rewriter.notify_match_failure(conv, "weight is not a constant (or a dequantized constant) with data")
     if bias is not None and not bias.is_constant:
-        return False
+        return rewriter.notify_match_failure(conv, "bias is not a constant")
+    # matched completely: edit
     n, c, d, h, w = x.shape
     o, _, kd, kh, kw = weight.shape
-    sd, sh, sw = attrs["stride"]
-    pd, ph, pw = attrs["padding"]
-    dd, dh, dw = attrs["dilation"]
-    groups = attrs.get("groups", 1)
-    do, ho, wo = _out_size(d, kd, sd, pd, dd), _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
-    dtype = x.dtype
-    tensor = lambda *shape: TensorType(dtype, shape)  # noqa: E731
+    sd, sh, sw = stride
+    pd, ph, pw = padding
+    dd, dh, dw = dilation
+    do = _out_size(d, kd, sd, pd, dd)
 
-    def add(op, operands, type_, attributes):
-        node = graph.create_node(op, operands, [type_], attributes)
-        graph.insert_before(conv, node)
-        return node.result
+    def add(op, operands, attributes):
+        return rewriter.insert_before(conv, rewriter.create(op, operands, attributes=attributes)).result
 
-    frames = x
-    depth = d
+    frames, depth = x, d
     if pd:
         depth = d + 2 * pd
-        frames = add("aten.constant_pad_nd", [frames], tensor(n, c, depth, h, w), {"pad": [0, 0, 0, 0, pd, pd], "value": 0.0})
-    frames = add("aten.permute_copy", [frames], tensor(n, depth, c, h, w), {"dims": [0, 2, 1, 3, 4]})
-    frames = add("aten.view_copy", [frames], tensor(n * depth, c, h, w), {"size": [n * depth, c, h, w]})
+        frames = add("aten.constant_pad_nd", [frames], {"pad": [0, 0, 0, 0, pd, pd], "value": 0.0})
+    frames = add("aten.permute_copy", [frames], {"dims": [0, 2, 1, 3, 4]})
+    frames = add("aten.view_copy", [frames], {"size": [n * depth, c, h, w]})
     total = None
     base = weight.name or "conv3d_weight"
     for k in range(kd):
         tap = data[:, :, k].contiguous()
-        slice_weight = graph.add_input(graph.unique_input_name(f"{base}_tap{k}"), TensorType(DType.f32, tuple(tap.shape)),
-                                       InputKind.parameter, tap)
+        slice_weight = rewriter.add_constant(f"{base}_tap{k}", TensorType(DType.f32, tuple(tap.shape)), tap)
         operands = [frames, slice_weight] + ([bias] if bias is not None and k == 0 else [])
-        conv_attributes = {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "transposed": False,
-                           "output_padding": [0, 0], "groups": groups}
+        attributes = {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "transposed": False,
+                      "output_padding": [0, 0], "groups": conv.attribute("groups")}
         if len(operands) == 2:
-            conv_attributes = {"bias": None, **conv_attributes}
-        y = add("aten.convolution", operands, tensor(n * depth, o, ho, wo), conv_attributes)
-        y = add("aten.view_copy", [y], tensor(n, depth, o, ho, wo), {"size": [n, depth, o, ho, wo]})
+            attributes = {"bias": None, **attributes}
+        y = add("aten.convolution", operands, attributes)
+        y = add("aten.view_copy", [y], {"size": [n, depth, *y.shape[1:]]})
         start = k * dd
-        y = add("aten.slice_copy.Tensor", [y], tensor(n, do, o, ho, wo),
-                {"dim": 1, "start": start, "end": start + (do - 1) * sd + 1, "step": sd})
-        total = y if total is None else add("aten.add.Tensor", [total, y], tensor(n, do, o, ho, wo), {})
-    out = add("aten.permute_copy", [total], tensor(n, o, do, ho, wo), {"dims": [0, 2, 1, 3, 4]})
-    graph.replace_node(conv, [out])
+        y = add("aten.slice_copy.Tensor", [y], {"dim": 1, "start": start, "end": start + (do - 1) * sd + 1, "step": sd})
+        total = y if total is None else add("aten.add.Tensor", [total, y], {})
+    out = add("aten.permute_copy", [total], {"dims": [0, 2, 1, 3, 4]})
+    rewriter.replace_node(conv, [out])
     return True
 
 
-
-@function_pass("decompose-conv3d")
-def decompose_conv3d(graph: Graph) -> bool:
+@attrs.frozen
+class DecomposeConv3d(PatternRewritePass):
     """Rewrite 3-D convolutions with constant weights as sums of 2-D convolutions."""
-    changed = False
-    for node in graph:
-        if node.op == "aten.convolution" and len(node.operands) > 1 and node.operands[1].rank == 5:
-            changed |= _decompose(graph, node)
-    return changed
+
+    name = "decompose-conv3d"
+
+    def patterns(self):
+        return [decompose_conv3d]

@@ -8,121 +8,135 @@ that dim is the op's output-channel dim:
 * a linear with a 2-D output (N, C): output channels are dim 1 = the last dim.
 
 A linear with a 3-D output (N, C, F) has its output channels on F, not C: folding there (as
-ExecuTorch 1.5.1's XNNPACK does) scales the wrong dim. Such a batch norm, and any other one
-that cannot fold (the op has other users, its weights are not constants, ...), becomes
-``x * scale + shift`` with constants shaped to broadcast on dim 1, which XNNPACK runs in fp32
-and bf16. The folded weights are checked for shape.
+ExecuTorch 1.5.1's XNNPACK does) scales the wrong dim. Folding changes what the conv or linear
+computes, so it also needs the batch norm to be the only use of that output (not another
+node's operand, not a graph output). :func:`fold_target` is the one place that decides; the
+lowering's capability check asks it too. A batch norm that cannot fold becomes
+``x * scale + shift`` with constants shaped to broadcast on dim 1. The folded weights are
+checked for shape.
 """
 
 from __future__ import annotations
 
-from xir import DType, Graph, InputKind, Node, TensorType, Value
+import attrs
 
-from .pass_base import function_pass
+from xir import DType, Node, TensorType, Value
+
+from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
 BATCH_NORM = "aten._native_batch_norm_legit_no_training"
-
-
-def _constant_data(value: Value):
-    return value.data if value.is_constant and value.data is not None else None
-
-
-def _affine(norm: Node):
-    """(scale, shift) per channel, computed in fp32, or None when a statistic is not a constant."""
-    x, weight, bias, mean, var = (list(norm.operands) + [None] * 5)[:5]
-    if var is None:
-        return None
-    datas = [_constant_data(v) for v in (weight, bias, mean, var)]
-    if any(d is None for d in datas):
-        return None
-    w, b, m, v = (d.float() for d in datas)
-    eps = norm.attributes.get("eps", 1e-5)
-    scale = w / (v + eps).sqrt()
-    return scale, b - m * scale
-
-
-def _new_constant(graph: Graph, base: str, data, dtype) -> Value:
-    name = graph.unique_input_name(base)
-    data = getattr(data, _CAST[dtype])().contiguous()
-    return graph.add_input(name, TensorType(dtype, tuple(data.shape)), InputKind.parameter, data)
-
+CONVOLUTION = "aten.convolution"
+LINEAR = "aten.linear"
+STATISTICS = ("weight", "bias", "running_mean", "running_var")
 
 # tensor methods that cast constant data to an IR float dtype
 _CAST = {DType.f32: "float", DType.bf16: "bfloat16", DType.f16: "half", DType.f64: "double"}
 
 
-def _try_fold(graph: Graph, norm: Node, scale, shift) -> bool:
-    x = norm.operands[0]
+def fold_target(norm: Node) -> tuple[Node | None, str]:
+    """The conv or linear ``norm`` folds into, or None and the reason it does not fold.
+
+    Structural only (constants are known to be constants, their data is not read): the fold
+    pass and the capability check of the lowering both decide with this."""
+    if not all(r.is_unused() for r in norm.results[1:]):
+        return None, "its mean/var outputs are used"
+    if not all(v is not None and v.is_constant for v in (norm.operand(s) for s in STATISTICS)):
+        return None, "its statistics are not constants"
+    x = norm.input
     producer = x.producer
-    if producer is None or len(x.uses) != 1:
-        return False
-    conv = producer.op == "aten.convolution" and not producer.attributes.get("transposed", False)
-    linear_2d = producer.op == "aten.linear" and x.rank == 2  # (N, C): the last dim is dim 1
-    if not (conv or linear_2d):
-        return False
-    weight = producer.operands[1]
-    bias = producer.operands[2] if len(producer.operands) > 2 else None
-    w = _constant_data(weight)
-    if w is None or weight.dtype not in _CAST or (bias is not None and _constant_data(bias) is None):
-        return False
-    channels = x.shape[1]
-    if w.shape[0] != channels or scale.shape[0] != channels:
-        return False  # the op's output channels are not the normalized dim
-    view = [channels] + [1] * (w.dim() - 1)
-    folded_weight = w.float() * scale.reshape(view)
-    old_bias = _constant_data(bias).float() if bias is not None else scale * 0
+    if producer is None or producer.op not in (CONVOLUTION, LINEAR):
+        return None, "its input is not the output of a conv or linear"
+    if producer.op == LINEAR and x.rank != 2:
+        return None, (f"follows a linear with a {x.rank}-D output, whose channels are its last dim, not the "
+                      "normalized dim 1")
+    if producer.op == CONVOLUTION and producer.attribute("transposed"):
+        return None, "follows a transposed convolution (its weight's rows are input channels)"
+    if x.single_user() is not norm:
+        return None, f"the {producer.op} output has other uses (another node or a graph output) that folding would change"
+    weight, bias = producer.weight, producer.bias
+    if not weight.is_constant or (bias is not None and not bias.is_constant):
+        return None, f"the {producer.op} weight or bias is not a constant"
+    if weight.shape[0] != x.shape[1]:
+        return None, f"the {producer.op} output channels ({weight.shape[0]}) are not the normalized dim ({x.shape[1]})"
+    return producer, ""
+
+
+def _affine(norm: Node):
+    """(scale, shift) per channel, computed in fp32, or None when a statistic has no data."""
+    datas = [norm.operand(name).data for name in STATISTICS]
+    if any(d is None for d in datas):
+        return None
+    w, b, m, v = (d.float() for d in datas)
+    scale = w / (v + norm.attribute("eps")).sqrt()
+    return scale, b - m * scale
+
+
+def _constant(rewriter: Rewriter, base: str, data, dtype: DType) -> Value:
+    data = getattr(data, _CAST[dtype])().contiguous()
+    return rewriter.add_constant(base, TensorType(dtype, tuple(data.shape)), data)
+
+
+@rewrite_pattern(BATCH_NORM)
+def fold_into_producer(norm: Node, rewriter: Rewriter) -> bool:
+    """conv/linear -> batch norm  =>  conv/linear with scaled weights and a shifted bias."""
+    producer, reason = fold_target(norm)
+    if producer is None:
+        return rewriter.notify_match_failure(norm, reason)
+    affine = _affine(norm)
+    weight, bias = producer.weight, producer.bias
+    if affine is None or weight.data is None or (bias is not None and bias.data is None):
+        return rewriter.notify_match_failure(norm, "constant data is not available")
+    if weight.dtype not in _CAST:
+        return rewriter.notify_match_failure(norm, f"{weight.dtype} weight")
+    scale, shift = affine
+    channels = norm.input.shape[1]
+    w = weight.data
+    folded_weight = w.float() * scale.reshape([channels] + [1] * (w.dim() - 1))
+    old_bias = bias.data.float() if bias is not None else scale * 0
     folded_bias = old_bias * scale + shift
     if tuple(folded_weight.shape) != tuple(w.shape) or tuple(folded_bias.shape) != (channels,):
         raise AssertionError(f"fold-batch-norm: folded weight {tuple(folded_weight.shape)} does not match {tuple(w.shape)}")
-    dtype = weight.dtype
-    new_weight = _new_constant(graph, f"{weight.name}_bn", folded_weight, dtype)
-    new_bias = _new_constant(graph, f"{(bias.name if bias is not None else weight.name)}_bn_bias", folded_bias, dtype)
-    graph.set_operand(producer, 1, new_weight)
+    # matched completely: edit
+    new_weight = _constant(rewriter, f"{weight.name}_bn", folded_weight, weight.dtype)
+    new_bias = _constant(rewriter, f"{(bias or weight).name}_bn_bias", folded_bias, weight.dtype)
     if bias is not None:
-        graph.set_operand(producer, 2, new_bias)
+        rewriter.set_operands(producer, [producer.input, new_weight, new_bias])
     else:
-        producer.attributes.pop("bias", None)  # None, not a value: no use-list to update
-        graph.set_operands(producer, [producer.operands[0], new_weight, new_bias])
-    _replace_norm(graph, norm, x)
+        rewriter.remove_attribute(producer, "bias")  # the attribute bias=none said "no bias operand"
+        rewriter.set_operands(producer, [producer.input, new_weight, new_bias])
+    rewriter.replace_all_uses(norm.results[0], norm.input)
+    rewriter.erase(norm)
     return True
 
 
-def _replace_norm(graph: Graph, norm: Node, value: Value) -> None:
-    graph.replace_all_uses(norm.results[0], value)
-    if any(r.uses for r in norm.results[1:]):
-        raise AssertionError("fold-batch-norm: the batch norm's statistics outputs are still used")
-    graph.erase(norm)
-
-
-def _to_affine(graph: Graph, norm: Node, scale, shift) -> bool:
-    x = norm.operands[0]
+@rewrite_pattern(BATCH_NORM)
+def batch_norm_to_affine(norm: Node, rewriter: Rewriter) -> bool:
+    """batch norm => x * scale + shift, with per-channel constants broadcast on dim 1."""
+    x = norm.input
+    if not all(r.is_unused() for r in norm.results[1:]):
+        return rewriter.notify_match_failure(norm, "its mean/var outputs are used")
     if x.rank < 2 or not isinstance(x.shape[1], int) or x.dtype not in _CAST:
-        return False
+        return rewriter.notify_match_failure(norm, f"input {x.type}: no static channel dim or not a float")
+    affine = _affine(norm)
+    if affine is None:
+        return rewriter.notify_match_failure(norm, "its statistics are not constants with data")
+    scale, shift = affine
     view = [x.shape[1]] + [1] * (x.rank - 2)
-    dtype = x.dtype
-    scale_value = _new_constant(graph, "bn_scale", scale.reshape(view), dtype)
-    shift_value = _new_constant(graph, "bn_shift", shift.reshape(view), dtype)
-    mul = graph.create_node("aten.mul.Tensor", [x, scale_value], [x.type])
-    graph.insert_before(norm, mul)
-    add = graph.create_node("aten.add.Tensor", [mul.result, shift_value], [x.type])
-    graph.insert_before(norm, add)
-    _replace_norm(graph, norm, add.result)
+    scale_value = _constant(rewriter, "bn_scale", scale.reshape(view), x.dtype)
+    shift_value = _constant(rewriter, "bn_shift", shift.reshape(view), x.dtype)
+    mul = rewriter.insert_before(norm, rewriter.create("aten.mul.Tensor", [x, scale_value]))
+    add = rewriter.insert_before(norm, rewriter.create("aten.add.Tensor", [mul.result, shift_value]))
+    rewriter.replace_all_uses(norm.results[0], add.result)
+    rewriter.erase(norm)
     return True
 
 
-@function_pass("fold-batch-norm")
-def fold_batch_norm(graph: Graph, *, to_affine: bool = True) -> bool:
+@attrs.frozen
+class FoldBatchNorm(PatternRewritePass):
     """Fold batch norms into the conv/linear before them on the right dim; rewrite the rest as x * scale + shift."""
-    changed = False
-    for node in graph:
-        if node.op != BATCH_NORM or any(r.uses for r in node.results[1:]):
-            continue
-        affine = _affine(node)
-        if affine is None:
-            continue
-        scale, shift = affine
-        if _try_fold(graph, node, scale, shift):
-            changed = True
-        elif to_affine:
-            changed |= _to_affine(graph, node, scale, shift)
-    return changed
+
+    name = "fold-batch-norm"
+    to_affine: bool = True
+
+    def patterns(self):
+        return [fold_into_producer] + ([batch_norm_to_affine] if self.to_affine else [])

@@ -15,6 +15,7 @@ The built-in ones:
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -167,22 +168,31 @@ class VerifyEach(Instrument):
 
 class Reproducer(Instrument):
     """On failure, write a file holding the pipeline text of the failing pass and the IR just
-    before it ran. ``run_reproducer(path)`` makes it fail the same way again."""
+    before it ran (the pass manager has rolled the graph back to it), and beside it
+    ``<path>.constants.pkl`` with the data of the constants, so that a pass that reads weights
+    fails again. ``run_reproducer(path)`` makes it fail the same way again."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self._before: str | None = None
 
-    def before_pass(self, p, graph, index):
-        self._before = print_graph(graph, show_origin=True)
+    @property
+    def constants_path(self) -> Path:
+        return constants_path(self.path)
 
     def on_failure(self, p, graph, failure, index):
+        before = print_graph(graph, show_origin=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(f"# xir reproducer: the pass failed with: {_one_line(failure.error)}\n"
-                             f"# pipeline: {failure.pipeline_text}\n{self._before}", encoding="ascii")
+                             f"# pipeline: {failure.pipeline_text}\n{before}", encoding="ascii")
+        data = {v.name: v.data for v in graph.inputs if v.is_constant and v.data is not None}
+        if data:
+            with open(self.constants_path, "wb") as f:
+                pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+        elif self.constants_path.exists():
+            self.constants_path.unlink()
         failure.reproducer = str(self.path)
         if failure.ir_before is None:
-            failure.ir_before = self._before
+            failure.ir_before = before
 
 
 class CheckChanged(Instrument):
@@ -202,8 +212,15 @@ def _one_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def constants_path(path: str | os.PathLike) -> Path:
+    """Where a reproducer keeps its constants' data: beside it, ``<name>.constants.pkl``."""
+    path = Path(path)
+    return path.with_name(path.name + ".constants.pkl")
+
+
 def read_reproducer(path: str | os.PathLike) -> tuple[str, Graph]:
-    """The pipeline text and the graph stored in a reproducer file."""
+    """The pipeline text and the graph stored in a reproducer file (with its constants' data,
+    when the reproducer kept them)."""
     from xir import parse_graph
 
     text = Path(path).read_text(encoding="ascii")
@@ -214,7 +231,15 @@ def read_reproducer(path: str | os.PathLike) -> tuple[str, Graph]:
             break
     if pipeline is None:
         raise ValueError(f"{path}: not an xir reproducer (no '# pipeline:' line)")
-    return pipeline, parse_graph(text)
+    graph = parse_graph(text)
+    sidecar = constants_path(path)
+    if sidecar.exists():
+        with open(sidecar, "rb") as f:
+            data = pickle.load(f)
+        for value in graph.inputs:
+            if value.name in data:
+                value.data = data[value.name]
+    return pipeline, graph
 
 
 def run_reproducer(path: str | os.PathLike, instruments=()):

@@ -8,39 +8,42 @@ accumulates in fp32 too).
 
 from __future__ import annotations
 
-from xir import DType, Graph, InputKind, TensorType
+import attrs
 
-from .pass_base import function_pass
+from xir import DType, Node, TensorType
+
+from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
 LAYER_NORM = "aten.native_layer_norm"
 CONVERT = "dim_order_ops._to_dim_order_copy"
 NARROW = (DType.bf16, DType.f16)
 
 
-@function_pass("layer-norm-in-fp32")
-def layer_norm_in_fp32(graph: Graph) -> bool:
-    """Compute bf16/f16 layer norms in fp32 (convert in, normalize, convert out)."""
-    changed = False
-    for node in graph:
-        if node.op != LAYER_NORM or any(r.uses for r in node.results[1:]):
-            continue
-        x = node.operands[0]
-        if x.dtype not in NARROW or any(not v.is_constant or v.data is None for v in node.operands[1:]):
-            continue
-        wide_x = graph.create_node(CONVERT, [x], [x.type.with_dtype(DType.f32)], {"dtype": DType.f32})
-        graph.insert_before(node, wide_x)
-        operands = [wide_x.result]
-        for v in node.operands[1:]:
-            wide = graph.add_input(graph.unique_input_name(f"{v.name}_f32"), v.type.with_dtype(DType.f32), InputKind.parameter,
-                                   v.data.float().contiguous())
-            operands.append(wide)
-        norm = graph.create_node(LAYER_NORM, operands, [r.type.with_dtype(DType.f32) if isinstance(r.type, TensorType) else r.type
-                                                         for r in node.results], dict(node.attributes))
-        graph.insert_before(node, norm)
-        narrow = graph.create_node(CONVERT, [norm.results[0]], [x.type], {"dtype": x.dtype})
-        graph.insert_before(node, narrow)
-        graph.replace_all_uses(node.results[0], narrow.result)
-        graph.erase(node)
-        changed = True
-    return changed
+@rewrite_pattern(LAYER_NORM)
+def layer_norm_in_fp32(node: Node, rewriter: Rewriter) -> bool:
+    """narrow layer norm => convert to fp32, layer norm with fp32 weights, convert back."""
+    x = node.input
+    if not isinstance(x.type, TensorType) or x.dtype not in NARROW:
+        return rewriter.notify_match_failure(node, "not a bf16/f16 layer norm")
+    if not all(r.is_unused() for r in node.results[1:]):
+        return rewriter.notify_match_failure(node, "its mean/rstd outputs are used")
+    if any(not v.is_constant or v.data is None for v in node.operands[1:]):
+        return rewriter.notify_match_failure(node, "its weight or bias is not a constant with data")
+    wide_x = rewriter.insert_before(node, rewriter.create(CONVERT, [x], attributes={"dtype": DType.f32}))
+    operands = [wide_x.result] + [rewriter.add_constant(f"{v.name}_f32", v.type.with_dtype(DType.f32), v.data.float().contiguous())
+                                  for v in node.operands[1:]]
+    norm = rewriter.insert_before(node, rewriter.create(LAYER_NORM, operands, attributes=dict(node.attributes)))
+    narrow = rewriter.insert_before(node, rewriter.create(CONVERT, [norm.results[0]], attributes={"dtype": x.dtype}))
+    rewriter.replace_all_uses(node.results[0], narrow.result)
+    rewriter.erase(node)
+    return True
 
+
+@attrs.frozen
+class LayerNormInFp32(PatternRewritePass):
+    """Compute bf16/f16 layer norms in fp32 (convert in, normalize, convert out)."""
+
+    name = "layer-norm-in-fp32"
+
+    def patterns(self):
+        return [layer_norm_in_fp32]

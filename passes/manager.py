@@ -5,9 +5,10 @@
     result.changed            # did any pass change the graph?
     result.changed_by         # names of the passes that did
 
-Every node a pass creates records the pass's name in ``node.origin``. When a pass raises, or
-an instrument finds it broke the IR, every instrument's ``on_failure`` runs and the manager
-raises :class:`PassFailure` naming the pass.
+Every node a pass creates records the pass's name in ``node.origin``. Passes are atomic: when
+a pass raises, or an instrument finds it broke the IR, the graph is rolled back to exactly what
+it was before the pass, every instrument's ``on_failure`` runs, and the manager raises
+:class:`PassFailure` naming the pass and the node it was rewriting.
 """
 
 from __future__ import annotations
@@ -28,16 +29,26 @@ class PassFailure(RuntimeError):
     just before it ran, when an instrument kept it."""
 
     def __init__(self, pass_name: str, pipeline_text: str, error: BaseException, ir_before: str | None = None,
-                 reproducer: str | None = None):
+                 reproducer: str | None = None, node: str | None = None):
         self.pass_name = pass_name
         self.pipeline_text = pipeline_text
         self.error = error
         self.ir_before = ir_before
         self.reproducer = reproducer
-        message = f"pass {pass_name} failed: {error}"
-        if reproducer:
-            message += f"\n  reproducer written to {reproducer}"
-        super().__init__(message)
+        self.node = node  # the node the pass was rewriting, printed
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        message = f"pass {self.pass_name} failed: {self.error}"
+        if self.node and self.node not in str(self.error):
+            message += f"\n  at node: {self.node}"
+        message += "\n  the graph was rolled back to what it was before the pass"
+        if self.reproducer:
+            message += f"\n  reproducer written to {self.reproducer}"
+        return message
+
+    def __str__(self) -> str:  # instruments may add the reproducer after construction
+        return self._message()
 
 
 @attrs.define
@@ -84,6 +95,8 @@ class PassManager:
                 instrument.before_pass(p, graph, index)
             previous_origin = graph.origin
             graph.origin = p.name
+            graph.focus = None
+            saved = graph.checkpoint()
             try:
                 changed = p.run(graph)
                 if not isinstance(changed, bool):
@@ -91,8 +104,10 @@ class PassManager:
                 for instrument in self.instruments:
                     instrument.after_pass(p, graph, changed, index)
             except Exception as error:
+                node = _failing_node(error, graph)
+                graph.rollback(saved)
                 graph.origin = previous_origin
-                failure = PassFailure(p.name, str(p), error)
+                failure = PassFailure(p.name, str(p), error, node=node)
                 for instrument in self.instruments:
                     instrument.on_failure(p, graph, failure, index)
                 raise failure from error
@@ -101,6 +116,24 @@ class PassManager:
         for instrument in self.instruments:
             instrument.after_pipeline(self, graph, result)
         return result
+
+
+def _failing_node(error: BaseException, graph: Graph) -> str | None:
+    """The node a failing pass was at: the rewriter's, the verifier's, or the graph's last edit."""
+    from xir import VerificationError, print_node
+
+    from .rewriter import RewriteError
+
+    if isinstance(error, RewriteError):
+        return print_node(error.node)
+    if isinstance(error, VerificationError) and error.node_text:
+        return error.node_text
+    if graph.focus is not None:
+        try:
+            return print_node(graph.focus)
+        except Exception:
+            return graph.focus.op
+    return None
 
 
 def run_pipeline(graph: Graph, pipeline: Sequence[Pass] | str, instruments: Iterable[Instrument] = ()) -> PipelineResult:

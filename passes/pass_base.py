@@ -10,7 +10,9 @@
             ...                    # edit the graph; return True only if it changed
 
 Subclasses with a ``name`` register themselves; :func:`function_pass` turns a plain function
-``fn(graph, *, option=default) -> bool`` into a pass.
+``fn(graph, *, option=default) -> bool`` into a pass. A name is registered once: registering
+it again is an error (:func:`unregister_pass` frees it). Passes tied to one backend carry its
+name as a prefix (``xnnpack.bf16-in-fp32``); generic passes have none.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import attrs
 from xir import Graph
 
 PASS_REGISTRY: dict[str, type["Pass"]] = {}
+# old names of passes that were renamed: the pipeline parser says the new one
+RENAMED_PASSES: dict[str, str] = {}
 
 
 class PipelineError(ValueError):
@@ -38,11 +42,7 @@ class Pass:
     def __init_subclass__(cls, register: bool = True, **kwargs):
         super().__init_subclass__(**kwargs)
         if register and cls.__dict__.get("name"):
-            _check_name(cls.name)
-            existing = PASS_REGISTRY.get(cls.name)
-            if existing is not None and existing.__qualname__ != cls.__qualname__:
-                raise PipelineError(f"two passes are named {cls.name!r}: {existing.__qualname__} and {cls.__qualname__}")
-            PASS_REGISTRY[cls.name] = cls
+            register_pass(cls)
 
     def run(self, graph: Graph) -> bool:
         """Transform ``graph`` in place; return True if and only if it changed."""
@@ -78,17 +78,43 @@ class Pass:
         return format_pass(self)
 
 
+PASS_NAME_PATTERN = r"(?:[a-z][a-z0-9]*\.)?[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
+
+
 def _check_name(name: str) -> None:
     import re
 
-    if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name):
-        raise PipelineError(f"pass name {name!r} is not kebab-case (e.g. 'fold-batch-norm')")
+    if not re.fullmatch(PASS_NAME_PATTERN, name):
+        raise PipelineError(f"pass name {name!r} is not kebab-case with an optional backend prefix "
+                            "(e.g. 'fold-batch-norm', 'xnnpack.bf16-in-fp32')")
+
+
+def register_pass(cls: type["Pass"]) -> None:
+    """Register ``cls`` under its name; a name already taken is an error."""
+    _check_name(cls.name)
+    existing = PASS_REGISTRY.get(cls.name)
+    rebuilt = (existing is not None and "__attrs_attrs__" not in existing.__dict__ and "__attrs_attrs__" in cls.__dict__
+               and (existing.__module__, existing.__qualname__) == (cls.__module__, cls.__qualname__))
+    if existing is not None and not rebuilt:  # (attrs rebuilds a class once to add slots: that is no duplicate)
+        raise PipelineError(f"a pass named {cls.name!r} is already registered ({existing.__module__}.{existing.__qualname__}); "
+                            f"{cls.__module__}.{cls.__qualname__} needs another name (or unregister_pass({cls.name!r}) first)")
+    PASS_REGISTRY[cls.name] = cls
+
+
+def unregister_pass(name: str) -> type["Pass"]:
+    """Remove the pass registered as ``name`` (and return it)."""
+    try:
+        return PASS_REGISTRY.pop(name)
+    except KeyError:
+        raise PipelineError(f"no pass named {name!r} is registered") from None
 
 
 def get_pass_class(name: str) -> type[Pass]:
     try:
         return PASS_REGISTRY[name]
     except KeyError:
+        if name in RENAMED_PASSES:
+            raise PipelineError(f"pass {name!r} was renamed: it is now {RENAMED_PASSES[name]!r}") from None
         known = ", ".join(sorted(PASS_REGISTRY)) or "(none registered)"
         raise PipelineError(f"unknown pass {name!r}; registered passes: {known}") from None
 
@@ -127,8 +153,7 @@ def function_pass(name: str, description: str | None = None) -> Callable[[Callab
         cls = attrs.make_class(_class_name(name), fields, bases=(Pass,), frozen=True)
         for key, value in namespace.items():
             setattr(cls, key, value)
-        _check_name(name)
-        PASS_REGISTRY[name] = cls
+        register_pass(cls)
         cls.function = staticmethod(fn)
         return cls
 

@@ -16,7 +16,7 @@ import attrs
 
 from .pass_base import Pass, PipelineError, coerce_option, format_option, get_pass_class
 
-_PASS_NAME = re.compile(r"\s*([a-z][a-z0-9-]*)\s*")
+_PASS_NAME = re.compile(r"\s*([a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)?)\s*")
 _OPTION = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([^,}]*?)\s*(?=[,}])")
 
 

@@ -20,9 +20,7 @@ CONVERT_OPS = ("aten._to_copy", "dim_order_ops._to_dim_order_copy")
 def _bypass(node: Node, rewriter: Rewriter) -> bool:
     """Replace ``node`` by its operand, unless that would make a graph input a graph output."""
     source = node.operands[0]
-    result = node.results[0]
-    graph = rewriter.graph
-    if any(v is result for v in graph.outputs) and (source.is_input or any(v is source for v in graph.outputs)):
+    if node.results[0].is_graph_output() and (source.is_input or source.is_graph_output()):
         return rewriter.notify_match_failure(node, "its result is a graph output and its operand is an input or output already")
     rewriter.replace_node(node, [source])
     return True

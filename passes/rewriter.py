@@ -20,9 +20,17 @@ from typing import Any, Callable, Iterable, Sequence
 
 import attrs
 
-from xir import Graph, Node, Value
+from xir import Graph, Node, Value, print_node
 
 from .pass_base import Pass
+
+
+class RewriteError(RuntimeError):
+    """A rule raised while rewriting a node: names the rule and the node."""
+
+    def __init__(self, rule: str, node: Node, error: BaseException):
+        self.rule, self.node, self.error = rule, node, error
+        super().__init__(f"rule {rule} failed on {print_node(node)}: {type(error).__name__}: {error}")
 
 
 class RewritePattern:
@@ -68,8 +76,15 @@ class Rewriter:
         self.failures: list[tuple[Node, str]] = []
 
     # creation
-    def create(self, op: str, operands: Iterable[Value], result_types: Iterable[Any], attributes: dict | None = None) -> Node:
+    def create(self, op: str, operands: Iterable[Value], result_types: Iterable[Any] | None = None,
+               attributes: dict | None = None) -> Node:
+        """A new node (not yet placed); without ``result_types`` the op's definition infers them."""
         return self.graph.create_node(op, operands, result_types, attributes)
+
+    def add_constant(self, base: str, type_: Any, data: Any, kind: Any = None) -> Value:
+        """A new constant input (a parameter unless ``kind`` says otherwise) named after ``base``."""
+        self.changed = True
+        return self.graph.add_constant(base, type_, data, *(() if kind is None else (kind,)))
 
     def insert_before(self, anchor: Node, node: Node) -> Node:
         self.graph.insert_before(anchor, node)
@@ -82,19 +97,27 @@ class Rewriter:
         return node
 
     # replacement
-    def replace_all_uses(self, old: Value, new: Value) -> None:
+    def replace_all_uses(self, old: Value, new: Value, *, outputs: bool = True) -> None:
+        """Every reader of ``old`` reads ``new``, the graph outputs included (see Graph.replace_all_uses)."""
         users = old.users
-        self.graph.replace_all_uses(old, new)
+        self.graph.replace_all_uses(old, new, outputs=outputs)
         for user in users:
             self._touch(user)
         if new.producer is not None:
             self._touch(new.producer)
 
     def replace_node(self, node: Node, values: Sequence[Value]) -> None:
-        """Replace ``node``'s results by ``values`` and erase it."""
-        for result, value in zip(node.results, values):
-            self.replace_all_uses(result, value)
-        self.erase(node)
+        """Replace ``node``'s results by ``values`` (the outputs included) and erase it."""
+        users = node.users
+        producers = [v.producer for v in node.inputs() if v.producer is not None]
+        self.graph.replace_node(node, values)
+        self.changed = True
+        for user in users:
+            self._touch(user)
+        for value in values:
+            if value.producer is not None:
+                self._touch(value.producer)
+        self.touched.extend(producers)  # may now be dead or newly matchable
 
     def set_operand(self, node: Node, index: int, value: Value) -> None:
         self.graph.set_operand(node, index, value)
@@ -102,6 +125,14 @@ class Rewriter:
 
     def set_attribute(self, node: Node, name: str, value: Any) -> None:
         self.graph.set_attribute(node, name, value)
+        self._touch(node)
+
+    def remove_attribute(self, node: Node, name: str) -> None:
+        self.graph.remove_attribute(node, name)
+        self._touch(node)
+
+    def set_operands(self, node: Node, operands: Iterable[Value]) -> None:
+        self.graph.set_operands(node, operands)
         self._touch(node)
 
     def erase(self, node: Node) -> None:
@@ -118,8 +149,9 @@ class Rewriter:
 
     def _touch(self, node: Node) -> None:
         self.changed = True
-        self.touched.append(node)
-        self.touched.extend(node.users)
+        if not node.is_return:
+            self.touched.append(node)
+            self.touched.extend(u for u in node.users if not u.is_return)
 
 
 @attrs.define
@@ -158,12 +190,18 @@ def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], ma
     while worklist:
         node = worklist.popleft()
         queued.discard(id(node))
-        if node.graph is not graph:
+        if node.graph is not graph or node.is_return:
             continue  # erased since it was queued
         stats.iterations += 1
         for pattern in by_op.get(node.op, []) + generic:
             rewriter = Rewriter(graph)
-            fired = pattern.match_and_rewrite(node, rewriter)
+            graph.focus = node
+            try:
+                fired = pattern.match_and_rewrite(node, rewriter)
+            except RewriteError:
+                raise
+            except Exception as error:
+                raise RewriteError(pattern.name, node, error) from error
             for failed_node, reason in rewriter.failures:
                 stats.declined.setdefault(pattern.name, []).append(f"{failed_node.op}: {reason}")
             if fired:

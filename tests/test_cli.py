@@ -234,7 +234,7 @@ def test_passes(xir):
     result = ok(xir("passes"))
     assert "remove-no-ops\n    " in result.stdout
     assert "fold-batch-norm{to_affine=true}" in result.stdout
-    assert "bf16-bmm-f32-output{enable_bf16=false}" in result.stdout  # lowering's rewrites are registered too
+    assert "xnnpack.bf16-bmm-f32-output{enable_bf16=false}" in result.stdout  # lowering's rewrites are registered too
 
 
 @uses("demo-mlp")
@@ -264,7 +264,7 @@ def test_unknown_pass(xir):
     result = xir("unknown-pass")
     line = error_line(result)
     assert line.startswith("xir: error: --pipeline: unknown pass 'no-such-pass'; registered passes: ")
-    assert "remove-no-ops" in line and "bf16-bmm-f32-output" in line
+    assert "remove-no-ops" in line and "xnnpack.bf16-bmm-f32-output" in line
     assert "loading" not in result.stderr  # checked before any work
 
 

@@ -1,0 +1,600 @@
+"""The ops xir knows: ATen (edge dialect), quantized_decomposed, dim_order_ops, and xir's own.
+
+Each op is one :func:`~xir.ops.define_op` call here. Result-type inference returns None where
+the types cannot be told from the operands and attributes alone (then the verifier does not
+compare, and a pass creating the op must give them).
+"""
+
+from __future__ import annotations
+
+from .dtypes import DType
+from .ops import COMMUTATIVE, ELEMENTWISE, PURE, REQUIRED, VIEW, define_op, dims_agree, same_as_input, show_shape
+from .types import Symbol, TensorType
+
+# ------------------------------------------------------------------------------- inference
+
+
+def _tensor(value) -> TensorType | None:
+    return value.type if isinstance(value.type, TensorType) else None
+
+
+def _attr(node, name, default=None):
+    value = node.attributes.get(name, default)
+    return default if value is None else value
+
+
+def _broadcast_shapes(shapes):
+    rank = max(len(s) for s in shapes)
+    result = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        static = {d for d in dims if isinstance(d, int) and d != 1}
+        symbolic = [d for d in dims if isinstance(d, Symbol)]
+        if len(static) > 1:
+            return None
+        if static:
+            result.append(static.pop())
+        elif symbolic:
+            result.append(symbolic[0])
+        else:
+            result.append(1)
+    return tuple(result)
+
+
+def broadcast(node):
+    """Elementwise on tensors of one float dtype, broadcast to a common shape (other dtypes
+    promote in ways not modelled here: not inferred)."""
+    tensors = [_tensor(v) for v in node.operands]
+    if not tensors or any(t is None for t in tensors) or len({t.dtype for t in tensors}) != 1:
+        return None
+    if not tensors[0].dtype.is_float:
+        return None
+    shape = _broadcast_shapes([t.shape for t in tensors])
+    return None if shape is None else [TensorType(tensors[0].dtype, shape)]
+
+
+def _to_dtype(node):
+    x = _tensor(node.operands[0])
+    dtype = _attr(node, "dtype", x.dtype if x is not None else None)
+    return None if x is None or not isinstance(dtype, DType) else [x.with_dtype(dtype)]
+
+
+def _linear(node):
+    x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if x is None or w is None or w.rank != 2 or x.rank < 1:
+        return None
+    return [TensorType(x.dtype, x.shape[:-1] + (w.shape[0],))]
+
+
+def _mm(node):
+    a, b = _tensor(node.operands[0]), _tensor(node.operands[1])
+    return None if a is None or b is None or a.rank != 2 or b.rank != 2 else [TensorType(a.dtype, (a.shape[0], b.shape[1]))]
+
+
+def _addmm(node):
+    a, b = _tensor(node.operands[1]), _tensor(node.operands[2])
+    return None if a is None or b is None or a.rank != 2 or b.rank != 2 else [TensorType(a.dtype, (a.shape[0], b.shape[1]))]
+
+
+def _bmm(dtype=None):
+    def infer(node):
+        a, b = _tensor(node.operands[0]), _tensor(node.operands[1])
+        if a is None or b is None or a.rank != 3 or b.rank != 3:
+            return None
+        return [TensorType(dtype or a.dtype, (a.shape[0], a.shape[1], b.shape[2]))]
+
+    return infer
+
+
+def _matmul(node):
+    a, b = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if a is None or b is None or a.rank < 2 or b.rank < 2:
+        return None
+    batch = _broadcast_shapes([a.shape[:-2], b.shape[:-2]]) if a.rank > 2 or b.rank > 2 else ()
+    return None if batch is None else [TensorType(a.dtype, tuple(batch) + (a.shape[-2], b.shape[-1]))]
+
+
+def _window(size, kernel, stride, padding, dilation, ceil_mode=False):
+    if not all(isinstance(v, int) for v in (size, kernel, stride, padding, dilation)):
+        return None
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1
+    return out
+
+
+def _expand(values, n):
+    values = list(values) if values is not None else []
+    return values * n if len(values) == 1 else values
+
+
+def _convolution(node):
+    x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if x is None or w is None or x.rank != w.rank or x.rank < 3:
+        return None
+    spatial = x.rank - 2
+    stride = _expand(_attr(node, "stride", [1]), spatial)
+    padding = _expand(_attr(node, "padding", [0]), spatial)
+    dilation = _expand(_attr(node, "dilation", [1]), spatial)
+    groups = _attr(node, "groups", 1)
+    if len(stride) != spatial or len(padding) != spatial or len(dilation) != spatial:
+        return None
+    if _attr(node, "transposed", False):
+        output_padding = _expand(_attr(node, "output_padding", [0]), spatial)
+        sizes = []
+        for i in range(spatial):
+            size, k = x.shape[2 + i], w.shape[2 + i]
+            if not all(isinstance(v, int) for v in (size, k, stride[i], padding[i], dilation[i], output_padding[i])):
+                return None
+            sizes.append((size - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k - 1) + output_padding[i] + 1)
+        channels = w.shape[1] * groups if isinstance(w.shape[1], int) and isinstance(groups, int) else None
+        if channels is None:
+            return None
+    else:
+        sizes = [_window(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(spatial)]
+        if any(s is None for s in sizes):
+            return None
+        channels = w.shape[0]
+    return [TensorType(x.dtype, (x.shape[0], channels, *sizes))]
+
+
+def _pool(with_indices: bool, has_dilation: bool):
+    def infer(node):
+        x = _tensor(node.operands[0])
+        if x is None or x.rank < 3:
+            return None
+        kernel = _expand(_attr(node, "kernel_size"), 2)
+        stride = _expand(_attr(node, "stride") or kernel, 2)
+        padding = _expand(_attr(node, "padding", [0]), 2)
+        dilation = _expand(_attr(node, "dilation", [1]), 2) if has_dilation else [1, 1]
+        ceil_mode = bool(_attr(node, "ceil_mode", False))
+        if len(kernel) != 2 or len(stride) != 2 or len(padding) != 2 or len(dilation) != 2:
+            return None
+        sizes = [_window(x.shape[-2 + i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode) for i in range(2)]
+        if any(s is None for s in sizes):
+            return None
+        out = TensorType(x.dtype, x.shape[:-2] + tuple(sizes))
+        return [out, out.with_dtype(DType.i64)] if with_indices else [out]
+
+    return infer
+
+
+def _permute(node):
+    x = _tensor(node.operands[0])
+    dims = _attr(node, "dims")
+    if x is None or not isinstance(dims, list) or len(dims) != x.rank:
+        return None
+    return [TensorType(x.dtype, tuple(x.shape[d % x.rank] for d in dims))] if x.rank else [x]
+
+
+def _view(node):
+    x = _tensor(node.operands[0])
+    size = _attr(node, "size")
+    if x is None or not isinstance(size, list) or not all(isinstance(d, int) for d in size):
+        return None
+    if -1 in size:
+        known = 1
+        for d in size:
+            known *= d if d != -1 else 1
+        total = x.numel()
+        if total is None or known == 0:
+            return None
+        size = [total // known if d == -1 else d for d in size]
+    return [TensorType(x.dtype, tuple(size))]
+
+
+def _expand_copy(node):
+    x = _tensor(node.operands[0])
+    size = _attr(node, "size")
+    if x is None or not isinstance(size, list) or len(size) < x.rank:
+        return None
+    offset = len(size) - x.rank
+    shape = tuple(x.shape[i - offset] if d == -1 else d for i, d in enumerate(size))
+    return [TensorType(x.dtype, shape)] if all(isinstance(d, (int, Symbol)) for d in shape) else None
+
+
+def _unsqueeze(node):
+    x = _tensor(node.operands[0])
+    dim = _attr(node, "dim")
+    if x is None or not isinstance(dim, int):
+        return None
+    dim = dim % (x.rank + 1)
+    return [TensorType(x.dtype, x.shape[:dim] + (1,) + x.shape[dim:])]
+
+
+def _squeeze(node):
+    x = _tensor(node.operands[0])
+    dims = _attr(node, "dim", None)
+    if x is None:
+        return None
+    dims = list(range(x.rank)) if dims is None else ([dims] if isinstance(dims, int) else list(dims))
+    drop = {d % max(x.rank, 1) for d in dims if x.shape[d % max(x.rank, 1)] == 1} if x.rank else set()
+    return [TensorType(x.dtype, tuple(d for i, d in enumerate(x.shape) if i not in drop))]
+
+
+def _slice(node):
+    x = _tensor(node.operands[0])
+    if x is None or x.rank == 0:
+        return None
+    dim = _attr(node, "dim", 0) % x.rank
+    size = x.shape[dim]
+    start, end, step = _attr(node, "start", 0), _attr(node, "end", None), _attr(node, "step", 1)
+    if not isinstance(size, int) or not all(isinstance(v, int) for v in (start, step)) or not isinstance(end, (int, type(None))):
+        return None
+    length = len(range(*slice(start, end, step).indices(size)))
+    return [TensorType(x.dtype, x.shape[:dim] + (length,) + x.shape[dim + 1:])]
+
+
+def _cat(node):
+    tensors = [_tensor(v) for v in node.operands]
+    if not tensors or any(t is None for t in tensors) or len({t.dtype for t in tensors}) != 1:
+        return None
+    tensors = [t for t in tensors if t.shape != (0,)] or tensors
+    rank = tensors[0].rank
+    dim = _attr(node, "dim", 0) % max(rank, 1)
+    sizes = [t.shape[dim] for t in tensors]
+    if not all(isinstance(s, int) for s in sizes) or any(t.rank != rank for t in tensors):
+        return None
+    first = tensors[0].shape
+    return [TensorType(tensors[0].dtype, first[:dim] + (sum(sizes),) + first[dim + 1:])]
+
+
+def _constant_pad(node):
+    x = _tensor(node.operands[0])
+    pad = _attr(node, "pad")
+    if x is None or not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > x.rank:
+        return None
+    shape = list(x.shape)
+    for i in range(len(pad) // 2):
+        d = x.rank - 1 - i
+        if not isinstance(shape[d], int):
+            return None
+        shape[d] += pad[2 * i] + pad[2 * i + 1]
+    return [TensorType(x.dtype, tuple(shape))]
+
+
+def _reduce(node):
+    x = _tensor(node.operands[0])
+    dims = _attr(node, "dim")
+    if x is None or _attr(node, "dtype") is not None or not x.dtype.is_float:
+        return None
+    dims = list(range(x.rank)) if dims in (None, []) else ([dims] if isinstance(dims, int) else list(dims))
+    dims = {d % max(x.rank, 1) for d in dims}
+    keep = _attr(node, "keepdim", False)
+    shape = tuple(1 if i in dims else d for i, d in enumerate(x.shape)) if keep else \
+        tuple(d for i, d in enumerate(x.shape) if i not in dims)
+    return [TensorType(x.dtype, shape)]
+
+
+def _batch_norm(node):
+    x = _tensor(node.operands[0])
+    return None if x is None else [x, TensorType(x.dtype, (0,)), TensorType(x.dtype, (0,))]
+
+
+def _layer_norm(node):
+    x = _tensor(node.operands[0])
+    normalized = _attr(node, "normalized_shape")
+    if x is None or x.dtype is not DType.f32 or not isinstance(normalized, list):
+        return None
+    axis = x.rank - len(normalized)
+    stats = TensorType(DType.f32, x.shape[:axis] + (1,) * len(normalized))
+    return [x, stats, stats]
+
+
+def _quantize(node):
+    x = _tensor(node.operands[0])
+    dtype = _attr(node, "dtype")
+    return None if x is None or not isinstance(dtype, DType) else [x.with_dtype(dtype)]
+
+
+def _dequantize(node):
+    x = _tensor(node.operands[0])
+    dtype = _attr(node, "out_dtype", DType.f32)
+    return None if x is None or not isinstance(dtype, DType) else [x.with_dtype(dtype)]
+
+
+def _upsample(node):
+    x = _tensor(node.operands[0])
+    if x is None or x.rank != 4:
+        return None
+    size = _attr(node, "output_size")
+    if isinstance(size, list) and all(isinstance(s, int) for s in size):
+        return [TensorType(x.dtype, x.shape[:2] + tuple(size))]
+    scales = _attr(node, "scale_factors")
+    if isinstance(scales, list) and all(isinstance(d, int) for d in x.shape[2:]):
+        return [TensorType(x.dtype, x.shape[:2] + tuple(int(d * s) for d, s in zip(x.shape[2:], scales)))]
+    return None
+
+
+# ------------------------------------------------------------------------ operand checks
+
+def _same_dtype(node, count=None) -> str | None:
+    tensors = [_tensor(v) for v in node.operands[:count]]
+    if any(t is None for t in tensors):
+        return "an operand is not a tensor"
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) > 1:
+        return f"operands have different dtypes: {', '.join(sorted(d.value for d in dtypes))}"
+    return None
+
+
+def _check_linear(node) -> str | None:
+    x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if x is None or w is None:
+        return "an operand is not a tensor"
+    if w.rank != 2:
+        return f"weight must be 2-D, got {w}"
+    if x.rank < 1 or not dims_agree(x.shape[-1], w.shape[1]):
+        return f"input's last dim {x.shape[-1] if x.rank else '?'} does not match the weight's in-features {w.shape[1]}"
+    if len(node.operands) > 2:
+        b = _tensor(node.operands[2])
+        if b is None or b.rank != 1 or not dims_agree(b.shape[0], w.shape[0]):
+            return f"bias must be 1-D with {w.shape[0]} elements"
+    return _same_dtype(node)
+
+
+def _check_matrices(first: int):
+    def check(node) -> str | None:
+        a, b = _tensor(node.operands[first]), _tensor(node.operands[first + 1])
+        if a is None or b is None:
+            return "an operand is not a tensor"
+        if a.rank != 2 or b.rank != 2:
+            return f"matrix operands must be 2-D, got {a} and {b}"
+        if not dims_agree(a.shape[1], b.shape[0]):
+            return f"inner dims differ: {a.shape[1]} and {b.shape[0]}"
+        return _same_dtype(node)
+
+    return check
+
+
+def _check_bmm(node) -> str | None:
+    a, b = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if a is None or b is None:
+        return "an operand is not a tensor"
+    if a.rank != 3 or b.rank != 3:
+        return f"operands must be 3-D, got {a} and {b}"
+    if not dims_agree(a.shape[0], b.shape[0]) or not dims_agree(a.shape[2], b.shape[1]):
+        return f"cannot multiply {show_shape(a.shape)} by {show_shape(b.shape)}"
+    return _same_dtype(node)
+
+
+def _check_matmul(node) -> str | None:
+    a, b = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if a is None or b is None:
+        return "an operand is not a tensor"
+    if a.rank < 1 or b.rank < 1:
+        return "operands must have at least one dim"
+    inner_b = b.shape[-2] if b.rank >= 2 else b.shape[0]
+    if not dims_agree(a.shape[-1], inner_b):
+        return f"inner dims differ: {a.shape[-1]} and {inner_b}"
+    return _same_dtype(node)
+
+
+def _check_convolution(node) -> str | None:
+    x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if x is None or w is None:
+        return "an operand is not a tensor"
+    if x.rank != w.rank:
+        return f"input rank {x.rank} differs from weight rank {w.rank}"
+    transposed = bool(_attr(node, "transposed", False))
+    groups = _attr(node, "groups", 1)
+    if transposed:  # weight (in, out / groups, ...)
+        if not dims_agree(x.shape[1], w.shape[0]):
+            return f"input has {x.shape[1]} channels, the transposed weight expects {w.shape[0]}"
+        out_channels = w.shape[1] * groups if isinstance(groups, int) and isinstance(w.shape[1], int) else w.shape[1]
+    else:
+        if isinstance(groups, int) and isinstance(w.shape[1], int) and isinstance(x.shape[1], int) \
+                and x.shape[1] != w.shape[1] * groups:
+            return f"input has {x.shape[1]} channels, weight expects {w.shape[1]} x {groups} groups"
+        out_channels = w.shape[0]
+    out = _tensor(node.results[0]) if node.results else None
+    if out is None or out.rank != x.rank:
+        return f"result must be a tensor of rank {x.rank}"
+    if not dims_agree(out.shape[1], out_channels):
+        return f"result has {out.shape[1]} channels, weight gives {out_channels}"
+    if len(node.operands) > 2:
+        b = _tensor(node.operands[2])
+        if b is None or b.rank != 1 or not dims_agree(b.shape[0], out_channels):
+            return f"bias must be 1-D with {out_channels} elements"
+    return None
+
+
+def _check_batch_norm(node) -> str | None:
+    x = _tensor(node.operands[0])
+    if x is None or x.rank < 2:
+        return f"input must have a channel dim, got {node.operands[0].type}"
+    for operand in node.operands[1:]:
+        t = _tensor(operand)
+        if t is None or t.rank != 1 or not dims_agree(t.shape[0], x.shape[1]):
+            return f"per-channel operands must be 1-D with {x.shape[1]} elements (the input's dim 1)"
+    return None
+
+
+def _check_permute(node) -> str | None:
+    x = _tensor(node.operands[0])
+    dims = _attr(node, "dims")
+    if x is None:
+        return "its operand is not a tensor"
+    if not isinstance(dims, list) or sorted(d % max(x.rank, 1) for d in dims) != list(range(x.rank)):
+        return f"dims {dims} is not a permutation of {x.rank} dims"
+    return None
+
+
+def _check_view(node) -> str | None:
+    x = _tensor(node.operands[0])
+    out = _tensor(node.results[0]) if node.results else None
+    if x is None or out is None:
+        return "operand and result must be tensors"
+    if out.dtype != x.dtype:
+        return f"result dtype is {out.dtype}, expected {x.dtype}"
+    if x.is_static and out.is_static and x.numel() != out.numel():
+        return f"view changes the element count: {show_shape(x.shape)} has {x.numel()}, {show_shape(out.shape)} has {out.numel()}"
+    return None
+
+
+def _check_quantize(node) -> str | None:
+    x = _tensor(node.operands[0])
+    if x is None or not x.dtype.is_float:
+        return f"quantizes a {node.operands[0].type} value; expected a float tensor"
+    return None
+
+
+def _check_dequantize(node) -> str | None:
+    x = _tensor(node.operands[0])
+    dtype = _attr(node, "dtype")
+    if x is not None and isinstance(dtype, DType) and x.dtype != dtype:
+        return f"input dtype {x.dtype} differs from its dtype attribute {dtype}"
+    return None
+
+
+# ----------------------------------------------------------------------------- the table
+
+ELEMENTWISE_PURE = PURE | ELEMENTWISE
+
+for _name in ("abs", "ceil", "floor", "neg", "sqrt", "rsqrt", "exp", "log", "sigmoid", "tanh", "sin", "cos", "relu",
+              "hardswish", "hardsigmoid", "erf", "reciprocal", "round", "sign", "logical_not", "bitwise_not", "silu",
+              "elu", "square", "trunc", "log1p", "expm1"):
+    define_op(f"aten.{_name}", operands=("input",), traits=ELEMENTWISE_PURE, infer=same_as_input)
+define_op("aten.leaky_relu", operands=("input",), attributes={"negative_slope": 0.01}, traits=ELEMENTWISE_PURE,
+          infer=same_as_input)
+define_op("aten.hardtanh", operands=("input",), attributes={"min_val": -1.0, "max_val": 1.0}, traits=ELEMENTWISE_PURE,
+          infer=same_as_input)
+define_op("aten.clamp", operands=("input",), attributes={"min": None, "max": None}, traits=ELEMENTWISE_PURE,
+          infer=same_as_input)
+define_op("aten.gelu", operands=("input",), attributes={"approximate": "none"}, traits=ELEMENTWISE_PURE,
+          infer=same_as_input)
+define_op("aten.pow", overloads=("Tensor_Scalar",), operands=("input",), attributes={"exponent": REQUIRED},
+          traits=ELEMENTWISE_PURE, infer=same_as_input)
+for _name in ("add", "sub"):
+    define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other?"), attributes={"alpha": 1},
+              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _name == "add" else frozenset()), infer=broadcast)
+    define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED, "alpha": 1},
+              traits=ELEMENTWISE_PURE, infer=same_as_input)
+for _name in ("mul", "div"):
+    define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other?"),
+              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _name == "mul" else frozenset()), infer=broadcast)
+    define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED},
+              traits=ELEMENTWISE_PURE, infer=same_as_input)
+define_op("aten.rsub", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED, "alpha": 1},
+          traits=ELEMENTWISE_PURE, infer=same_as_input)
+for _name in ("minimum", "maximum"):
+    define_op(f"aten.{_name}", operands=("input", "other"), traits=ELEMENTWISE_PURE | COMMUTATIVE, infer=broadcast)
+define_op("aten.where", overloads=("self",), operands=("condition", "input", "other"), traits=ELEMENTWISE_PURE)
+
+# matrix multiplies and convolution: the view a linear layer gives (input, weight, bias)
+define_op("aten.linear", operands=("input", "weight", "bias?"), traits=PURE, weights=("weight", "bias"),
+          infer=_linear, check=_check_linear)
+define_op("aten.mm", operands=("input", "weight"), traits=PURE, weights=("weight",), infer=_mm, check=_check_matrices(0))
+define_op("aten.addmm", operands=("bias", "input", "weight"), attributes={"beta": 1, "alpha": 1}, traits=PURE,
+          weights=("weight", "bias"), infer=_addmm, check=_check_matrices(1))
+define_op("aten.bmm", operands=("input", "mat2"), traits=PURE, infer=_bmm(), check=_check_bmm)
+define_op("aten.matmul", operands=("input", "other"), traits=PURE, infer=_matmul, check=_check_matmul)
+define_op("aten.convolution", operands=("input", "weight", "bias?"),
+          attributes={"stride": [1], "padding": [0], "dilation": [1], "transposed": False, "output_padding": [0],
+                      "groups": 1},
+          traits=PURE, weights=("weight", "bias"), infer=_convolution, check=_check_convolution)
+define_op("aten.prelu", operands=("input", "weight"), traits=PURE, weights=("weight",), infer=same_as_input)
+
+# normalization, pooling, reductions
+define_op("aten._native_batch_norm_legit_no_training", operands=("input", "weight?", "bias?", "running_mean", "running_var"),
+          attributes={"momentum": 0.1, "eps": 1e-5}, traits=PURE, weights=("weight", "bias", "running_mean", "running_var"),
+          infer=_batch_norm, check=_check_batch_norm)
+define_op("aten.native_layer_norm", operands=("input", "weight?", "bias?"), attributes={"normalized_shape": REQUIRED, "eps": 1e-5},
+          traits=PURE, weights=("weight", "bias"), infer=_layer_norm)
+define_op("aten.max_pool2d", operands=("input",),
+          attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "dilation": [1, 1], "ceil_mode": False},
+          traits=PURE, infer=_pool(False, True))
+define_op("aten.max_pool2d_with_indices", operands=("input",),
+          attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "dilation": [1, 1], "ceil_mode": False},
+          traits=PURE, infer=_pool(True, True))
+define_op("aten.avg_pool2d", operands=("input",),
+          attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "ceil_mode": False,
+                      "count_include_pad": True, "divisor_override": None},
+          traits=PURE, infer=_pool(False, False))
+define_op("aten.mean", overloads=("dim",), operands=("input",), attributes={"dim": None, "keepdim": False, "dtype": None},
+          traits=PURE, infer=_reduce)
+define_op("aten.sum", overloads=("dim_IntList",), operands=("input",), attributes={"dim": None, "keepdim": False, "dtype": None},
+          traits=PURE, infer=_reduce)
+define_op("aten.amax", operands=("input",), attributes={"dim": [], "keepdim": False}, traits=PURE, infer=_reduce)
+define_op("aten.amin", operands=("input",), attributes={"dim": [], "keepdim": False}, traits=PURE, infer=_reduce)
+define_op("aten._softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
+          infer=same_as_input)
+define_op("aten._log_softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
+          infer=same_as_input)
+define_op("aten.upsample_bilinear2d", overloads=("vec",), operands=("input",),
+          attributes={"output_size": None, "align_corners": False, "scale_factors": None}, traits=PURE, infer=_upsample)
+define_op("aten.upsample_nearest2d", overloads=("vec",), operands=("input",),
+          attributes={"output_size": None, "scale_factors": None}, traits=PURE, infer=_upsample)
+
+# data movement
+define_op("aten.cat", operands=("tensors*",), attributes={"dim": 0}, traits=PURE, infer=_cat)
+define_op("aten.slice_copy", overloads=("Tensor",), operands=("input",),
+          attributes={"dim": 0, "start": None, "end": None, "step": 1}, traits=PURE, infer=_slice)
+define_op("aten.constant_pad_nd", operands=("input",), attributes={"pad": REQUIRED, "value": 0}, traits=PURE,
+          infer=_constant_pad)
+for _name in ("permute_copy", "permute"):
+    define_op(f"aten.{_name}", operands=("input",), attributes={"dims": REQUIRED}, traits=PURE | VIEW, infer=_permute,
+              check=_check_permute)
+for _name in ("view_copy", "view", "reshape", "_unsafe_view"):
+    define_op(f"aten.{_name}", operands=("input",), attributes={"size": REQUIRED}, traits=PURE | VIEW, infer=_view,
+              check=_check_view)
+define_op("aten.expand_copy", operands=("input",), attributes={"size": REQUIRED, "implicit": False}, traits=PURE | VIEW,
+          infer=_expand_copy)
+define_op("aten.unsqueeze_copy", operands=("input",), attributes={"dim": REQUIRED}, traits=PURE | VIEW, infer=_unsqueeze)
+define_op("aten.squeeze_copy", overloads=("dims", "dim", "default"), operands=("input",), attributes={"dim": None},
+          traits=PURE | VIEW, infer=_squeeze)
+define_op("aten.t_copy", operands=("input",), traits=PURE | VIEW,
+          infer=lambda node: [TensorType(node.operands[0].dtype, tuple(reversed(node.operands[0].shape)))])
+for _name in ("alias_copy", "contiguous"):
+    define_op(f"aten.{_name}", operands=("input",), traits=PURE | VIEW, infer=same_as_input)
+define_op("aten.clone", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW, infer=same_as_input)
+define_op("dim_order_ops._clone_dim_order", operands=("input",), attributes={"non_blocking": False, "dim_order": None},
+          traits=PURE | VIEW, infer=same_as_input)
+# dtype conversions (layout-only when the dtype does not change: remove-no-ops knows)
+define_op("dim_order_ops._to_dim_order_copy", operands=("input",),
+          attributes={"dtype": None, "layout": None, "device": None, "pin_memory": None, "non_blocking": False,
+                      "dim_order": None},
+          traits=PURE | ELEMENTWISE, infer=_to_dtype)
+define_op("aten._to_copy", operands=("input",),
+          attributes={"dtype": None, "layout": None, "device": None, "pin_memory": None, "non_blocking": False,
+                      "memory_format": None},
+          traits=PURE | ELEMENTWISE, infer=_to_dtype)
+define_op("aten.embedding", operands=("weight", "indices"),
+          attributes={"padding_idx": -1, "scale_grad_by_freq": False, "sparse": False}, traits=PURE, weights=("weight",),
+          infer=lambda node: [TensorType(node.operands[0].dtype, node.operands[1].shape + node.operands[0].shape[1:])])
+for _name in ("sym_size.int", "scalar_tensor", "full", "arange.start_step", "full_like", "zeros", "ones", "index.Tensor",
+              "eq.Scalar", "eq.Tensor", "lt.Scalar", "gt.Scalar", "le.Scalar", "ge.Scalar", "ne.Scalar", "any.dim",
+              "logical_and", "logical_or", "select_copy.int", "split_with_sizes_copy", "split_copy.Tensor", "var_mean.correction",
+              "native_group_norm", "_native_batch_norm_legit.no_stats", "hardtanh_backward", "repeat", "flip",
+              "index_select", "gather", "sort", "topk", "argmax", "argmin", "max.dim", "min.dim", "cumsum", "tril", "triu",
+              "upsample_nearest2d.default", "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "native_dropout", "bitwise_and.Tensor",
+              "pixel_shuffle", "pixel_unshuffle", "alias"):
+    _base, _, _overload = _name.partition(".")
+    define_op(f"aten.{_base}", overloads=(_overload or "default",), operands=("inputs*",), attributes={}, traits=PURE)
+
+# quantization
+_QPARAMS = {"scale": REQUIRED, "zero_point": REQUIRED, "quant_min": REQUIRED, "quant_max": REQUIRED, "dtype": REQUIRED}
+define_op("quantized_decomposed.quantize_per_tensor", operands=("input",), attributes=_QPARAMS, traits=PURE,
+          infer=_quantize, check=_check_quantize)
+define_op("quantized_decomposed.dequantize_per_tensor", operands=("input",), attributes={**_QPARAMS, "out_dtype": None},
+          traits=PURE, infer=_dequantize, check=_check_dequantize)
+_TENSOR_QPARAMS = {"quant_min": REQUIRED, "quant_max": REQUIRED, "dtype": REQUIRED}
+define_op("quantized_decomposed.quantize_per_tensor", overloads=("tensor",), operands=("input", "scale", "zero_point"),
+          attributes=_TENSOR_QPARAMS, traits=PURE, infer=_quantize, check=_check_quantize)
+define_op("quantized_decomposed.dequantize_per_tensor", overloads=("tensor",), operands=("input", "scale", "zero_point"),
+          attributes={**_TENSOR_QPARAMS, "out_dtype": None}, traits=PURE, infer=_dequantize, check=_check_dequantize)
+define_op("quantized_decomposed.quantize_per_channel", operands=("input", "scales", "zero_points"),
+          attributes={"axis": REQUIRED, **_TENSOR_QPARAMS}, traits=PURE, infer=_quantize, check=_check_quantize)
+define_op("quantized_decomposed.dequantize_per_channel", operands=("input", "scales", "zero_points?"),
+          attributes={"axis": REQUIRED, **_TENSOR_QPARAMS, "out_dtype": None}, traits=PURE, infer=_dequantize,
+          check=_check_dequantize)
+define_op("quantized_decomposed.choose_qparams", overloads=("tensor",), operands=("input",),
+          attributes={"quant_min": REQUIRED, "quant_max": REQUIRED, "eps": REQUIRED, "dtype": REQUIRED}, traits=PURE,
+          infer=lambda node: [TensorType(DType.f64, (1,)), TensorType(DType.i64, (1,))])
+
+# xir's own ops (their XNNPACK serialization is in lowering/xnnpack_ops.py)
+define_op("xir.bmm_f32out", operands=("input", "mat2"), traits=PURE, infer=_bmm(DType.f32), check=_check_bmm,
+          doc="batched matmul of bf16 (or f32) matrices with an f32 result, as XNNPACK computes it")
+define_op("xir.convert", operands=("input",), attributes={"dtype": REQUIRED}, traits=PURE | ELEMENTWISE, infer=_to_dtype,
+          doc="a dtype conversion XNNPACK runs (f32 <-> bf16)")

@@ -1,0 +1,253 @@
+"""Op definitions: one registry that says what every op the IR knows is.
+
+An :class:`OpDef` gives an op's name and overloads, its named operands (``input``, ``weight``,
+``bias?`` for an optional one, ``tensors*`` for a variadic one; an optional operand that is
+absent is the attribute ``name=none``, as the importer writes it), an attribute schema with
+defaults, result-type inference, a check of its operands, and traits:
+
+* ``pure``: no side effect; dead-code elimination may erase it when nothing uses its results;
+* ``elementwise``: each output element depends on the input elements at the same position;
+* ``view``: layout only (a view, permute, expand, copy): moves elements, computes nothing;
+* ``commutative``: the first two operands may be swapped;
+* ``weights``: the operands that are weights (static data in a backend: has-static-weights).
+
+The verifier, dead-code elimination, :meth:`Graph.create_node` (which infers result types
+when the caller gives none), named operand access (``node.weight``) and the lowering's
+capability rules all read this registry. An op without a definition is *opaque*: it imports,
+prints, parses and verifies structurally, never gets erased by DCE, and is never delegated.
+
+Adding an op is one call::
+
+    define_op("aten.hardsigmoid", operands=("input",), traits=PURE | ELEMENTWISE, infer=same_as_input)
+
+The definitions of the ops xir knows are in :mod:`xir.op_definitions`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from .errors import IRError
+from .types import ScalarType, Symbol, TensorType, Type
+
+PURE = frozenset({"pure"})
+ELEMENTWISE = frozenset({"elementwise"})
+VIEW = frozenset({"view"})
+COMMUTATIVE = frozenset({"commutative"})
+TRAITS = ("pure", "elementwise", "view", "commutative")
+
+REQUIRED = object()  # an attribute the node must carry (no default)
+
+Infer = Callable[[Any], "list[Type] | None"]  # node -> result types, or None when they cannot be told
+Check = Callable[[Any], "str | None"]  # node -> what is wrong with its operands, or None
+
+
+class OpDef:
+    """The definition of one op (under one or more full names, one per overload)."""
+
+    def __init__(self, name: str, *, overloads: Iterable[str] = ("default",), operands: Iterable[str] = (),
+                 attributes: dict[str, Any] | None = None, traits: Iterable[str] = (), weights: Iterable[str] = (),
+                 infer: Infer | None = None, check: Check | None = None, doc: str = ""):
+        self.name = name
+        self.overloads = tuple(overloads)
+        self.operand_specs = tuple(operands)
+        self.attributes = dict(attributes or {})
+        self.traits = frozenset(traits)
+        unknown = self.traits - set(TRAITS)
+        if unknown:
+            raise IRError(f"op {name}: unknown trait(s) {', '.join(sorted(unknown))}; traits are {', '.join(TRAITS)}")
+        self.weights = tuple(weights)
+        self.infer = infer
+        self.check = check
+        self.doc = doc
+        variadic = [s for s in self.operand_specs if s.endswith("*")]
+        if len(variadic) > 1 or (variadic and self.operand_specs[-1] != variadic[0]):
+            raise IRError(f"op {name}: only the last operand may be variadic")
+        for weight in self.weights:
+            if not self.has_operand(weight):
+                raise IRError(f"op {name}: weight {weight!r} is not one of its operands")
+
+    # ------------------------------------------------------------------ names
+    @property
+    def full_names(self) -> tuple[str, ...]:
+        return tuple(self.name if o == "default" else f"{self.name}.{o}" for o in self.overloads)
+
+    @property
+    def operand_names(self) -> tuple[str, ...]:
+        return tuple(s.rstrip("?*") for s in self.operand_specs)
+
+    @property
+    def is_pure(self) -> bool:
+        return "pure" in self.traits
+
+    def has(self, trait: str) -> bool:
+        if trait == "weights":
+            return bool(self.weights)
+        return trait in self.traits
+
+    def has_operand(self, name: str) -> bool:
+        return name in self.operand_names
+
+    # ---------------------------------------------------------------- operands
+    def arity(self) -> tuple[int, int | None]:
+        """(fewest, most) operands; most is None for a variadic op."""
+        required = sum(1 for s in self.operand_specs if not s.endswith(("?", "*")))
+        if any(s.endswith("*") for s in self.operand_specs):
+            return required, None
+        return required, len(self.operand_specs)
+
+    def operand(self, node, name: str):
+        index = 0
+        for spec in self.operand_specs:
+            spec_name = spec.rstrip("?*")
+            absent = spec.endswith("?") and spec_name in node.attributes  # e.g. {bias=none}: not an operand
+            if spec_name == name:
+                if spec.endswith("*"):
+                    return tuple(node.operands[index:])
+                return None if absent or index >= len(node.operands) else node.operands[index]
+            if not absent:
+                index += 1
+        raise AttributeError(f"{node.op} has no operand named {name!r} (operands: {', '.join(self.operand_names) or 'none'})")
+
+    def attribute_default(self, name: str) -> Any:
+        default = self.attributes[name]
+        if default is REQUIRED:
+            raise IRError(f"{self.name}: attribute {name!r} has no default and the node does not carry it")
+        return list(default) if isinstance(default, list) else default
+
+    # ------------------------------------------------------------ verification
+    def problems(self, node) -> str | None:
+        """What is wrong with ``node`` as an instance of this op, or None."""
+        fewest, most = self.arity()
+        count = len(node.operands)
+        if count < fewest or (most is not None and count > most):
+            expected = f"{fewest}" if fewest == most else f"{fewest} to {most if most is not None else 'any number of'}"
+            return f"takes {expected} operands ({', '.join(self.operand_specs)}), got {count}"
+        for name, default in self.attributes.items():
+            if default is REQUIRED and name not in node.attributes:
+                return f"needs the attribute {name!r}"
+        if self.check is not None:
+            problem = self.check(node)
+            if problem:
+                return problem
+        if self.infer is not None and all(isinstance(v.type, (TensorType, ScalarType)) for v in node.operands):
+            expected = self.infer(node)
+            if expected is not None:
+                return _compare_results(node, expected)
+        return None
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.name} ({', '.join(self.operand_specs)})>"
+
+
+def _compare_results(node, expected: list[Type]) -> str | None:
+    if len(expected) != len(node.results):
+        return f"has {len(node.results)} results, its definition gives {len(expected)}"
+    for result, want in zip(node.results, expected):
+        got = result.type
+        which = "result" if len(expected) == 1 else f"result {result.index}"
+        if isinstance(want, TensorType) and isinstance(got, TensorType):
+            if got.dtype != want.dtype:
+                return f"{which} dtype is {got.dtype}, expected {want.dtype}"
+            if not shapes_agree(got.shape, want.shape):
+                return f"{which} shape is {show_shape(got.shape)}, expected {show_shape(want.shape)}"
+        elif type(got) is not type(want) or got != want:
+            return f"{which} type is {got}, expected {want}"
+    return None
+
+
+def same_as_input(node) -> list[Type] | None:
+    """Inference for ops whose one result has the type of their first operand."""
+    x = node.operands[0].type if node.operands else None
+    return [x] if isinstance(x, TensorType) else None
+
+
+def dims_agree(a, b) -> bool:
+    """Equal dims; a symbolic dim agrees with anything (only static dims are compared)."""
+    if isinstance(a, Symbol) or isinstance(b, Symbol):
+        return True
+    return a == b
+
+
+def shapes_agree(a, b) -> bool:
+    return len(a) == len(b) and all(dims_agree(x, y) for x, y in zip(a, b))
+
+
+def show_shape(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+# ----------------------------------------------------------------------------- the registry
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def define_op(name: str, **fields) -> OpDef:
+    """Define an op (see :class:`OpDef` for the fields) and register it under every overload.
+    Defining a name twice is an error."""
+    definition = OpDef(name, **fields)
+    for full in definition.full_names:
+        if full in _REGISTRY:
+            raise IRError(f"op {full} is already defined; an op has one definition (remove it with undefine_op first)")
+    for full in definition.full_names:
+        _REGISTRY[full] = definition
+    return definition
+
+
+def undefine_op(name: str) -> None:
+    """Remove the definition of ``name`` (every overload of it). For tests and experiments."""
+    definition = _REGISTRY.get(name)
+    if definition is None:
+        raise IRError(f"op {name} is not defined")
+    for full in definition.full_names:
+        _REGISTRY.pop(full, None)
+
+
+def lookup(op: str) -> OpDef | None:
+    """The definition of the op named ``op`` (a full name such as ``aten.add.Tensor``), or None."""
+    _load_definitions()
+    return _REGISTRY.get(op)
+
+
+def is_opaque(op: str) -> bool:
+    return lookup(op) is None
+
+
+def has_trait(op: str, trait: str) -> bool:
+    definition = lookup(op)
+    return definition is not None and definition.has(trait)
+
+
+def ops_with(trait: str) -> frozenset[str]:
+    """Every full op name whose definition has ``trait`` (``pure``, ``view``, ``weights``, ...)."""
+    _load_definitions()
+    return frozenset(name for name, d in _REGISTRY.items() if d.has(trait))
+
+
+def all_ops() -> dict[str, OpDef]:
+    _load_definitions()
+    return dict(_REGISTRY)
+
+
+def infer_result_types(node) -> list[Type]:
+    """The result types of ``node`` by its op's definition; an error when they cannot be told."""
+    definition = lookup(node.op)
+    if definition is None:
+        raise IRError(f"{node.op} is an opaque op (no definition in xir.ops): give its result types")
+    if definition.infer is None:
+        raise IRError(f"the definition of {node.op} cannot infer result types: give them")
+    types = definition.infer(node)
+    if types is None:
+        operands = ", ".join(str(v.type) for v in node.operands)
+        raise IRError(f"cannot infer the result types of {node.op}({operands}) with {dict(node.attributes)}: give them")
+    return list(types)
+
+
+_LOADED = False
+
+
+def _load_definitions() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from . import op_definitions  # noqa: F401  (defines the ops on import)
