@@ -80,7 +80,7 @@ def _tensor_values(node: Node) -> Iterable[Value]:
         if isinstance(v.type, TensorType):
             yield v
     for r in node.results:
-        if isinstance(r.type, TensorType) and (r.uses or r.index == 0):
+        if isinstance(r.type, TensorType) and (not r.is_unused() or r.index == 0):
             yield r
 
 
@@ -128,6 +128,10 @@ def float_verdict(node: Node, options: Options, as_fp32: bool = False) -> Verdic
     for v in node.inputs():
         if not isinstance(v.type, TensorType):
             return Verdict(False, "constraint", f"a non-tensor operand of type {v.type} (e.g. a symbolic size)")
+    if rule.structural:
+        reason = rule.reject_reason(node, options)
+        if reason:
+            return Verdict(False, "constraint", reason)
     problem = check_rank(node) or check_float_dtypes(node, options, rule.bf16 or as_fp32, rule.bf16_reason)
     if problem:
         return problem

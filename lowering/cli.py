@@ -500,6 +500,10 @@ def _dump(args) -> int:
         with _step(path.name, f"running {manager.pipeline_text or 'an empty pipeline'}", "the pipeline failed"):
             manager.run(graph)
     print(xir.print_graph(graph, show_origin=args.origin), end="")
+    opaque = xir.verify(graph)
+    if opaque:
+        print(f"note: opaque ops (no definition in xir.ops: not type-checked, never delegated): {', '.join(opaque)}",
+              file=sys.stderr)
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from xir import Graph, Node
+from xir import Graph, Node, TensorType
 
 from .capability import Capability, Options, Unit, Verdict, analyse
 
@@ -82,6 +82,27 @@ class _UnionFind:
 def plan_partition(graph: Graph, options: Options, capability: Capability | None = None) -> PartitionPlan:
     capability = capability or analyse(graph, options)
     order = graph.order()
+    while True:
+        groups = _groups(graph, options, capability, order)
+        escaping = [n for g in groups for n in _zero_d_outputs(g)]
+        if not escaping:
+            break
+        for node in escaping:  # leave them out (with their units) and group again
+            _drop_unit(capability, node, Verdict(False, "rank", ZERO_D_OUTPUT))
+    in_group = {id(n) for g in groups for n in g.nodes}
+    rejected = []
+    for node in graph:
+        if id(node) not in in_group:
+            verdict: Verdict = capability.verdict(node)
+            rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported"))
+    return PartitionPlan(groups, rejected, options)
+
+
+ZERO_D_OUTPUT = ("its 0-D result would leave the delegate (ExecuTorch 1.5.1 cannot return a 0-D tensor from an "
+                 "XNNPACK delegate: 'Size needs to be equal to the number of dimensions')")
+
+
+def _groups(graph: Graph, options: Options, capability: Capability, order: dict[int, int]) -> list[Group]:
     units = sorted(capability.units, key=lambda u: min(order[id(n)] for n in u.nodes))
     if options.per_op_mode:
         merged = [[u] for u in units]
@@ -92,13 +113,25 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
         nodes = sorted({id(n): n for u in unit_list for n in u.nodes}.values(), key=lambda n: order[id(n)])
         implicit = [n for u in unit_list for n in u.implicit]
         groups.append(Group(i, nodes, implicit))
-    in_group = {id(n) for g in groups for n in g.nodes}
-    rejected = []
-    for node in graph:
-        if id(node) not in in_group:
-            verdict: Verdict = capability.verdict(node)
-            rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported"))
-    return PartitionPlan(groups, rejected, options)
+    return groups
+
+
+def _zero_d_outputs(group: Group) -> list[Node]:
+    """Nodes of ``group`` whose 0-D tensor result is read outside it (or returned)."""
+    inside = {id(n) for n in group.nodes}
+    return [n for n in group.nodes for r in n.results
+            if isinstance(r.type, TensorType) and r.rank == 0 and any(id(u) not in inside for u in r.uses)]
+
+
+def _drop_unit(capability: Capability, node: Node, verdict: Verdict) -> None:
+    unit = capability.unit_of.get(id(node))
+    if unit is None:
+        return
+    capability.units = [u for u in capability.units if u is not unit]
+    for member in unit.nodes:
+        capability.unit_of.pop(id(member), None)
+        capability.verdicts[id(member)] = verdict if member is node else Verdict(
+            False, "unit", f"delegated only together with {node.op}, which stays outside: {verdict.reason}")
 
 
 def _merge_adjacent(graph: Graph, groups: list[list[Unit]]) -> list[list[Unit]]:

@@ -33,6 +33,9 @@ class OpRule:
     check: Check | None = None
     constraint: str = ""  # the constraint in words, for reports and `xir explain`
     bf16_reason: str = ""
+    # the check is about the graph's structure (e.g. whether a result is used), not types: it
+    # decides before the rank and dtype checks, whose reasons would hide it
+    structural: bool = False
 
     def reject_reason(self, node: Node, options=None) -> str | None:
         """Why XNNPACK cannot take ``node`` under this rule: its weights (by the op's definition)
@@ -363,7 +366,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
            constraint="no ceil_mode; no count_include_pad with padding; divisor = kernel area"),
     OpRule("aten.max_pool2d", _FS, bf16=False, check=_max_pool2d, bf16_reason=_NO_BF16, constraint="stride <= kernel"),
     OpRule("aten.max_pool2d_with_indices", _FS, bf16=False, check=_max_pool2d_with_indices, bf16_reason=_NO_BF16,
-           constraint="indices unused; stride <= kernel"),
+           constraint="indices unused; stride <= kernel", structural=True),
     OpRule("aten.mean.dim", _FS, bf16=False, check=_mean_dim, bf16_reason=_NO_BF16,
            constraint="4-D input, dims (2, 3), keepdim"),
     OpRule("aten._softmax", _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),

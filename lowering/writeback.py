@@ -115,7 +115,7 @@ def write_back(graph: Graph, ep: Any) -> None:
             picks = {u.args[1]: u for u in fx_node.users if u.target is operator.getitem}
             for result in node.results:
                 pick = picks.get(result.index)
-                if pick is None and result.uses:  # (a graph output is a use)
+                if pick is None and not result.is_unused():  # (a graph output is a use)
                     with fx_graph.inserting_after(cursor):
                         pick = fx_graph.call_function(operator.getitem, (fx_node, result.index))
                     pick.meta["val"] = fx_node.meta["val"][result.index]

@@ -19,6 +19,7 @@ import attrs
 
 from xir import DType, Node, TensorType, Value
 
+from .data import CAST_METHODS, cast_data
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
 DEQUANTIZE_WEIGHT_OPS = ("quantized_decomposed.dequantize_per_tensor", "quantized_decomposed.dequantize_per_channel")
@@ -26,7 +27,7 @@ DEQUANTIZE_WEIGHT_OPS = ("quantized_decomposed.dequantize_per_tensor", "quantize
 
 def _float_weight(weight: Value):
     """The float data of a constant weight, or of a dequantized constant; None otherwise."""
-    if weight.is_constant and weight.data is not None and weight.dtype is DType.f32:
+    if weight.is_constant and weight.data is not None and weight.dtype in CAST_METHODS:
         return weight.data
     producer = weight.producer
     if producer is None or producer.op not in DEQUANTIZE_WEIGHT_OPS or not producer.operands[0].is_constant:
@@ -69,6 +70,7 @@ def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
     if bias is not None and not bias.is_constant:
         return rewriter.notify_match_failure(conv, "bias is not a constant")
     # matched completely: edit
+    tap_dtype = weight.dtype if weight.is_constant else DType.f32  # a dequantized weight is f32
     n, c, d, h, w = x.shape
     o, _, kd, kh, kw = weight.shape
     sd, sh, sw = stride
@@ -88,8 +90,8 @@ def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
     total = None
     base = weight.name or "conv3d_weight"
     for k in range(kd):
-        tap = data[:, :, k].contiguous()
-        slice_weight = rewriter.add_constant(f"{base}_tap{k}", TensorType(DType.f32, tuple(tap.shape)), tap)
+        tap = cast_data(data[:, :, k], tap_dtype)
+        slice_weight = rewriter.add_constant(f"{base}_tap{k}", TensorType(tap_dtype, tuple(tap.shape)), tap)
         operands = [frames, slice_weight] + ([bias] if bias is not None and k == 0 else [])
         attributes = {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "transposed": False,
                       "output_padding": [0, 0], "groups": conv.attribute("groups")}

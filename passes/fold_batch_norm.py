@@ -22,6 +22,7 @@ import attrs
 
 from xir import DType, Node, TensorType, Value
 
+from .data import CAST_METHODS, cast_data
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
 BATCH_NORM = "aten._native_batch_norm_legit_no_training"
@@ -29,8 +30,6 @@ CONVOLUTION = "aten.convolution"
 LINEAR = "aten.linear"
 STATISTICS = ("weight", "bias", "running_mean", "running_var")
 
-# tensor methods that cast constant data to an IR float dtype
-_CAST = {DType.f32: "float", DType.bf16: "bfloat16", DType.f16: "half", DType.f64: "double"}
 
 
 def fold_target(norm: Node) -> tuple[Node | None, str]:
@@ -72,7 +71,7 @@ def _affine(norm: Node):
 
 
 def _constant(rewriter: Rewriter, base: str, data, dtype: DType) -> Value:
-    data = getattr(data, _CAST[dtype])().contiguous()
+    data = cast_data(data, dtype)
     return rewriter.add_constant(base, TensorType(dtype, tuple(data.shape)), data)
 
 
@@ -86,7 +85,7 @@ def fold_into_producer(norm: Node, rewriter: Rewriter) -> bool:
     weight, bias = producer.weight, producer.bias
     if affine is None or weight.data is None or (bias is not None and bias.data is None):
         return rewriter.notify_match_failure(norm, "constant data is not available")
-    if weight.dtype not in _CAST:
+    if weight.dtype not in CAST_METHODS:
         return rewriter.notify_match_failure(norm, f"{weight.dtype} weight")
     scale, shift = affine
     channels = norm.input.shape[1]
@@ -115,7 +114,7 @@ def batch_norm_to_affine(norm: Node, rewriter: Rewriter) -> bool:
     x = norm.input
     if not all(r.is_unused() for r in norm.results[1:]):
         return rewriter.notify_match_failure(norm, "its mean/var outputs are used")
-    if x.rank < 2 or not isinstance(x.shape[1], int) or x.dtype not in _CAST:
+    if x.rank < 2 or not isinstance(x.shape[1], int) or x.dtype not in CAST_METHODS:
         return rewriter.notify_match_failure(norm, f"input {x.type}: no static channel dim or not a float")
     affine = _affine(norm)
     if affine is None:

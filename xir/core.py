@@ -367,6 +367,14 @@ class Graph:
     def _link(self, node: Node, after: Node | None) -> Node:
         if node.graph is not None:
             raise IRError(f"node {node.op} is already in a graph")
+        self._splice(node, after)
+        node.graph = self
+        for value in node.inputs():
+            value.uses.append(node)
+        return node
+
+    def _splice(self, node: Node, after: Node | None) -> None:
+        """Put ``node`` in the list just after ``after`` (first when None); uses untouched."""
         before = self._first if after is None else after.next
         node.prev, node.next = after, before
         if after is None:
@@ -377,11 +385,7 @@ class Graph:
             self._last = node
         else:
             before.prev = node
-        node.graph = self
         self._count += 1
-        for value in node.inputs():
-            value.uses.append(node)
-        return node
 
     def _check_member(self, node: Node) -> None:
         if node.graph is not self or node.is_return:
@@ -404,14 +408,7 @@ class Graph:
         """Move ``node`` (already in the graph) to just before ``anchor``."""
         self._check_member(anchor)
         self._unlink(node)
-        before_anchor = anchor.prev
-        node.prev, node.next = before_anchor, anchor
-        if before_anchor is None:
-            self._first = node
-        else:
-            before_anchor.next = node
-        anchor.prev = node
-        self._count += 1
+        self._splice(node, anchor.prev)
 
     def _unlink(self, node: Node) -> None:
         self._check_member(node)
