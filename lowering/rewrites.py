@@ -73,8 +73,7 @@ def bf16_in_fp32(node: Node, rewriter: Rewriter) -> bool:
                     for r in node.results]
     wide = rewriter.insert_before(node, rewriter.create(node.op, operands, result_types, dict(node.attributes)))
     narrow = rewriter.insert_before(node, rewriter.create("xir.convert", [wide.results[0]], attributes={"dtype": DType.bf16}))
-    rewriter.replace_all_uses(node.results[0], narrow.result)
-    rewriter.erase(node)
+    rewriter.replace_node(node, [narrow.result] + [None] * (len(node.results) - 1))
     return True
 
 

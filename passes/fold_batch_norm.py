@@ -103,8 +103,7 @@ def fold_into_producer(norm: Node, rewriter: Rewriter) -> bool:
     else:
         rewriter.remove_attribute(producer, "bias")  # the attribute bias=none said "no bias operand"
         rewriter.set_operands(producer, [producer.input, new_weight, new_bias])
-    rewriter.replace_all_uses(norm.results[0], norm.input)
-    rewriter.erase(norm)
+    rewriter.replace_node(norm, [norm.input, None, None])
     return True
 
 
@@ -125,8 +124,7 @@ def batch_norm_to_affine(norm: Node, rewriter: Rewriter) -> bool:
     shift_value = _constant(rewriter, "bn_shift", shift.reshape(view), x.dtype)
     mul = rewriter.insert_before(norm, rewriter.create("aten.mul.Tensor", [x, scale_value]))
     add = rewriter.insert_before(norm, rewriter.create("aten.add.Tensor", [mul.result, shift_value]))
-    rewriter.replace_all_uses(norm.results[0], add.result)
-    rewriter.erase(norm)
+    rewriter.replace_node(norm, [add.result, None, None])
     return True
 
 

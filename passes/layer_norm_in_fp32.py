@@ -34,8 +34,7 @@ def layer_norm_in_fp32(node: Node, rewriter: Rewriter) -> bool:
                                   for v in node.operands[1:]]
     norm = rewriter.insert_before(node, rewriter.create(LAYER_NORM, operands, attributes=dict(node.attributes)))
     narrow = rewriter.insert_before(node, rewriter.create(CONVERT, [norm.results[0]], attributes={"dtype": x.dtype}))
-    rewriter.replace_all_uses(node.results[0], narrow.result)
-    rewriter.erase(node)
+    rewriter.replace_node(node, [narrow.result, None, None])
     return True
 
 

@@ -106,8 +106,9 @@ class Rewriter:
         if new.producer is not None:
             self._touch(new.producer)
 
-    def replace_node(self, node: Node, values: Sequence[Value]) -> None:
-        """Replace ``node``'s results by ``values`` (the outputs included) and erase it."""
+    def replace_node(self, node: Node, values: Sequence[Value | None]) -> None:
+        """Replace ``node``'s results by ``values`` (the outputs included; None for an unused
+        result) and erase it."""
         users = node.users
         producers = [v.producer for v in node.inputs() if v.producer is not None]
         self.graph.replace_node(node, values)
@@ -115,7 +116,7 @@ class Rewriter:
         for user in users:
             self._touch(user)
         for value in values:
-            if value.producer is not None:
+            if value is not None and value.producer is not None:
                 self._touch(value.producer)
         self.touched.extend(producers)  # may now be dead or newly matchable
 

@@ -90,3 +90,72 @@ def test_derived_symbolic_dims_round_trip():
     assert str(t) == "f32[2*s24-1,4]"
     text = "graph @g {\n  input %x: f32[2*s24-1,4]\n  return %x\n}\n"
     assert print_graph(parse_graph(text)) == text
+
+
+# ----------------------------------------------------------------- graph outputs are uses
+
+
+def test_graph_outputs_are_uses():
+    g, x, relu, add = small_graph()
+    g.outputs = [add.result, relu.result]
+    assert relu.result.is_graph_output() and add.result.is_graph_output() and not x.is_graph_output()
+    assert relu.result.uses == [add, add, g.return_node]
+    assert add.result.has_one_use() and add.result.single_user() is None  # its one use is being returned
+    assert x.single_user() is relu and not relu.result.is_unused()
+    with pytest.raises(IRError, match="still used by aten.add.Tensor, the graph outputs"):
+        g.erase(relu)
+    verify(g)
+
+
+def test_replace_all_uses_moves_outputs_unless_told_not_to():
+    g, x, relu, add = small_graph()
+    neg = g.insert_after(add, g.create_node("aten.neg", [x]))
+    mul = g.insert_after(neg, g.create_node("aten.mul.Tensor", [add.result, x]))
+    g.replace_all_uses(add.result, neg.result, outputs=False)
+    assert g.outputs == (add.result,) and mul.operands == (neg.result, x)  # the node moved, the output did not
+    g.replace_all_uses(add.result, neg.result)
+    assert g.outputs == (neg.result,) and add.result.is_unused()
+    verify(g)
+
+
+def test_replace_node_takes_none_for_unused_results_only():
+    g = Graph()
+    x = g.add_input("x", F32(2, 3))
+    pool = g.append(g.create_node("aten.max_pool2d_with_indices", [g.add_input("y", F32(1, 1, 4, 4))],
+                                  attributes={"kernel_size": [2, 2]}))
+    g.outputs = [pool.results[0], pool.results[1]]
+    with pytest.raises(IRError, match="result 1 is used but has no replacement"):
+        g.replace_node(pool, [x, None])
+    g.outputs = [pool.results[0]]
+    relu = g.insert_before(pool, g.create_node("aten.relu", [x]))
+    g.replace_node(pool, [relu.result, None])
+    assert g.outputs == (relu.result,) and len(g) == 1
+    verify(g)
+
+
+def test_verifier_checks_output_bookkeeping():
+    g, x, relu, add = small_graph()
+    add.result.uses.remove(g.return_node)  # an output the use-list forgot
+    with pytest.raises(Exception, match="output bookkeeping of %1 is inconsistent"):
+        verify(g)
+
+
+def test_rollback_restores_everything():
+    g, x, relu, add = small_graph()
+    text = print_graph(g)
+    saved = g.checkpoint()
+    neg = g.insert_before(relu, g.create_node("aten.neg", [x]))
+    g.set_operand(relu, 0, neg.result)
+    g.set_attribute(add, "alpha", 2)
+    g.outputs = [relu.result]
+    g.erase(add)
+    g.add_constant("c", F32(1), None)
+    g.rollback(saved)
+    assert print_graph(g) == text and g.nodes == [relu, add] and neg.graph is None
+    assert x.uses == [relu] and add.result.uses == [g.return_node]
+    verify(g)
+    with pytest.raises(ValueError):
+        with g.transaction():
+            g.erase(g.nodes[0]) if False else g.set_attribute(add, "alpha", 3)
+            raise ValueError("undo")
+    assert print_graph(g) == text

@@ -486,14 +486,19 @@ class Graph:
                 _remove_one(old.uses, user)
                 new.uses.append(user)
 
-    def replace_node(self, node: Node, values: Iterable[Value]) -> None:
+    def replace_node(self, node: Node, values: Iterable[Value | None]) -> None:
         """Replace each result of ``node`` by the matching value (the outputs included), then
-        erase ``node``."""
+        erase ``node``. ``None`` stands for a result that has no use (e.g. a batch norm's
+        statistics); a used one is an error."""
         values = list(values)
         if len(values) != len(node.results):
             raise IRError(f"{node.op} has {len(node.results)} results, got {len(values)} replacements")
         for result, value in zip(node.results, values):
-            self.replace_all_uses(result, value)
+            if value is None:
+                if not result.is_unused():
+                    raise IRError(f"cannot replace {node.op}: its result {result.index} is used but has no replacement")
+            else:
+                self.replace_all_uses(result, value)
         self.erase(node)
 
     # ------------------------------------------------------ checkpoint, rollback
