@@ -127,6 +127,115 @@ class DecomposeGeluTanh(PatternRewritePass):
         return [decompose_gelu_tanh]
 
 
-PARTITIONER_OPTION_PASSES = (Bf16BmmF32Output, Bf16InFp32)
+_SCALAR_TO_TENSOR = {"aten.mul.Scalar": "aten.mul.Tensor", "aten.add.Scalar": "aten.add.Tensor",
+                     "aten.sub.Scalar": "aten.sub.Tensor", "aten.div.Scalar": "aten.div.Tensor"}
+_TORCH_DTYPES = {DType.f32: "float32", DType.bf16: "bfloat16", DType.f16: "float16"}
+
+
+@rewrite_pattern(*_SCALAR_TO_TENSOR)
+def scalar_operand_as_constant(node: Node, rewriter: Rewriter) -> bool:
+    """x op scalar => x op constant (a 0-D tensor of x's dtype): XNNPACK takes only the tensor forms."""
+    import torch
+
+    x, other = node.input, node.attribute("other")
+    if not isinstance(x.type, TensorType) or x.dtype not in _TORCH_DTYPES:
+        return rewriter.notify_match_failure(node, "not a float tensor")
+    if isinstance(other, bool) or not isinstance(other, (int, float)):
+        return rewriter.notify_match_failure(node, f"the scalar {other!r} is not a number")
+    alpha = node.attributes.get("alpha", 1)
+    value = other * alpha  # x + alpha * other, folded
+    constant = rewriter.add_constant("scalar", TensorType(x.dtype, ()),
+                                     torch.tensor(value, dtype=getattr(torch, _TORCH_DTYPES[x.dtype])))
+    tensor_op = rewriter.insert_before(node, rewriter.create(_SCALAR_TO_TENSOR[node.op], [x, constant]))
+    rewriter.replace_node(node, [tensor_op.result])
+    return True
+
+
+@attrs.frozen
+class ScalarOperandsAsConstants(PatternRewritePass):
+    """Rewrite mul/add/sub/div by a Python scalar as the tensor op with a 0-D constant (XNNPACK runs those)."""
+
+    name = "xnnpack.scalar-operands-as-constants"
+
+    def patterns(self):
+        return [scalar_operand_as_constant]
+
+
+@rewrite_pattern("aten.mean.dim")
+def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
+    """mean over the trailing dims of x => view (1, rows, 1, cols), mean over (2, 3) keepdim, view
+    back: XNNPACK reduces 4-D tensors over dims 2 and 3 (RMSNorm's mean(-1, keepdim=True))."""
+    x = node.input
+    if not isinstance(x.type, TensorType) or not x.type.is_static or x.rank < 1:
+        return rewriter.notify_match_failure(node, "not a static tensor")
+    if node.attribute("dtype") is not None:
+        return rewriter.notify_match_failure(node, "a dtype argument")
+    dims = sorted({d % x.rank for d in (node.attribute("dim") or range(x.rank))})
+    if dims != list(range(x.rank - len(dims), x.rank)):
+        return rewriter.notify_match_failure(node, f"dims {node.attribute('dim')} are not the trailing dims")
+    if x.rank == 4 and dims == [2, 3]:
+        return rewriter.notify_match_failure(node, "already a spatial mean XNNPACK takes")
+    rows, cols = 1, 1
+    for i, d in enumerate(x.shape):
+        if i in dims:
+            cols *= d
+        else:
+            rows *= d
+    square = rewriter.insert_before(node, rewriter.create("aten.view_copy", [x], attributes={"size": [1, rows, 1, cols]}))
+    mean = rewriter.insert_before(node, rewriter.create("aten.mean.dim", [square.result],
+                                                        attributes={"dim": [2, 3], "keepdim": True}))
+    back = rewriter.insert_before(node, rewriter.create("aten.view_copy", [mean.result],
+                                                        attributes={"size": list(node.result.shape)}))
+    rewriter.replace_node(node, [back.result])
+    return True
+
+
+@attrs.frozen
+class MeanOverLastDims(PatternRewritePass):
+    """Rewrite a mean over a tensor's trailing dims as a 4-D spatial mean between two views (XNNPACK runs it)."""
+
+    name = "xnnpack.mean-over-last-dims"
+
+    def patterns(self):
+        return [mean_over_last_dims]
+
+
+CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")
+
+
+@rewrite_pattern(*CASTS)
+def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
+    """A bf16 <-> f32 cast that keeps the layout => xir.convert, which XNNPACK runs. Only where it
+    will be delegated (rank 1 to 6, not empty): xir.convert has no portable kernel."""
+    from .rules import MAX_RANK
+
+    x, result = node.input.type, node.result.type
+    if not isinstance(x, TensorType) or not isinstance(result, TensorType) or {x.dtype, result.dtype} != {DType.f32, DType.bf16}:
+        return rewriter.notify_match_failure(node, "not a cast between f32 and bf16")
+    if not 1 <= x.rank <= MAX_RANK or not x.is_static or x.numel() == 0:
+        return rewriter.notify_match_failure(node, f"{x.rank}-D or symbolic or empty: it would stay outside XNNPACK")
+    dim_order = node.attributes.get("dim_order")
+    if dim_order is not None and list(dim_order) != list(range(x.rank)):
+        return rewriter.notify_match_failure(node, f"changes the dim order to {dim_order}")
+    memory_format = node.attributes.get("memory_format")
+    if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
+        return rewriter.notify_match_failure(node, f"changes the memory format to {memory_format.name}")
+    convert = rewriter.insert_before(node, rewriter.create("xir.convert", [node.input], attributes={"dtype": result.dtype}))
+    rewriter.replace_node(node, [convert.result])
+    return True
+
+
+@attrs.frozen
+class CastsAsConverts(PatternRewritePass):
+    """Rewrite bf16 <-> f32 casts (rank 1-6, same layout) as xir.convert, which XNNPACK runs (with enable_bf16)."""
+
+    name = "xnnpack.casts-as-converts"
+    enable_bf16: bool = False
+
+    def patterns(self):
+        return [cast_as_convert] if self.enable_bf16 else []
+
+
+PARTITIONER_OPTION_PASSES = (Bf16BmmF32Output, Bf16InFp32, CastsAsConverts)
 for _cls in (Bf16BmmF32Output, Bf16InFp32, DecomposeGeluTanh):
     RENAMED_PASSES[_cls.name.removeprefix("xnnpack.")] = _cls.name

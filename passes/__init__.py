@@ -8,7 +8,10 @@ from .pipeline import format_pipeline, parse_pipeline, pass_help
 from .rewriter import PatternRewritePass, RewritePattern, Rewriter, apply_patterns_greedily, rewrite_pattern
 
 # built-in passes register themselves on import
-from . import dead_code_elimination, decompose_conv3d, fold_batch_norm, layer_norm_in_fp32, mean_keepdim, remove_no_ops  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    dead_code_elimination, decompose_conv3d, fold_batch_norm, layer_norm_in_fp32, mean_keepdim, remove_no_ops,
+    shape_ops_as_views,
+)
 
 __all__ = [
     "CheckChanged", "DumpIR", "Instrument", "PASS_REGISTRY", "Pass", "PassFailure", "PassManager", "PatternRewritePass",

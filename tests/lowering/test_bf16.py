@@ -45,7 +45,7 @@ DEFINABLE_OPS = {"aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.
                  "aten.sin", "aten.cos", "aten.sigmoid", "aten.tanh", "aten.relu", "aten.hardtanh", "aten.leaky_relu",
                  "aten.gelu", "aten.hardswish", "aten.clamp", "aten.pow.Tensor_Scalar", "aten.linear", "aten.mm",
                  "aten.cat", "aten.slice_copy.Tensor", "aten.permute_copy", "aten.view_copy", "aten.prelu",
-                 "aten.constant_pad_nd", "aten.unsqueeze_copy"}
+                 "aten.constant_pad_nd"}  # (and unsqueeze, which shape-ops-as-views makes a view_copy)
 
 
 def test_every_op_xnnpack_defines_in_bf16_is_delegated_and_loads():
@@ -60,7 +60,7 @@ def test_every_op_xnnpack_defines_in_bf16_is_delegated_and_loads():
         assert (out.float() - expected.float()).abs().max().item() <= bf16_tolerance([expected]) * 4
     missing = DEFINABLE_OPS - set(ours.delegated)
     assert not missing, f"not delegated in bf16: {missing}\n{ours.partitioner.report()}"
-    assert not set(ours.outside) & DEFINABLE_OPS, dict(ours.outside)
+    assert not set(ours.outside) & (DEFINABLE_OPS | {"aten.unsqueeze_copy"}), dict(ours.outside)
     assert "aten._native_batch_norm_legit_no_training" not in ours.outside  # folded into fc2
 
 
