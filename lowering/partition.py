@@ -15,6 +15,7 @@ import attrs
 from xir import Graph, Node, TensorType
 
 from .capability import Capability, Options, Unit, Verdict, analyse
+from .rules import DEQUANTIZE_OPS
 
 
 @attrs.define(eq=False)
@@ -22,6 +23,7 @@ class Group:
     index: int
     nodes: list[Node]
     implicit: list[Node] = attrs.field(factory=list)  # Q/DQ folded into their op (committed)
+    units: list[Unit] = attrs.field(factory=list)
 
     @property
     def tag(self) -> str:
@@ -80,15 +82,42 @@ class _UnionFind:
 
 
 def plan_partition(graph: Graph, options: Options, capability: Capability | None = None) -> PartitionPlan:
+    """Group the capable units, then check the plan as ExecuTorch and XNNPACK will see it, and
+    repair it until every check holds:
+
+    * the graph with every group contracted to one vertex is acyclic (so every group is convex
+      and no two delegates wait on each other): groups in a cycle are split into their units,
+      and a unit that is itself in a cycle (not convex, e.g. through a shared dequantize)
+      stays outside;
+    * a dequantize folded into a group is read only inside it (XNNPACK hands a folded
+      dequantize's readers the int8 data);
+    * no 0-D result leaves a group.
+    """
     capability = capability or analyse(graph, options)
     order = graph.order()
+    alone: set[int] = set()  # ids of units that may not be merged with others
     while True:
-        groups = _groups(graph, options, capability, order)
+        groups = _groups(graph, options, capability, order, alone)
         escaping = [n for g in groups for n in _zero_d_outputs(g)]
-        if not escaping:
-            break
-        for node in escaping:  # leave them out (with their units) and group again
+        for node in escaping:
             _drop_unit(capability, node, Verdict(False, "rank", ZERO_D_OUTPUT))
+        leaking = [(dq, reader) for g in groups for dq, reader in _folded_read_outside(g)]
+        for dq, reader in leaking:
+            _drop_unit(capability, dq, Verdict(False, "quant", f"its dequantize is folded into a quantized op but also "
+                                                               f"read by {reader.op} outside that op's delegate"))
+        if escaping or leaking:
+            continue
+        cycle = _groups_in_a_cycle(graph, groups)
+        if not cycle:
+            break
+        merged = [g for g in cycle if len(g.units) > 1]
+        if merged:
+            alone.update(id(u) for g in merged for u in g.units)
+            continue
+        # single units in a cycle: drop the ones that are not convex themselves, else the last one
+        culprits = [g for g in cycle if not _is_convex(g.nodes, order)] or [max(cycle, key=lambda g: order[id(g.nodes[0])])]
+        for g in culprits:
+            _drop_unit(capability, g.units[0].anchor, Verdict(False, "unit", NOT_CONVEX))
     in_group = {id(n) for g in groups for n in g.nodes}
     rejected = []
     for node in graph:
@@ -100,20 +129,111 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
 
 ZERO_D_OUTPUT = ("its 0-D result would leave the delegate (ExecuTorch 1.5.1 cannot return a 0-D tensor from an "
                  "XNNPACK delegate: 'Size needs to be equal to the number of dimensions')")
+NOT_CONVEX = ("its pattern (the op with its Q/DQ) is not convex: a path leaves it and comes back through a node "
+              "outside, so it cannot be one delegate")
 
 
-def _groups(graph: Graph, options: Options, capability: Capability, order: dict[int, int]) -> list[Group]:
+def _groups(graph: Graph, options: Options, capability: Capability, order: dict[int, int], alone: set[int]) -> list[Group]:
     units = sorted(capability.units, key=lambda u: min(order[id(n)] for n in u.nodes))
     if options.per_op_mode:
         merged = [[u] for u in units]
     else:
-        merged = _merge_adjacent(graph, _merge_convex(graph, units, capability))
+        mergeable = [u for u in units if id(u) not in alone]
+        merged = _merge_adjacent(graph, _merge_convex(graph, mergeable, capability)) + [[u] for u in units if id(u) in alone]
     groups = []
-    for i, unit_list in enumerate(merged):
+    for i, unit_list in enumerate(sorted(merged, key=lambda us: min(order[id(n)] for u in us for n in u.nodes))):
         nodes = sorted({id(n): n for u in unit_list for n in u.nodes}.values(), key=lambda n: order[id(n)])
         implicit = [n for u in unit_list for n in u.implicit]
-        groups.append(Group(i, nodes, implicit))
+        groups.append(Group(i, nodes, implicit, unit_list))
     return groups
+
+
+def _folded_read_outside(group: Group) -> list[tuple[Node, Node]]:
+    """(dequantize, reader) for each folded dequantize of ``group`` read by a node outside it."""
+    inside = {id(n) for n in group.nodes}
+    return [(dq, reader) for dq in group.implicit if dq.op in DEQUANTIZE_OPS
+            for reader in dq.results[0].users if id(reader) not in inside]
+
+
+def _groups_in_a_cycle(graph: Graph, groups: list[Group]) -> list[Group]:
+    """The groups on a cycle of the graph in which each group is contracted to one vertex
+    (strongly connected components of more than one vertex; Tarjan's algorithm, iterative)."""
+    vertex: dict[int, int] = {}
+    for g in groups:
+        for n in g.nodes:
+            vertex[id(n)] = -1 - g.index
+    successors: dict[int, set[int]] = {}
+    for node in graph:
+        v = vertex.get(id(node), id(node))
+        for value in node.inputs():
+            if value.producer is not None:
+                u = vertex.get(id(value.producer), id(value.producer))
+                if u != v:
+                    successors.setdefault(u, set()).add(v)
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    in_cycle: set[int] = set()
+    counter = 0
+    for root in list(successors):
+        if root in index:
+            continue
+        work = [(root, iter(successors.get(root, ())))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            advanced = False
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(successors.get(w, ()))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    in_cycle.update(component)
+    return [g for g in groups if -1 - g.index in in_cycle]
+
+
+def _is_convex(nodes: list[Node], order: dict[int, int]) -> bool:
+    """No path leaves ``nodes`` and comes back into them through a node outside."""
+    inside = {id(n) for n in nodes}
+    last = max(order[id(n)] for n in nodes)
+    stack = [u for n in nodes for r in n.results for u in r.users if id(u) not in inside and not u.is_return]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or order[id(node)] > last:
+            continue
+        seen.add(id(node))
+        for r in node.results:
+            for user in r.users:
+                if id(user) in inside:
+                    return False
+                if not user.is_return:
+                    stack.append(user)
+    return True
 
 
 def _zero_d_outputs(group: Group) -> list[Node]:
