@@ -1,0 +1,60 @@
+"""A 1-layer Qwen2-style decoder (grouped-query attention), exported as ExecuTorch's LLM flow does
+(transformers' TorchExportableModuleForDecoderOnlyLM, static KV cache, one-token decode step),
+lowered with xir in fp32 and bf16, run on the runtime and compared with eager.
+
+Each decoder pass shows here: shape-ops-as-views (no unsqueeze left outside),
+xnnpack.mean-over-last-dims (RMSNorm's mean inside), xnnpack.scalar-operands-as-constants (the
+attention scale inside), xnnpack.casts-as-converts (bf16 <-> f32 casts of RMSNorm and rotary
+embeddings inside, as xir.convert)."""
+
+import functools
+
+import pytest
+import torch
+
+from lowering.compare import lower
+
+CACHE = 16
+
+
+@functools.lru_cache(maxsize=None)
+def decoder(dtype_name: str):
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    torch.manual_seed(0)
+    dtype = getattr(torch, dtype_name)
+    config = Qwen2Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = Qwen2ForCausalLM(config).eval().to(dtype)
+    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
+                                               cache_config={"batch_size": 1, "max_cache_len": CACHE})
+    wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=CACHE)
+    ids, position = torch.tensor([[7]]), torch.tensor([3])
+    ep = wrapper.export(input_ids=ids, cache_position=position)
+    reference = ep.module()(input_ids=ids, cache_position=position)
+    return ep, (ids, position), reference, lower(ep, (ids, position), "xir", enable_bf16=dtype is torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_one_layer_decoder_step(dtype_name):
+    ep, inputs, reference, ours = decoder(dtype_name)
+    assert ours.ran, ours.error
+    error = (ours.outputs[0].float() - reference.float()).abs().max().item()
+    scale = max(1.0, reference.float().abs().max().item())
+    assert error <= (1e-5 if dtype_name == "float32" else 2 ** -6) * scale
+    # stock: 9 delegates in fp32 and 17 in bf16 for this model (measured)
+    assert ours.delegates == 5, ours.partitioner.report()
+    for op in ("aten.unsqueeze_copy", "aten.mean.dim", "aten.mul.Scalar", "aten.rsqrt", "aten.bmm", "aten.linear",
+               "aten.addmm", "aten.mm", "aten._softmax"):
+        assert op not in ours.outside, (op, dict(ours.outside))
+    assert ours.delegated["aten.mean.dim"] == 3  # two RMSNorms in the layer, one before the head
+    # what stays outside: embedding, the KV-cache updates, position and mask arithmetic
+    allowed_outside = {"aten.embedding", "aten.index_put", "aten.arange.start_step", "aten.add.Tensor", "aten.select_copy.int",
+                       "aten.copy", "aten.le.Tensor", "aten.where.self", "aten.scalar_tensor", "aten.view_copy",
+                       "aten.expand_copy", "aten.cat", "aten.eq.Scalar", "aten.logical_not", "aten.any.dim",
+                       "aten.full_like", "dim_order_ops._to_dim_order_copy"}
+    assert set(ours.outside) <= allowed_outside, set(ours.outside) - allowed_outside
+    assert ours.outside["dim_order_ops._to_dim_order_copy"] == 1  # the int64 -> f32 position cast of the rotary embedding
+    if dtype_name == "bfloat16":
+        assert ours.delegated["xir.convert"] >= 6  # RMSNorm and rotary embeddings upcast to f32 and back, inside

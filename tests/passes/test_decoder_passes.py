@@ -1,0 +1,281 @@
+"""IR-text tests of the passes that put decoder LMs in XNNPACK, one case per graph boundary
+(graph output, graph input, constant, several uses) plus the cases each pass declines."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lowering.rewrites  # noqa: F401  (registers the xnnpack.* passes)
+from passes.testing import check_pipeline
+from xir import parse_graph
+
+
+def case(name, before, expected=None):
+    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)
+
+
+SHAPE_OPS = [
+    case("ordinary", """
+    graph @g {
+      input %x: f32[2,3]
+      %a: f32[2,1,3] = aten.unsqueeze_copy(%x) {dim=1}
+      %b: f32[2,1,3] = aten.relu(%a)
+      return %b
+    }""", """
+    graph @g {
+      input %x: f32[2,3]
+      %a: f32[2,1,3] = aten.view_copy(%x) {size=[2, 1, 3]}
+      %b: f32[2,1,3] = aten.relu(%a)
+      return %b
+    }"""),
+    case("output-result-is-output-and-operand-is-input", """
+    graph @g {
+      input %x: f32[2,1,3]
+      %a: f32[2,3] = aten.squeeze_copy.dims(%x) {dim=[1]}
+      return %a, %x
+    }""", """
+    graph @g {
+      input %x: f32[2,1,3]
+      %a: f32[2,3] = aten.view_copy(%x) {size=[2, 3]}
+      return %a, %x
+    }"""),
+    case("const-operand-is-param", """
+    graph @g {
+      param %w: f32[3]
+      %a: f32[1,3] = aten.unsqueeze_copy(%w) {dim=0}
+      return %a
+    }""", """
+    graph @g {
+      param %w: f32[3]
+      %a: f32[1,3] = aten.view_copy(%w) {size=[1, 3]}
+      return %a
+    }"""),
+    case("uses-result-has-several-uses-expand-adds-nothing", """
+    graph @g {
+      input %x: f32[1,4]
+      %a: f32[1,4] = aten.expand_copy(%x) {size=[1, -1]}
+      %b: f32[1,4] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }""", """
+    graph @g {
+      input %x: f32[1,4]
+      %a: f32[1,4] = aten.view_copy(%x) {size=[1, 4]}
+      %b: f32[1,4] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }"""),
+    case("declined-expand-repeats-elements", """
+    graph @g {
+      input %x: f32[1,4]
+      %a: f32[3,4] = aten.expand_copy(%x) {size=[3, 4]}
+      return %a
+    }"""),
+    case("declined-symbolic", """
+    graph @g {
+      input %x: f32[s0,3]
+      %a: f32[s0,1,3] = aten.unsqueeze_copy(%x) {dim=1}
+      return %a
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", SHAPE_OPS)
+def test_shape_ops_as_views(before, expected, changed):
+    check_pipeline(before, "shape-ops-as-views", expected, changed=changed)
+
+
+SCALARS = [
+    case("ordinary-mul", """
+    graph @g {
+      input %x: f32[2,3]
+      %a: f32[2,3] = aten.mul.Scalar(%x) {other=0.5}
+      %b: f32[2,3] = aten.relu(%a)
+      return %b
+    }""", """
+    graph @g {
+      input %x: f32[2,3]
+      param %scalar: f32[]
+      %a: f32[2,3] = aten.mul.Tensor(%x, %scalar)
+      %b: f32[2,3] = aten.relu(%a)
+      return %b
+    }"""),
+    case("output-and-input-add-with-alpha", """
+    graph @g {
+      input %x: bf16[4]
+      %a: bf16[4] = aten.add.Scalar(%x) {other=2, alpha=3}
+      return %a, %x
+    }""", """
+    graph @g {
+      input %x: bf16[4]
+      param %scalar: bf16[]
+      %a: bf16[4] = aten.add.Tensor(%x, %scalar)
+      return %a, %x
+    }"""),
+    case("const-operand-and-several-uses", """
+    graph @g {
+      param %w: f32[4]
+      %a: f32[4] = aten.div.Scalar(%w) {other=4.0}
+      %b: f32[4] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }""", """
+    graph @g {
+      param %w: f32[4]
+      param %scalar: f32[]
+      %a: f32[4] = aten.div.Tensor(%w, %scalar)
+      %b: f32[4] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }"""),
+    case("declined-integer-tensor", """
+    graph @g {
+      input %x: i64[4]
+      %a: i64[4] = aten.mul.Scalar(%x) {other=2}
+      return %a
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", SCALARS)
+def test_scalar_operands_as_constants(before, expected, changed):
+    graph = check_pipeline(before, "xnnpack.scalar-operands-as-constants", expected, changed=changed)
+    if changed:
+        scalar = graph.input_named("scalar").data
+        assert scalar.dim() == 0 and float(scalar) in (0.5, 6.0, 4.0)  # add.Scalar folds alpha: 2 * 3
+
+
+MEANS = [
+    case("ordinary-rms-norm-mean", """
+    graph @g {
+      input %x: f32[1,5,64]
+      %a: f32[1,5,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      %b: f32[1,5,1] = aten.rsqrt(%a)
+      return %b
+    }""", """
+    graph @g {
+      input %x: f32[1,5,64]
+      %v: f32[1,5,1,64] = aten.view_copy(%x) {size=[1, 5, 1, 64]}
+      %m: f32[1,5,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
+      %b: f32[1,5,1] = aten.rsqrt(%a)
+      return %b
+    }"""),
+    case("output-result-is-output-two-trailing-dims-no-keepdim", """
+    graph @g {
+      input %x: f32[2,3,4]
+      %a: f32[2] = aten.mean.dim(%x) {dim=[1, 2]}
+      return %a, %x
+    }""", """
+    graph @g {
+      input %x: f32[2,3,4]
+      %v: f32[1,2,1,12] = aten.view_copy(%x) {size=[1, 2, 1, 12]}
+      %m: f32[1,2,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[2] = aten.view_copy(%m) {size=[2]}
+      return %a, %x
+    }"""),
+    case("const-operand-is-param", """
+    graph @g {
+      param %w: f32[8]
+      %a: f32[1] = aten.mean.dim(%w) {dim=[0], keepdim=true}
+      return %a
+    }""", """
+    graph @g {
+      param %w: f32[8]
+      %v: f32[1,1,1,8] = aten.view_copy(%w) {size=[1, 1, 1, 8]}
+      %m: f32[1,1,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[1] = aten.view_copy(%m) {size=[1]}
+      return %a
+    }"""),
+    case("declined-not-trailing", """
+    graph @g {
+      input %x: f32[2,3,4]
+      %a: f32[2,1,4] = aten.mean.dim(%x) {dim=[1], keepdim=true}
+      return %a
+    }"""),
+    case("declined-already-spatial", """
+    graph @g {
+      input %x: f32[1,2,3,4]
+      %a: f32[1,2,1,1] = aten.mean.dim(%x) {dim=[2, 3], keepdim=true}
+      return %a
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", MEANS)
+def test_mean_over_last_dims(before, expected, changed):
+    check_pipeline(before, "xnnpack.mean-over-last-dims", expected, changed=changed)
+
+
+CASTS = [
+    case("ordinary-rms-norm-upcast", """
+    graph @g {
+      input %x: bf16[1,4]
+      %a: f32[1,4] = dim_order_ops._to_dim_order_copy(%x) {dtype=f32, dim_order=[0, 1]}
+      %b: f32[1,4] = aten.mul.Tensor(%a, %a)
+      %c: bf16[1,4] = dim_order_ops._to_dim_order_copy(%b) {dtype=bf16}
+      return %c
+    }""", """
+    graph @g {
+      input %x: bf16[1,4]
+      %a: f32[1,4] = xir.convert(%x) {dtype=f32}
+      %b: f32[1,4] = aten.mul.Tensor(%a, %a)
+      %c: bf16[1,4] = xir.convert(%b) {dtype=bf16}
+      return %c
+    }"""),
+    case("output-result-is-output-and-operand-is-input", """
+    graph @g {
+      input %x: f32[3]
+      %a: bf16[3] = aten._to_copy(%x) {dtype=bf16}
+      return %a, %x
+    }""", """
+    graph @g {
+      input %x: f32[3]
+      %a: bf16[3] = xir.convert(%x) {dtype=bf16}
+      return %a, %x
+    }"""),
+    case("const-and-several-uses", """
+    graph @g {
+      param %w: bf16[3]
+      %a: f32[3] = dim_order_ops._to_dim_order_copy(%w) {dtype=f32}
+      %b: f32[3] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }""", """
+    graph @g {
+      param %w: bf16[3]
+      %a: f32[3] = xir.convert(%w) {dtype=f32}
+      %b: f32[3] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }"""),
+    case("declined-0d-would-stay-outside", """
+    graph @g {
+      param %w: f32[]
+      %a: bf16[] = dim_order_ops._to_dim_order_copy(%w) {dtype=bf16, dim_order=[]}
+      return %a
+    }"""),
+    case("declined-7d", """
+    graph @g {
+      input %x: f32[1,1,1,1,1,1,2]
+      %a: bf16[1,1,1,1,1,1,2] = aten._to_copy(%x) {dtype=bf16}
+      return %a
+    }"""),
+    case("declined-integer", """
+    graph @g {
+      input %x: i64[3]
+      %a: f32[3] = aten._to_copy(%x) {dtype=f32}
+      return %a
+    }"""),
+    case("declined-changes-dim-order", """
+    graph @g {
+      input %x: f32[2,3]
+      %a: bf16[2,3] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[1, 0]}
+      return %a
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", CASTS)
+def test_casts_as_converts(before, expected, changed):
+    check_pipeline(before, "xnnpack.casts-as-converts{enable_bf16=true}", expected, changed=changed)
+
+
+def test_casts_stay_without_enable_bf16():
+    text = CASTS[0].values[0]
+    check_pipeline(text, "xnnpack.casts-as-converts", text, changed=False)
