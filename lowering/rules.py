@@ -148,7 +148,15 @@ def _convolution(node: Node, options=None) -> str | None:
     return None
 
 
+def _pooling_input(node: Node) -> str | None:
+    rank = node.input.rank
+    return None if rank == 4 else f"{rank}-D input (XNNPACK pools 4-D NCHW tensors; an unbatched 3-D one it cannot lay out)"
+
+
 def _avg_pool2d(node: Node, options=None) -> str | None:
+    problem = _pooling_input(node)
+    if problem:
+        return problem
     kernel = attr(node, "kernel_size")
     padding = attr(node, "padding", [0, 0]) or [0, 0]
     if attr(node, "ceil_mode", False):
@@ -162,6 +170,9 @@ def _avg_pool2d(node: Node, options=None) -> str | None:
 
 
 def _max_pool2d(node: Node, options=None) -> str | None:
+    problem = _pooling_input(node)
+    if problem:
+        return problem
     kernel = attr(node, "kernel_size")
     stride = attr(node, "stride") or kernel
     kernel = list(kernel) * (2 // len(kernel)) if kernel else kernel

@@ -39,7 +39,9 @@ def fold_target(norm: Node) -> tuple[Node | None, str]:
     pass and the capability check of the lowering both decide with this."""
     if not all(r.is_unused() for r in norm.results[1:]):
         return None, "its mean/var outputs are used"
-    if not all(v is not None and v.is_constant for v in (norm.operand(s) for s in STATISTICS)):
+    weight, bias, mean, var = (norm.operand(s) for s in STATISTICS)
+    if not all(v is not None and v.is_constant for v in (mean, var)) or \
+            not all(v is None or v.is_constant for v in (weight, bias)):
         return None, "its statistics are not constants"
     x = norm.input
     producer = x.producer
@@ -62,12 +64,18 @@ def fold_target(norm: Node) -> tuple[Node | None, str]:
 
 def _affine(norm: Node):
     """(scale, shift) per channel, computed in fp32, or None when a statistic has no data."""
-    datas = [norm.operand(name).data for name in STATISTICS]
-    if any(d is None for d in datas):
+    weight, bias, mean, var = (norm.operand(name) for name in STATISTICS)
+    if any(v is not None and (not v.is_constant or v.data is None) for v in (weight, bias)) or \
+            any(v is None or not v.is_constant or v.data is None for v in (mean, var)):
         return None
-    w, b, m, v = (d.float() for d in datas)
-    scale = w / (v + norm.attribute("eps")).sqrt()
-    return scale, b - m * scale
+    m, v = mean.data.float(), var.data.float()
+    scale = 1 / (v + norm.attribute("eps")).sqrt()  # an absent weight (BatchNorm(affine=False)) is 1
+    if weight is not None:
+        scale = weight.data.float() * scale
+    shift = -m * scale
+    if bias is not None:  # an absent bias is 0
+        shift = bias.data.float() + shift
+    return scale, shift
 
 
 def _constant(rewriter: Rewriter, base: str, data, dtype: DType) -> Value:

@@ -2,6 +2,7 @@
 with xir and with stock, runs on the runtime and compares with eager (or the converted pt2e
 model); the comment says what xir did before its fix."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -91,3 +92,68 @@ def test_bf16_conv3d_is_decomposed_and_runs():
         assert (out.float() - expected.float()).abs().max().item() <= 2 ** -5 * max(1.0, expected.float().abs().max().item())
     assert ours.delegated["aten.convolution"] == 2 and "aten.convolution" not in ours.outside  # two depth taps, in fp32
     assert not stock.ran and "load failed" in stock.error  # stock: bf16 max pooling
+
+
+class UnbatchedPooling(torch.nn.Module):
+    def forward(self, x):
+        return torch.sum(torch.cat([F.max_pool2d(x, 3, padding=1)[..., 1:3]] * 2, dim=1), dim=(0, 2))
+
+
+def test_max_pooling_of_an_unbatched_3d_input_stays_outside():
+    inputs = (torch.randn(1, 4, 15),)
+    ep = torch.export.export(UnbatchedPooling().eval(), inputs)
+    ours = lower(ep, inputs, "xir", via="backend")
+    # before: delegated, and XNNPACK's channels-last pass asserted "non-NHWC compatible node"
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) <= 1e-5
+    assert not any("max_pool" in op for op in ours.delegated)
+    assert lower(ep, inputs, "stock", via="backend").ran
+
+
+class MatmulThenLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(6, 16) / 2.5)
+        self.linear = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.linear(torch.matmul(x.unsqueeze(0), self.w))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16], ids=["fp32", "bf16"])
+def test_views_of_a_linear_decomposed_by_to_backend_are_kept(dtype):
+    inputs = (torch.randn(3, 7, 6, dtype=dtype),)
+    ep = torch.export.export(MatmulThenLinear().eval().to(dtype), inputs)
+    ours = lower(ep, inputs, "xir", via="backend", enable_bf16=True)
+    # before: remove-no-ops folded the linear's input view away; XNNPACK rebuilt the linear from a
+    # 2-D input with a 4-D output ("Size needs to be equal to the number of dimensions") at run time
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)[0].float()
+    assert (ours.outputs[0].float() - ref).abs().max().item() <= (1e-5 if dtype is torch.float32 else 2 ** -6) * max(1.0, ref.abs().max().item())
+    assert ours.delegated["aten.addmm"] == 1 and ours.delegated["aten.mm"] == 1 and not ours.outside
+
+
+class BatchNormWithoutAffine(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(32, affine=False)
+        self.bn.running_mean.uniform_(-1.0, 1.0)
+        self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+@pytest.mark.parametrize("mode", ["fp32", "static"])
+def test_batch_norm_without_weight_and_bias(mode):
+    torch.manual_seed(0)
+    inputs = (torch.randn(7, 32),)
+    module = BatchNormWithoutAffine().eval()
+    if mode == "static":
+        module = quantize_module(module, inputs, mode="static")
+    ep = torch.export.export(module, inputs)
+    ours = lower(ep, inputs, "xir")
+    assert ours.ran, ours.error  # before: fold-batch-norm raised reading the absent weight's data
+    assert ours.err(reference(ep, inputs)) <= (1e-5 if mode == "fp32" else 0.05)
+    assert "aten._native_batch_norm_legit_no_training" not in ours.outside  # a multiply-add, delegated
+    assert ours.delegated["aten.mul.Tensor"] == 1 and ours.delegated["aten.add.Tensor"] == 1
