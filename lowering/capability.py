@@ -251,7 +251,8 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
     return Unit(node, list(dict.fromkeys(implicit[:-1] + layout + chain + [user])), STATIC, implicit), None
 
 
-SAME_QPARAMS_OPS = ("aten.slice_copy.Tensor",)
+# XNNPACK moves quantized elements of these without requantizing: input and output must share qparams
+SAME_QPARAMS_OPS = ("aten.slice_copy.Tensor", "aten.view_copy", "aten.permute_copy", "aten.unsqueeze_copy")
 
 
 def _qparams(node: Node) -> tuple:

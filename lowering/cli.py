@@ -6,6 +6,7 @@
     xir dump MODEL.pt2 [--after PIPELINE]     the IR of its edge program (after a pipeline)
     xir explain MODEL.pt2                     what lowering delegates to XNNPACK, and why the rest not
     xir passes                                the registered passes, their options and descriptions
+    xir fuzz [--kind K --count N ...]         differential fuzzing against the stock partitioner (python -m xir_fuzz)
 
 Errors print one line, ``xir: error: ...``, on stderr and exit with status 2 (``--debug``
 adds the traceback); ``lower --verify`` exits with status 1 when the program does not load
@@ -618,6 +619,11 @@ def _parser() -> argparse.ArgumentParser:
     passes = commands.add_parser("passes", help="list the registered passes")
     _add_debug(passes)
     passes.set_defaults(run=_passes)
+
+    fuzz = commands.add_parser("fuzz", add_help=False, prefix_chars="\0",  # every argument goes to xir_fuzz
+                               help="differential fuzzing of xir's partitioner against stock (python -m xir_fuzz --help)")
+    fuzz.add_argument("args", nargs=argparse.REMAINDER)
+    fuzz.set_defaults(run=lambda args: __import__("xir_fuzz.cli").cli.main(args.args))
     return parser
 
 

@@ -26,7 +26,7 @@ import xir
 from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
 
 from . import rewrites  # noqa: F401  (registers the partition-aware rewrite passes)
-from .capability import Options, analyse
+from .capability import Options
 from .partition import PartitionPlan, plan_partition
 from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC
 
@@ -120,10 +120,23 @@ class XnnpackPartitioner(_base()):
 
     # ------------------------------------------------------------ decomposition
     def ops_to_not_decompose(self, ep) -> tuple[list, Any]:
+        if any(n.op == "call_function" and "executorch_call_delegate" in str(n.target) for n in ep.graph.nodes):
+            # ExecuTorch asks again after lowering, to check that no op it kept whole was left out
+            # as supported: what is still outside is what xir's plan rejected
+            return [_aten_op(name) for name in PRESERVED_OPS], lambda fx_node: False
         graph = xir.from_exported_program(ep)
-        capability = analyse(graph, self.options)
-        keep = {id(node.fx_node) for node in graph if capability.verdict(node).supported}
-        ops = [_aten_op(name) for name in PRESERVED_OPS]
+        # what the plan delegates, not only what the capability allows: an op kept whole that
+        # the plan then leaves outside (e.g. a 0-D result, a repaired group) has no kernel
+        plan = plan_partition(graph, self.options)
+        keep = {id(node.fx_node) for node in plan.delegated_nodes}
+        # ExecuTorch applies the op list to every node of the op on some of its paths, whatever the
+        # filter says: an op is listed only when every node of it in the program will be delegated
+        ops = []
+        for name in PRESERVED_OPS:
+            op = _aten_op(name)
+            nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target == op]
+            if all(id(n) in keep for n in nodes):
+                ops.append(op)
 
         def keep_whole(fx_node: torch.fx.Node) -> bool:
             return id(fx_node) in keep

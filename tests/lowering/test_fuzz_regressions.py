@@ -157,3 +157,66 @@ def test_batch_norm_without_weight_and_bias(mode):
     assert ours.err(reference(ep, inputs)) <= (1e-5 if mode == "fp32" else 0.05)
     assert "aten._native_batch_norm_legit_no_training" not in ours.outside  # a multiply-add, delegated
     assert ours.delegated["aten.mul.Tensor"] == 1 and ours.delegated["aten.add.Tensor"] == 1
+
+
+class QuantizedLinearAfterSliceAndUnsqueeze(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("c", torch.randn(960))
+        self.linear = torch.nn.Linear(100, 6)
+
+    def forward(self, x):
+        return self.linear((x.reshape(960) + self.c)[..., 823:-37].unsqueeze(-2))
+
+
+def test_quantized_reshape_with_different_qparams_stays_outside():
+    inputs = (torch.randn(2, 6, 10, 8),)
+    ep = torch.export.export(quantize_module(QuantizedLinearAfterSliceAndUnsqueeze().eval(), inputs, mode="static"), inputs)
+    ours = lower(ep, inputs, "xir", via="backend")
+    # before: the unsqueeze (made a view) was delegated as a quantized reshape whose input and output
+    # are quantized differently: "Failed to create squeeze node" at load
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) <= 0.05 * max(1.0, reference(ep, inputs)[0].abs().max().item())
+    assert ours.delegated["aten.addmm"] == 1
+    assert lower(ep, inputs, "stock", via="backend").ran
+
+
+class DotThenHardswish(torch.nn.Module):
+    def forward(self, x):
+        v = torch.flatten(x, 0)
+        return F.hardswish(torch.matmul(v, v))
+
+
+def test_an_op_kept_whole_for_xnnpack_is_delegated_or_decomposed():
+    inputs = (torch.randn(2, 3),)
+    ep = torch.export.export(DotThenHardswish().eval(), inputs)
+    ours = lower(ep, inputs, "xir")
+    # before: hardswish was kept whole (not decomposed) for XNNPACK, then left outside because its
+    # 0-D result cannot leave a delegate: "was not decomposed or delegated"
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) <= 1e-5
+    assert "aten.hardswish" not in ours.delegated
+
+
+class QuantizedUpsampleWithFloatOutput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.ConvTranspose2d(8, 6, 3, dilation=2, bias=False)
+        self.linear = torch.nn.Linear(9, 6)
+
+    def forward(self, x):
+        return F.interpolate(self.linear(self.conv(torch.cat([x, x], dim=1))), scale_factor=2, mode="bilinear")
+
+
+def test_an_op_left_outside_does_not_fail_executorchs_final_check():
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 4, 1, 5),)
+    module = quantize_module(QuantizedUpsampleWithFloatOutput().eval(), inputs, mode="static", per_channel=True)
+    ep = torch.export.export(module, inputs)
+    ours = lower(ep, inputs, "xir")
+    # before: asked again after lowering, xir said the upsample left outside was supported:
+    # "was not decomposed or delegated"
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)[0]
+    assert ours.err([ref]) <= 0.1 * max(1.0, ref.abs().max().item())
+    assert ours.outside["aten.upsample_bilinear2d.vec"] == 1  # quantized input, float output: outside
