@@ -1,0 +1,302 @@
+"""``python -m xir_fuzz`` / ``xir fuzz``: differential fuzzing of xir's XnnpackPartitioner
+against ExecuTorch's stock one.
+
+    python -m xir_fuzz --kind all --count 60 --seed 0 --jobs 2 --out fuzz-out --timeout 60
+    python -m xir_fuzz --replay 17 --kind static [--shrink]
+
+Every program (seed, kind) is generated, exported, lowered with xir and with stock, run on
+ExecuTorch's runtime in a worker process and compared with eager PyTorch. Failures get a
+standalone repro file in the output folder (shrunk first for the failures selected by
+--shrink); summary.json holds every program's outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from .program import KINDS, Program
+
+CLASSES = ("ok", "export-failed", "lower-failed", "load-failed", "run-failed", "wrong-result", "crashed", "timeout",
+           "invalid", "harness-error")
+SIDES = ("xir", "stock")
+
+
+def label(outcome: dict) -> str:
+    """ok, xir-own (xir fails, stock ok), shared (both fail), stock-only, invalid."""
+    xir = (outcome.get("xir") or {}).get("status")
+    stock = (outcome.get("stock") or {}).get("status")
+    if "invalid" in (xir, stock):
+        return "invalid"
+    if xir == "ok":
+        return "ok" if stock == "ok" else "stock-only"
+    return "shared" if stock != "ok" else "xir-own"
+
+
+def compact_error(text: str) -> str:
+    """ExecuTorch's "An error occurred when running the 'P' pass after the following passes: [...]
+    <- Root: message" as "[P] Root: message"."""
+    import re
+
+    text = " ".join((text or "").split())
+    match = re.match(r"Exception: An error occurred when running the '(\w+)' pass.*? <- (.*)$", text)
+    return f"[{match.group(1)}] {match.group(2)}" if match else text
+
+
+def _short(result: dict | None, width: int = 110) -> str:
+    if not result:
+        return ""
+    text = compact_error(result.get("error") or "")
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _progress_line(record: dict, index: int, total: int) -> str:
+    xir, stock = record["xir"] or {}, record["stock"] or {}
+    detail = ""
+    if record["label"] in ("xir-own", "shared"):
+        detail = "  xir: " + _short(xir, 100)
+    elif record["label"] == "stock-only":
+        detail = "  stock: " + _short(stock, 100)
+    seconds = record.get("seconds")
+    return (f"[{record['kind']:<7} {index:>4}/{total}] seed {record['seed']:<6} {record.get('via') or '-':<7} "
+            f"{record.get('ops') if record.get('ops') is not None else '-':>2} ops  xir {xir.get('status', '-'):<13} "
+            f"stock {stock.get('status', '-'):<13} {record['label']:<10} "
+            f"{seconds if seconds is not None else 0:5.1f}s{detail}")
+
+
+def _record(kind: str, seed: int, outcome: dict) -> dict:
+    program = Program.from_json(outcome["program"]) if outcome.get("program") else None
+    record = {"kind": kind, "seed": seed, "label": label(outcome), "xir": outcome.get("xir"),
+              "stock": outcome.get("stock"), "seconds": outcome.get("seconds"), "prepare": outcome.get("prepare")}
+    if program is not None:
+        record.update(via=program.via, per_channel=program.per_channel, ops=len(program.ops),
+                      outputs=len(program.outputs), op_kinds=sorted({op.kind for op in program.ops}))
+    return record
+
+
+def _task(kind: str, seed: int, args) -> dict:
+    return {"seed": seed, "kind": kind, "max_ops": args.max_ops, "min_ops": args.min_ops, "sides": list(SIDES)}
+
+
+def _should_shrink(record: dict, mode: str) -> bool:
+    if mode == "none" or record["label"] in ("ok", "invalid"):
+        return False
+    if mode == "own":
+        return record["label"] == "xir-own"
+    if mode == "xir":
+        return record["label"] in ("xir-own", "shared")
+    return True  # all failures
+
+
+def shrink_failure(pool, program: Program, outcome: dict, args, log=print):
+    """Shrink with the worker pool; returns (program, outcome of the shrunk program, evaluations)."""
+    from .shrink import shrink, signature
+
+    target = signature(outcome)
+    latest = {program.module_source(): outcome}
+
+    def evaluate(candidates):
+        results = pool.map([{"program": c.to_json(), "sides": list(SIDES)} for c in candidates])
+        verdicts = []
+        for candidate, result in zip(candidates, results):
+            latest[candidate.module_source()] = result
+            verdicts.append(signature(result) == target)
+        return verdicts
+
+    def on_step(current, evals):
+        log(f"    shrinking: {len(current.ops)} ops, {len(current.outputs)} outputs ({evals} runs)")
+
+    small, evals = shrink(program, evaluate, batch=pool.jobs, max_evals=args.shrink_evals,
+                          time_budget=args.shrink_time, on_step=on_step)
+    return small, latest[small.module_source()], evals
+
+
+def _table(kind: str, records: list) -> str:
+    counts = {side: Counter((r[side] or {}).get("status", "-") for r in records) for side in SIDES}
+    labels = Counter(r["label"] for r in records)
+    times = [r["seconds"] for r in records if r.get("seconds") is not None]
+    own = Counter((r["xir"] or {}).get("status") for r in records if r["label"] == "xir-own")
+    lines = [f"kind {kind}: {len(records)} programs"
+             + (f", {statistics.mean(times):.1f} s/program (median {statistics.median(times):.1f}, max {max(times):.1f})"
+                if times else "")]
+    lines.append(f"  {'outcome':<15}{'xir':>6}{'stock':>7}")
+    for status in CLASSES:
+        if counts["xir"][status] or counts["stock"][status] or status in ("ok", "lower-failed", "load-failed",
+                                                                          "wrong-result"):
+            lines.append(f"  {status:<15}{counts['xir'][status]:>6}{counts['stock'][status]:>7}")
+    lines.append(f"  xir's own failures: {labels['xir-own']}"
+                 + (f" ({', '.join(f'{k} {v}' for k, v in sorted(own.items()))})" if own else ""))
+    lines.append(f"  shared failures: {labels['shared']}   stock fails, xir ok: {labels['stock-only']}   "
+                 f"invalid (non-finite reference): {labels['invalid']}")
+    return "\n".join(lines)
+
+
+def print_report(kinds: list, records: list) -> None:
+    """The tables per kind and the list of xir's own failures."""
+    by_kind = defaultdict(list)
+    for record in records:
+        by_kind[record["kind"]].append(record)
+    print()
+    for kind in kinds:
+        if by_kind[kind]:
+            print(_table(kind, by_kind[kind]))
+            print()
+    own = [r for r in records if r["label"] == "xir-own"]
+    if not own:
+        return
+    from .shrink import signature
+
+    groups = Counter(signature(r) for r in own)
+    print("xir's own failures, by signature (xir class / key / stock class):")
+    for sig, n in groups.most_common():
+        print(f"  {n:>3} x {' / '.join(str(part) for part in sig)}")
+    print("xir's own failures:")
+    for r in own:
+        shrunk = r.get("shrunk")
+        size = f"{r.get('ops')} ops" + (f" -> {shrunk['ops']}" if shrunk else "")
+        print(f"  {r['kind']} seed {r['seed']} ({r.get('via')}, {size}): {r['xir']['status']}: {_short(r['xir'], 200)}")
+        if r.get("repro"):
+            print(f"      {r['repro']}")
+
+
+def report(args) -> int:
+    """Print the tables of a finished campaign from its summary.json."""
+    summary = json.loads((Path(args.report) / "summary.json").read_text())
+    kinds = [k for k in KINDS if any(r["kind"] == k for r in summary["programs"])]
+    print_report(kinds, summary["programs"])
+    return 0
+
+
+def campaign(args) -> int:
+    from .pool import Pool
+    from .repro import write_repro
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    kinds = list(KINDS) if args.kind == "all" else [args.kind]
+    seeds = list(range(args.seed, args.seed + args.count))
+    keyed = [((kind, seed), _task(kind, seed, args)) for kind in kinds for seed in seeds]
+    total = len(keyed)
+    print(f"xir_fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}), {args.jobs} workers, "
+          f"timeout {args.timeout:g} s per phase, output in {out}/", flush=True)
+    start = time.monotonic()
+    records: dict = {}
+    outcomes: dict = {}
+    with Pool(args.jobs, args.timeout, out / "logs") as pool:
+        for index, (key, outcome) in enumerate(pool.run(keyed), 1):
+            record = _record(key[0], key[1], outcome)
+            records[key], outcomes[key] = record, outcome
+            print(_progress_line(record, index, total), flush=True)
+        run_seconds = time.monotonic() - start
+        failures = [key for key in records if records[key]["label"] not in ("ok", "invalid")]
+        if failures:
+            print(f"\n{len(failures)} failing programs: writing repros"
+                  + (f" (shrinking the {args.shrink} ones)" if args.shrink != "none" else ""), flush=True)
+        from .shrink import signature
+
+        shrunk_signatures = Counter()
+        for key in failures:
+            record, outcome = records[key], outcomes[key]
+            record["signature"] = list(signature(outcome))
+            if not outcome.get("program"):
+                continue
+            program = Program.from_json(outcome["program"])
+            small, small_outcome = program, outcome
+            if _should_shrink(record, args.shrink) and shrunk_signatures[signature(outcome)] < args.shrink_per_signature:
+                shrunk_signatures[signature(outcome)] += 1
+                print(f"  {key[0]} seed {key[1]}: {record['label']} {record['xir']['status']} "
+                      f"({len(program.ops)} ops)", flush=True)
+                small, small_outcome, evals = shrink_failure(pool, program, outcome, args,
+                                                             log=lambda text: print(text, flush=True))
+                record["shrunk"] = {"ops": len(small.ops), "outputs": len(small.outputs), "runs": evals,
+                                    "xir": small_outcome.get("xir"), "stock": small_outcome.get("stock")}
+            path = write_repro(out, small, small_outcome, record["label"], original=program,
+                               timeout=max(600.0, 3 * args.timeout))
+            if small is not program:
+                write_repro(out / "original", program, outcome, record["label"], timeout=max(600.0, 3 * args.timeout))
+            record["repro"] = str(path)
+    total_seconds = time.monotonic() - start
+    by_kind = defaultdict(list)
+    for (kind, _), record in records.items():
+        by_kind[kind].append(record)
+    print_report(kinds, list(records.values()))
+    print(f"\n{total} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, total):.1f} worker-s/program), "
+          f"total with shrinking {total_seconds:.0f} s; summary: {out / 'summary.json'}")
+    summary = {
+        "args": {k: v for k, v in vars(args).items() if k != "run"},
+        "seconds": round(total_seconds, 1),
+        "programs": list(records.values()),
+        "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
+                   | {"labels": dict(Counter(r["label"] for r in by_kind[kind]))} for kind in kinds},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def replay(args) -> int:
+    from . import case
+    from .generator import generate
+    from .pool import Pool
+    from .repro import write_repro
+
+    kind = "fp32" if args.kind == "all" else args.kind
+    program = generate(args.replay, kind, max_ops=args.max_ops, min_ops=args.min_ops)
+    print(f"# {program.describe()}")
+    print(program.module_source())
+    with Pool(1, args.timeout, Path(args.out) / "logs") as pool:
+        outcome = pool.map([{"program": program.to_json(), "sides": list(SIDES)}])[0]
+        result = label(outcome)
+        print(f"xir:   {case.describe(outcome['xir'])}")
+        print(f"stock: {case.describe(outcome['stock'])}")
+        print(f"=> {result}")
+        if result not in ("ok", "invalid") and (args.shrink != "none"):
+            small, small_outcome, evals = shrink_failure(pool, program, outcome, args)
+            path = write_repro(args.out, small, small_outcome, result, original=program)
+            print(f"shrunk to {len(small.ops)} ops in {evals} runs:\n{small.module_source()}")
+            print(f"xir:   {case.describe(small_outcome['xir'])}")
+            print(f"stock: {case.describe(small_outcome['stock'])}")
+            print(f"repro: {path}")
+        elif result not in ("ok", "invalid"):
+            print(f"repro: {write_repro(args.out, program, outcome, result)}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m xir_fuzz", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--kind", default="all", choices=list(KINDS) + ["all"], help="program kind (default: all)")
+    p.add_argument("--count", type=int, default=20, help="programs per kind (default: 20)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (default: 2)")
+    p.add_argument("--out", default="fuzz-out", help="folder for repros, logs and summary.json (default: fuzz-out)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds per phase (prepare, xir, stock) of one program (default: 60)")
+    p.add_argument("--max-ops", type=int, default=12, help="ops per program at most (default: 12)")
+    p.add_argument("--min-ops", type=int, default=3, help="ops per program at least (default: 3)")
+    p.add_argument("--shrink", choices=["own", "xir", "all", "none"], default="xir",
+                   help="which failures to shrink before writing their repro: own (xir's own), xir (every program xir "
+                        "fails; default), all (stock-only too), none")
+    p.add_argument("--shrink-evals", type=int, default=120, help="runs per shrink at most (default: 120)")
+    p.add_argument("--shrink-per-signature", type=int, default=2, metavar="N",
+                   help="shrink at most N failures of each signature (xir's class and error site, stock's class); "
+                        "the others get unshrunk repros (default: 2)")
+    p.add_argument("--shrink-time", type=float, default=600.0, help="seconds per shrink at most (default: 600)")
+    p.add_argument("--replay", type=int, metavar="SEED", help="re-run one program (with --kind): print its source and outcomes")
+    p.add_argument("--report", metavar="DIR", help="print the tables of a finished campaign (DIR/summary.json)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.count < 1:
+        parser().error("--count must be at least 1")
+    if args.replay is not None:
+        return replay(args)
+    if args.report is not None:
+        return report(args)
+    return campaign(args)
