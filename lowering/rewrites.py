@@ -123,8 +123,7 @@ class DecomposeGeluTanh(PatternRewritePass):
 
     name = "xnnpack.decompose-gelu-tanh"
 
-    def patterns(self):
-        return [decompose_gelu_tanh]
+    rules = (decompose_gelu_tanh,)
 
 
 _SCALAR_TO_TENSOR = {"aten.mul.Scalar": "aten.mul.Tensor", "aten.add.Scalar": "aten.add.Tensor",
@@ -157,8 +156,7 @@ class ScalarOperandsAsConstants(PatternRewritePass):
 
     name = "xnnpack.scalar-operands-as-constants"
 
-    def patterns(self):
-        return [scalar_operand_as_constant]
+    rules = (scalar_operand_as_constant,)
 
 
 @rewrite_pattern("aten.mean.dim")
@@ -196,8 +194,7 @@ class MeanOverLastDims(PatternRewritePass):
 
     name = "xnnpack.mean-over-last-dims"
 
-    def patterns(self):
-        return [mean_over_last_dims]
+    rules = (mean_over_last_dims,)
 
 
 CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")

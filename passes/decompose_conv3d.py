@@ -113,5 +113,4 @@ class DecomposeConv3d(PatternRewritePass):
 
     name = "decompose-conv3d"
 
-    def patterns(self):
-        return [decompose_conv3d]
+    rules = (decompose_conv3d,)

@@ -44,5 +44,4 @@ class LayerNormInFp32(PatternRewritePass):
 
     name = "layer-norm-in-fp32"
 
-    def patterns(self):
-        return [layer_norm_in_fp32]
+    rules = (layer_norm_in_fp32,)

@@ -39,5 +39,4 @@ class MeanKeepdim(PatternRewritePass):
 
     name = "mean-keepdim"
 
-    def patterns(self):
-        return [keep_spatial_dims]
+    rules = (keep_spatial_dims,)

@@ -106,6 +106,5 @@ class RemoveNoOps(PatternRewritePass):
 
     name = "remove-no-ops"
 
-    def patterns(self):
-        return [drop_identity_reshape, drop_identity_permute, drop_identity_convert, fold_view_of_view,
-                fold_permute_of_permute]
+    rules = (drop_identity_reshape, drop_identity_permute, drop_identity_convert, fold_view_of_view,
+             fold_permute_of_permute)

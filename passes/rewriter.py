@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter, deque
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 import attrs
 
@@ -221,10 +221,14 @@ def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], ma
 
 
 class PatternRewritePass(Pass, register=False):
-    """A pass that applies ``patterns()`` greedily. ``last_stats`` keeps the counts of the last run."""
+    """A pass that applies its rules greedily: the class attribute ``rules``, or what
+    ``patterns()`` returns when the rules depend on the pass's options. ``last_stats`` keeps the
+    counts of the last run."""
+
+    rules: ClassVar[tuple[RewritePattern, ...]] = ()
 
     def patterns(self) -> Sequence[RewritePattern]:
-        raise NotImplementedError
+        return self.rules
 
     def run(self, graph: Graph) -> bool:
         stats = apply_patterns_greedily(graph, self.patterns())

@@ -36,5 +36,4 @@ class ShapeOpsAsViews(PatternRewritePass):
 
     name = "shape-ops-as-views"
 
-    def patterns(self):
-        return [shape_op_as_view]
+    rules = (shape_op_as_view,)
