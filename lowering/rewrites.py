@@ -217,6 +217,16 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
     memory_format = node.attributes.get("memory_format")
     if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
         return rewriter.notify_match_failure(node, f"changes the memory format to {memory_format.name}")
+    if result.dtype is DType.f32:
+        # measured: an f32 result of a bf16 -> f32 convert that leaves the delegate (returned, or read
+        # by an op left outside) corrupts another output of the delegate. Convert only what XNNPACK
+        # reads on: every reader is an op it takes.
+        from .capability import Options, float_verdict
+
+        options = Options(enable_bf16=True)
+        readers = node.result.users
+        if any(user.is_return or not float_verdict(user, options).supported for user in readers):
+            return rewriter.notify_match_failure(node, "an upcast whose result is returned or read by an op XNNPACK does not take")
     convert = rewriter.insert_before(node, rewriter.create("xir.convert", [node.input], attributes={"dtype": result.dtype}))
     rewriter.replace_node(node, [convert.result])
     return True

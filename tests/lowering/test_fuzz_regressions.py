@@ -220,3 +220,28 @@ def test_an_op_left_outside_does_not_fail_executorchs_final_check():
     ref = reference(ep, inputs)[0]
     assert ours.err([ref]) <= 0.1 * max(1.0, ref.abs().max().item())
     assert ours.outside["aten.upsample_bilinear2d.vec"] == 1  # quantized input, float output: outside
+
+
+class UpcastLeavingTheDelegate(torch.nn.Module):
+    def __init__(self, returned: bool):
+        super().__init__()
+        self.returned = returned
+
+    def forward(self, x):
+        v = x / (x.abs() + 1.0)
+        up = v.float()
+        w = v.unsqueeze(4)
+        return (up if self.returned else torch.cumsum(up, 0)), torch.matmul(w, w.transpose(-2, -1))
+
+
+@pytest.mark.parametrize("returned", [True, False], ids=["returned", "read-outside"])
+def test_a_bf16_upcast_whose_result_leaves_xnnpack_stays_a_cast(returned):
+    inputs = (torch.randn(1, 1, 6, 12, dtype=BF16),)
+    ep = torch.export.export(UpcastLeavingTheDelegate(returned).eval().to(BF16), inputs)
+    ours = lower(ep, inputs, "xir", via="backend", enable_bf16=True)
+    # before: the upcast became an xir.convert whose f32 result left the delegate, and the other
+    # output came back as garbage (max error 1e38)
+    assert ours.ran, ours.error
+    for out, expected in zip(ours.outputs, reference(ep, inputs)):
+        assert (out.float() - expected.float()).abs().max().item() <= 2 ** -6 * max(1.0, expected.float().abs().max().item())
+    assert ours.outside["dim_order_ops._to_dim_order_copy"] >= 1 and ours.delegated["xir.bmm_f32out"] == 1  # the upcast stays a cast

@@ -236,13 +236,31 @@ CASTS = [
       param %w: bf16[3]
       %a: f32[3] = dim_order_ops._to_dim_order_copy(%w) {dtype=f32}
       %b: f32[3] = aten.mul.Tensor(%a, %a)
-      return %b, %a
+      %c: f32[3] = aten.add.Tensor(%a, %b)
+      return %c
     }""", """
     graph @g {
       param %w: bf16[3]
       %a: f32[3] = xir.convert(%w) {dtype=f32}
       %b: f32[3] = aten.mul.Tensor(%a, %a)
+      %c: f32[3] = aten.add.Tensor(%a, %b)
+      return %c
+    }"""),
+    # an upcast whose f32 result leaves XNNPACK corrupts another output of the delegate (measured):
+    # returned, or read by an op XNNPACK does not take, it stays a cast
+    case("declined-upcast-is-an-output", """
+    graph @g {
+      param %w: bf16[3]
+      %a: f32[3] = dim_order_ops._to_dim_order_copy(%w) {dtype=f32}
+      %b: f32[3] = aten.mul.Tensor(%a, %a)
       return %b, %a
+    }"""),
+    case("declined-upcast-read-by-an-op-left-outside", """
+    graph @g {
+      input %x: bf16[3]
+      %a: f32[3] = dim_order_ops._to_dim_order_copy(%x) {dtype=f32}
+      %b: f32[3] = aten.cumsum(%a) {dim=0}
+      return %b
     }"""),
     case("declined-0d-would-stay-outside", """
     graph @g {
