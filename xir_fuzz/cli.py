@@ -133,6 +133,12 @@ def _table(kind: str, records: list) -> str:
                  + (f" ({', '.join(f'{k} {v}' for k, v in sorted(own.items()))})" if own else ""))
     lines.append(f"  shared failures: {labels['shared']}   stock fails, xir ok: {labels['stock-only']}   "
                  f"invalid (non-finite reference): {labels['invalid']}")
+    both = [(r["xir"], r["stock"]) for r in records if r["label"] == "ok" and (r["xir"] or {}).get("outside") is not None
+            and (r["stock"] or {}).get("outside") is not None]
+    if both:
+        more = sum(1 for x, s in both if x["outside"] > s["outside"])
+        fewer = sum(1 for x, s in both if x["outside"] < s["outside"])
+        lines.append(f"  both ok ({len(both)}): xir leaves more ops outside XNNPACK than stock in {more}, fewer in {fewer}")
     return "\n".join(lines)
 
 
@@ -146,6 +152,16 @@ def print_report(kinds: list, records: list) -> None:
         if by_kind[kind]:
             print(_table(kind, by_kind[kind]))
             print()
+    worse = [r for r in records if r["label"] == "shared" and r["xir"]["status"] in ("wrong-result", "crashed")
+             and r["stock"]["status"] not in ("wrong-result", "crashed")]
+    if worse:  # shared by the definition, but xir's outcome is the worse one: silently wrong numbers
+        print("shared failures where xir gives wrong results (or crashes) and stock refuses the program:")
+        for r in worse:
+            print(f"  {r['kind']} seed {r['seed']} ({r.get('via')}): xir {r['xir']['status']}: {_short(r['xir'], 120)}; "
+                  f"stock {r['stock']['status']}")
+            if r.get("repro"):
+                print(f"      {r['repro']}")
+        print()
     own = [r for r in records if r["label"] == "xir-own"]
     if not own:
         return

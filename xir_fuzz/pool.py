@@ -127,7 +127,13 @@ class _Worker:
         parent, child = context.Pipe()
         self.conn = parent
         self.process = context.Process(target=_worker_main, args=(child, str(self.log_path)), daemon=True)
-        self.process.start()
+        # an empty TORCH_LOGS (the xir command sets one) makes `import torch` fail in the child
+        saved = os.environ.pop("TORCH_LOGS") if os.environ.get("TORCH_LOGS") == "" else None
+        try:
+            self.process.start()
+        finally:
+            if saved is not None:
+                os.environ["TORCH_LOGS"] = saved
         child.close()
         self.ready = False
         self.job = None  # the _Job it runs
@@ -243,6 +249,8 @@ class Pool:
                             raise RuntimeError(f"fuzz workers die at start-up; see {worker.log_path}")
                     if job is not None:
                         timed_out = not dead
+                        if dead:  # the pipe can close before the process is reaped: wait for its exit code
+                            worker.process.join(timeout=10)
                         reason = (f"timeout after {self.timeout:g} s in {job.phase}" if timed_out
                                   else f"worker died in {job.phase}: {_signal_name(worker.process.exitcode)}")
                     worker.stop(kill=True)
