@@ -165,9 +165,9 @@ class XnnpackPartitioner(_base()):
 
 def _with_partitioner_options(p: Pass, options: Options) -> Pass:
     """Passes that create ops only XNNPACK runs take their settings from the partitioner."""
-    from .rewrites import PARTITIONER_OPTION_PASSES
+    from .rewrites import Bf16Rewrite
 
-    if isinstance(p, PARTITIONER_OPTION_PASSES):
+    if isinstance(p, Bf16Rewrite):
         return attrs.evolve(p, enable_bf16=options.enable_bf16)
     return p
 

@@ -13,9 +13,22 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from passes.pass_base import RENAMED_PASSES
+from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
 
 from . import xnnpack_ops  # noqa: F401  (registers the ops and their XNNPACK visitors)
+
+
+@attrs.frozen
+class Bf16Rewrite(PatternRewritePass, register=False):
+    """A rewrite that creates xir's own ops for bf16: its rules run only with ``enable_bf16`` (the
+    partitioner sets it from its own), since without it bf16 stays outside XNNPACK and xir's ops
+    would have no kernel there."""
+
+    enable_bf16: bool = False
+
+    def patterns(self):
+        return self.rules if self.enable_bf16 else ()
 
 
 @rewrite_pattern("aten.bmm")
@@ -31,15 +44,11 @@ def bf16_bmm_f32_output(node: Node, rewriter: Rewriter) -> bool:
 
 
 @attrs.frozen
-class Bf16BmmF32Output(PatternRewritePass):
+class Bf16BmmF32Output(Bf16Rewrite):
     """Rewrite bf16 bmm as XNNPACK computes it: bf16 x bf16 -> fp32, then a convert to bf16."""
 
     name = "xnnpack.bf16-bmm-f32-output"
-    enable_bf16: bool = False
-
-    def patterns(self):
-        # without enable_bf16, bf16 stays outside XNNPACK: xir's ops would have no kernel there
-        return [bf16_bmm_f32_output] if self.enable_bf16 else []
+    rules = (bf16_bmm_f32_output,)
 
 
 # ops XNNPACK defines in fp32 but not in bf16
@@ -78,15 +87,12 @@ def bf16_in_fp32(node: Node, rewriter: Rewriter) -> bool:
 
 
 @attrs.frozen
-class Bf16InFp32(PatternRewritePass):
+class Bf16InFp32(Bf16Rewrite):
     """Run bf16 ops XNNPACK cannot define in bf16 (conv, pooling, mean, softmax, bilinear upsampling)
     in fp32 inside XNNPACK: convert in, compute in fp32 (constant weights converted once), convert out."""
 
     name = "xnnpack.bf16-in-fp32"
-    enable_bf16: bool = False
-
-    def patterns(self):
-        return [bf16_in_fp32] if self.enable_bf16 else []
+    rules = (bf16_in_fp32,)
 
 
 @rewrite_pattern("aten.gelu")
@@ -211,12 +217,9 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "not a cast between f32 and bf16")
     if not 1 <= x.rank <= MAX_RANK or not x.is_static or x.numel() == 0:
         return rewriter.notify_match_failure(node, f"{x.rank}-D or symbolic or empty: it would stay outside XNNPACK")
-    dim_order = node.attributes.get("dim_order")
-    if dim_order is not None and list(dim_order) != list(range(x.rank)):
-        return rewriter.notify_match_failure(node, f"changes the dim order to {dim_order}")
-    memory_format = node.attributes.get("memory_format")
-    if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
-        return rewriter.notify_match_failure(node, f"changes the memory format to {memory_format.name}")
+    change = layout_change(node)
+    if change:
+        return rewriter.notify_match_failure(node, change)
     if result.dtype is DType.f32:
         # measured: an f32 result of a bf16 -> f32 convert that leaves the delegate (returned, or read
         # by an op left outside) corrupts another output of the delegate. Convert only what XNNPACK
@@ -233,16 +236,12 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
 
 
 @attrs.frozen
-class CastsAsConverts(PatternRewritePass):
+class CastsAsConverts(Bf16Rewrite):
     """Rewrite bf16 <-> f32 casts (rank 1-6, same layout) as xir.convert, which XNNPACK runs (with enable_bf16)."""
 
     name = "xnnpack.casts-as-converts"
-    enable_bf16: bool = False
-
-    def patterns(self):
-        return [cast_as_convert] if self.enable_bf16 else []
+    rules = (cast_as_convert,)
 
 
-PARTITIONER_OPTION_PASSES = (Bf16BmmF32Output, Bf16InFp32, CastsAsConverts)
 for _cls in (Bf16BmmF32Output, Bf16InFp32, DecomposeGeluTanh):
     RENAMED_PASSES[_cls.name.removeprefix("xnnpack.")] = _cls.name

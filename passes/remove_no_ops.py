@@ -38,6 +38,17 @@ def _next_to_decomposed_linear(node: Node) -> bool:
         any(user.op in DECOMPOSED_LINEAR_OPS for user in node.users)
 
 
+def layout_change(node: Node) -> str | None:
+    """How a copy or conversion changes its tensor's layout (dim order, memory format), or None."""
+    dim_order = node.attributes.get("dim_order")
+    if dim_order is not None and list(dim_order) != list(range(node.results[0].rank)):
+        return f"changes the dim order to {dim_order}"
+    memory_format = node.attributes.get("memory_format")
+    if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
+        return f"changes the memory format to {memory_format.name}"
+    return None
+
+
 def _same_type(node: Node) -> bool:
     source, result = node.operands[0].type, node.results[0].type
     return isinstance(source, TensorType) and source == result and source.is_static
@@ -65,12 +76,9 @@ def drop_identity_permute(node: Node, rewriter: Rewriter) -> bool:
 def drop_identity_convert(node: Node, rewriter: Rewriter) -> bool:
     if not _same_type(node):
         return rewriter.notify_match_failure(node, "changes the dtype")
-    dim_order = node.attributes.get("dim_order")
-    if dim_order is not None and dim_order != list(range(node.results[0].rank)):
-        return rewriter.notify_match_failure(node, f"changes the dim order to {dim_order}")
-    memory_format = node.attributes.get("memory_format")
-    if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
-        return rewriter.notify_match_failure(node, f"changes the memory format to {memory_format.name}")
+    change = layout_change(node)
+    if change:
+        return rewriter.notify_match_failure(node, change)
     return _bypass(node, rewriter)
 
 
