@@ -203,6 +203,111 @@ class MeanOverLastDims(PatternRewritePass):
     rules = (mean_over_last_dims,)
 
 
+def _float_constant(rewriter: Rewriter, base: str, value_type: TensorType, number: float, shape=()):
+    """A constant of ``value_type``'s float dtype filled with ``number``."""
+    import torch
+
+    dtype = getattr(torch, _TORCH_DTYPES[value_type.dtype])
+    return rewriter.add_constant(base, TensorType(value_type.dtype, tuple(shape)), torch.full(tuple(shape), number, dtype=dtype))
+
+
+@rewrite_pattern("aten.expand_copy")
+def expand_as_broadcast(node: Node, rewriter: Rewriter) -> bool:
+    """An expand that repeats elements => x * ones, the ones only as large as the repeated dims:
+    XNNPACK has no expand but broadcasts a multiply (grouped-query attention's repeat_kv, the
+    masks of encoders). Exact: x * 1 == x."""
+    from .rules import MAX_RANK
+
+    x, result = node.input.type, node.result.type
+    if not isinstance(x, TensorType) or not isinstance(result, TensorType) or x.dtype not in _TORCH_DTYPES:
+        return rewriter.notify_match_failure(node, "not a float tensor")
+    if not x.is_static or not result.is_static:
+        return rewriter.notify_match_failure(node, "symbolic shape")
+    if not 1 <= result.rank <= MAX_RANK or result.numel() == 0:
+        return rewriter.notify_match_failure(node, f"a {result.rank}-D or empty result: it would stay outside XNNPACK")
+    if x.numel() == result.numel():
+        return rewriter.notify_match_failure(node, "adds no elements (shape-ops-as-views makes it a view)")
+    aligned = (1,) * (result.rank - x.rank) + tuple(x.shape)
+    ones_shape = [size if have == 1 else 1 for have, size in zip(aligned, result.shape)]
+    ones = _float_constant(rewriter, "expand_ones", result, 1.0, ones_shape)
+    product = rewriter.insert_before(node, rewriter.create("aten.mul.Tensor", [node.input, ones]))
+    rewriter.replace_node(node, [product.result])
+    return True
+
+
+@attrs.frozen
+class ExpandAsBroadcast(PatternRewritePass):
+    """Rewrite an expand that repeats elements (float, static, rank 1-6) as a broadcasting multiply by ones."""
+
+    name = "xnnpack.expand-as-broadcast"
+
+    rules = (expand_as_broadcast,)
+
+
+def _producer(value, *ops):
+    node = value.producer
+    return node if node is not None and node.op in ops else None
+
+
+def _is_zero_fill(value) -> bool:
+    node = _producer(value, "aten.full_like", "aten.zeros_like")
+    return node is not None and (node.op == "aten.zeros_like" or node.attribute("fill_value") == 0)
+
+
+def _all_masked_rows(condition, x, dim) -> bool:
+    """condition == not any(not (x == -inf), dim, keepdim): the rows of x that are all -inf."""
+    outer = _producer(condition, "aten.logical_not")
+    any_ = outer and _producer(outer.operands[0], "aten.any.dim")
+    inner = any_ and _producer(any_.operands[0], "aten.logical_not")
+    eq = inner and _producer(inner.operands[0], "aten.eq.Scalar")
+    if not eq or eq.operands[0] is not x or eq.attributes.get("other") != -math.inf:
+        return False
+    return bool(any_.attributes.get("keepdim")) and any_.attributes.get("dim") % x.rank == dim % x.rank
+
+
+@rewrite_pattern("aten.where.self")
+def safe_softmax(node: Node, rewriter: Rewriter) -> bool:
+    """where(row all -inf, 0, softmax(x)) (PyTorch's _safe_softmax, which attention with a mask
+    exports) => softmax(clamp(x, min=lowest)) * clamp(x/2 + highest, 0, 1). The clamp keeps a
+    fully masked row finite (uniform instead of NaN) and the factor is 0 exactly where x is -inf
+    and 1 elsewhere, so a fully masked row gives 0; in a row with any finite entry the -inf
+    entries were already 0. All of it XNNPACK runs."""
+    import torch
+
+    condition, zeros, probabilities = node.operands
+    softmax = _producer(probabilities, "aten._softmax")
+    if softmax is None or not isinstance(softmax.input.type, TensorType):
+        return rewriter.notify_match_failure(node, "not a where over a softmax")
+    x = softmax.input
+    if x.dtype not in _TORCH_DTYPES or not x.type.is_static:
+        return rewriter.notify_match_failure(node, "not a static float softmax")
+    if not _is_zero_fill(zeros) or zeros.type != probabilities.type or node.result.type != probabilities.type:
+        return rewriter.notify_match_failure(node, "the other branch is not zeros like the softmax")
+    if not _all_masked_rows(condition, x, softmax.attribute("dim")):
+        return rewriter.notify_match_failure(node, "the condition is not 'the row is all -inf'")
+    info = torch.finfo(getattr(torch, _TORCH_DTYPES[x.dtype]))
+
+    def op(name, operands, **attributes):
+        return rewriter.insert_before(node, rewriter.create(name, operands, attributes=attributes)).result
+
+    finite = op("aten.clamp", [x], min=float(info.min), max=None)
+    new_softmax = op("aten._softmax", [finite], dim=softmax.attribute("dim"), half_to_float=softmax.attribute("half_to_float"))
+    half = op("aten.mul.Tensor", [x, _float_constant(rewriter, "softmax_half", x.type, 0.5)])
+    shifted = op("aten.add.Tensor", [half, _float_constant(rewriter, "softmax_highest", x.type, float(info.max))])
+    keep = op("aten.clamp", [shifted], min=0.0, max=1.0)
+    rewriter.replace_node(node, [op("aten.mul.Tensor", [new_softmax, keep])])
+    return True
+
+
+@attrs.frozen
+class SafeSoftmax(PatternRewritePass):
+    """Rewrite a softmax whose all--inf rows are set to 0 (attention with a mask) as ops XNNPACK runs."""
+
+    name = "xnnpack.safe-softmax"
+
+    rules = (safe_softmax,)
+
+
 CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")
 
 

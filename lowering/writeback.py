@@ -72,7 +72,8 @@ def write_back(graph: Graph, ep: Any) -> None:
         with fx_graph.inserting_before(anchor):
             kind = getattr(TorchInputKind, _INPUT_KINDS[value.input_kind])
             extra = {"persistent_buffer": True} if kind == TorchInputKind.BUFFER else {}
-            node = create_constant_placeholder(ep, fx_graph, value.name, kind, value.data.detach().contiguous(), **extra)
+            name = _free_attribute_name(gm, value.name)
+            node = create_constant_placeholder(ep, fx_graph, name, kind, value.data.detach().contiguous(), **extra)
         value.fx_node = node
         to_fx[id(value)] = node
 
@@ -143,6 +144,17 @@ def write_back(graph: Graph, ep: Any) -> None:
                 delete_constant_placeholder(ep, fx_node)
     fx_graph.lint()
     gm.recompile()
+
+
+def _free_attribute_name(gm: torch.fx.GraphModule, base: str) -> str:
+    """``base``, or ``base_1``, ``base_2``...: a constant becomes an attribute of the graph module,
+    so its name must not be one the module has (``half``, ``float``, ``training``, another constant)."""
+    taken = {n.name for n in gm.graph.nodes}
+    name, suffix = base, 0
+    while name in taken or hasattr(gm, name):
+        suffix += 1
+        name = f"{base}_{suffix}"
+    return name
 
 
 def _rename_outputs(ep: Any, outputs: list) -> None:

@@ -297,3 +297,145 @@ def test_casts_as_converts(before, expected, changed):
 def test_casts_stay_without_enable_bf16():
     text = CASTS[0].values[0]
     check_pipeline(text, "xnnpack.casts-as-converts", text, changed=False)
+
+
+EXPANDS = [
+    case("ordinary-repeat-kv", """
+    graph @g {
+      input %k: f32[1,2,1,8,4]
+      %a: f32[1,2,3,8,4] = aten.expand_copy(%k) {size=[1, 2, 3, 8, 4]}
+      %b: f32[1,6,8,4] = aten.view_copy(%a) {size=[1, 6, 8, 4]}
+      return %b
+    }""", """
+    graph @g {
+      input %k: f32[1,2,1,8,4]
+      param %expand_ones: f32[1,1,3,1,1]
+      %a: f32[1,2,3,8,4] = aten.mul.Tensor(%k, %expand_ones)
+      %b: f32[1,6,8,4] = aten.view_copy(%a) {size=[1, 6, 8, 4]}
+      return %b
+    }"""),
+    case("output-new-leading-dims-result-is-output", """
+    graph @g {
+      input %x: bf16[1,4]
+      %a: bf16[2,3,4] = aten.expand_copy(%x) {size=[2, 3, 4]}
+      return %a, %x
+    }""", """
+    graph @g {
+      input %x: bf16[1,4]
+      param %expand_ones: bf16[2,3,1]
+      %a: bf16[2,3,4] = aten.mul.Tensor(%x, %expand_ones)
+      return %a, %x
+    }"""),
+    case("const-operand-is-param-and-several-uses", """
+    graph @g {
+      param %w: f32[3,1]
+      %a: f32[3,5] = aten.expand_copy(%w) {size=[-1, 5]}
+      %b: f32[3,5] = aten.add.Tensor(%a, %a)
+      return %b, %a
+    }""", """
+    graph @g {
+      param %w: f32[3,1]
+      param %expand_ones: f32[1,5]
+      %a: f32[3,5] = aten.mul.Tensor(%w, %expand_ones)
+      %b: f32[3,5] = aten.add.Tensor(%a, %a)
+      return %b, %a
+    }"""),
+    case("declined-integer", """
+    graph @g {
+      input %x: i64[1,4]
+      %a: i64[3,4] = aten.expand_copy(%x) {size=[3, 4]}
+      return %a
+    }"""),
+    case("declined-7d-result", """
+    graph @g {
+      input %x: f32[1,1,1,1,1,1,4]
+      %a: f32[2,1,1,1,1,1,4] = aten.expand_copy(%x) {size=[2, 1, 1, 1, 1, 1, 4]}
+      return %a
+    }"""),
+    case("declined-symbolic", """
+    graph @g {
+      input %x: f32[s0,1]
+      %a: f32[s0,4] = aten.expand_copy(%x) {size=[-1, 4]}
+      return %a
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", EXPANDS)
+def test_expand_as_broadcast(before, expected, changed):
+    graph = check_pipeline(before, "xnnpack.expand-as-broadcast", expected, changed=changed)
+    if changed:
+        ones = graph.input_named("expand_ones").data
+        assert bool((ones == 1).all())
+
+
+def safe_softmax_graph(dtype="f32", returned="", other="-inf", fill="0", keepdim="true"):
+    return f"""
+    graph @g {{
+      input %x: {dtype}[1,2,1,4]
+      %s: {dtype}[1,2,1,4] = aten._softmax(%x) {{dim=-1, half_to_float=false}}
+      %e: bool[1,2,1,4] = aten.eq.Scalar(%x) {{other={other}}}
+      %n: bool[1,2,1,4] = aten.logical_not(%e)
+      %a: bool[1,2,1,1] = aten.any.dim(%n) {{dim=-1, keepdim={keepdim}}}
+      %m: bool[1,2,1,1] = aten.logical_not(%a)
+      %z: {dtype}[1,2,1,4] = aten.full_like(%s) {{fill_value={fill}, pin_memory=false}}
+      %w: {dtype}[1,2,1,4] = aten.where.self(%m, %z, %s)
+      return %w{returned}
+    }}"""
+
+
+def safe_softmax_rewritten(dtype="f32", lowest="-3.4028234663852886e+38", returned=""):
+    return f"""
+    graph @g {{
+      input %x: {dtype}[1,2,1,4]
+      param %softmax_half: {dtype}[]
+      param %softmax_highest: {dtype}[]
+      %s: {dtype}[1,2,1,4] = aten._softmax(%x) {{dim=-1, half_to_float=false}}
+      %e: bool[1,2,1,4] = aten.eq.Scalar(%x) {{other=-inf}}
+      %n: bool[1,2,1,4] = aten.logical_not(%e)
+      %a: bool[1,2,1,1] = aten.any.dim(%n) {{dim=-1, keepdim=true}}
+      %m: bool[1,2,1,1] = aten.logical_not(%a)
+      %z: {dtype}[1,2,1,4] = aten.full_like(%s) {{fill_value=0, pin_memory=false}}
+      %c: {dtype}[1,2,1,4] = aten.clamp(%x) {{min={lowest}, max=none}}
+      %t: {dtype}[1,2,1,4] = aten._softmax(%c) {{dim=-1, half_to_float=false}}
+      %h: {dtype}[1,2,1,4] = aten.mul.Tensor(%x, %softmax_half)
+      %p: {dtype}[1,2,1,4] = aten.add.Tensor(%h, %softmax_highest)
+      %k: {dtype}[1,2,1,4] = aten.clamp(%p) {{min=0.0, max=1.0}}
+      %w: {dtype}[1,2,1,4] = aten.mul.Tensor(%t, %k)
+      return %w{returned}
+    }}"""
+
+
+SAFE_SOFTMAX = [
+    case("ordinary", safe_softmax_graph(), safe_softmax_rewritten()),
+    case("output-input-is-also-returned-bf16", safe_softmax_graph("bf16", returned=", %x"),
+         safe_softmax_rewritten("bf16", lowest="-3.3895313892515355e+38", returned=", %x")),
+    case("declined-not-minus-inf", safe_softmax_graph(other="0.0")),
+    case("declined-fill-not-zero", safe_softmax_graph(fill="1")),
+    case("declined-no-keepdim", safe_softmax_graph(keepdim="false").replace("bool[1,2,1,1]", "bool[1,2,1]")),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", SAFE_SOFTMAX)
+def test_safe_softmax(before, expected, changed):
+    graph = check_pipeline(before, "xnnpack.safe-softmax", expected, changed=changed)
+    if changed:
+        assert float(graph.input_named("softmax_half").data) == 0.5
+        assert float(graph.input_named("softmax_highest").data) > 3e38
+
+
+def test_safe_softmax_then_dead_code_leaves_no_bool_ops():
+    graph = check_pipeline(safe_softmax_graph(), "xnnpack.safe-softmax,dead-code-elimination", """
+    graph @g {
+      input %x: f32[1,2,1,4]
+      param %softmax_half: f32[]
+      param %softmax_highest: f32[]
+      %c: f32[1,2,1,4] = aten.clamp(%x) {min=-3.4028234663852886e+38, max=none}
+      %t: f32[1,2,1,4] = aten._softmax(%c) {dim=-1, half_to_float=false}
+      %h: f32[1,2,1,4] = aten.mul.Tensor(%x, %softmax_half)
+      %p: f32[1,2,1,4] = aten.add.Tensor(%h, %softmax_highest)
+      %k: f32[1,2,1,4] = aten.clamp(%p) {min=0.0, max=1.0}
+      %w: f32[1,2,1,4] = aten.mul.Tensor(%t, %k)
+      return %w
+    }""", changed=True)
+    assert all(node.result.dtype.name != "bool" for node in graph)
