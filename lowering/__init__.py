@@ -8,6 +8,7 @@ import logging as _logging
 for _name in ("torchao", "torch.utils._pytree"):
     _logging.getLogger(_name).setLevel(_logging.ERROR)
 
+from . import fold_constants  # noqa: E402,F401  (registers fold-constants)
 from .capability import Options  # noqa: E402
 from .partition import PartitionPlan, plan_partition  # noqa: E402
 from .partitioner import DEFAULT_PIPELINE, XnnpackPartitioner, to_edge_transform_and_lower
