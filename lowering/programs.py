@@ -103,6 +103,25 @@ def run_pte(buffer: bytes, inputs: tuple, method: str = "forward") -> list[torch
     return list(outputs)
 
 
+def load_method(buffer: bytes, method: str = "forward"):
+    """Load ``buffer`` with ExecuTorch's runtime and return ``(program, loaded method)`` to run
+    many times (keep both alive; mutable buffers such as a KV cache persist between runs). A
+    refused load raises LoadError carrying the runtime's reason from stderr."""
+    from executorch.runtime import Runtime
+
+    with captured_stderr() as log:
+        try:
+            program = Runtime.get().load_program(buffer)
+            loaded = program.load_method(method)
+        except RuntimeError as error:
+            failure = error
+        else:
+            failure = None
+    if failure is not None:
+        raise LoadError(str(failure), _runtime_reason(log["text"])) from None
+    return program, loaded
+
+
 def max_error(actual, expected) -> float:
     actual = actual if isinstance(actual, (list, tuple)) else [actual]
     expected = expected if isinstance(expected, (list, tuple)) else [expected]
