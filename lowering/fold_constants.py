@@ -50,7 +50,6 @@ import attrs
 from passes import Pass, Rewriter
 from passes.rewriter import RewritePattern, RewriteStats, apply_patterns_greedily
 from xir import EnumAttr, Graph, InputKind, Node, TensorType, Value, print_node
-from xir.ops import shapes_agree
 from xir.printer import Namer
 
 RULE = "fold_constant"
@@ -91,44 +90,19 @@ class FoldReport:
 def written_constants(graph: Graph) -> dict[int, str]:
     """The constants the program may write, by ``id``, each with the reason; never fold from these.
 
-    The IR does not record the program's mutations (the ExportedProgram's signature does, in
-    ``buffers_to_mutate``), so this tells them from the graph, conservatively:
-
-    * a constant that a node without the ``pure`` trait reads (an opaque op, an in-place op),
-      directly or through ops with the ``view`` trait, may be written by it;
-    * a buffer whose type a graph output that may be a mutation has. torch.export puts the new
-      values of mutated buffers and user inputs first among the outputs, before the user outputs,
-      and a new value has the type of what it replaces; so the mutations are among the leading
-      outputs that each have the type of some buffer or user input. A KV cache updated in place
-      (index_put, slice_scatter, copy_) is such a buffer.
-
-    By type, a mutated buffer makes every buffer of its type unfoldable: in transformers' static
-    cache programs, the i64[] ``cumulative_length`` buffer is mutated, so the i64[] constants
-    torch.export lifted (ExecuTorch's edge programs make them buffers) are not folded from. Exact
-    would be the signature's ``buffers_to_mutate`` recorded on the IR's inputs by the importer.
+    Buffers the program mutates (KV caches, counters: the signature's ``buffers_to_mutate``) are
+    imported as ``state`` inputs, which are not constants. What is left: a constant that a node
+    without the ``pure`` trait reads (an opaque op, an in-place op), directly or through ops with
+    the ``view`` trait, may be written by it.
     """
     written: dict[int, str] = {}
-    mutable_types = [v.type for v in graph.inputs
-                     if v.input_kind in (InputKind.buffer, InputKind.user) and isinstance(v.type, TensorType)]
-    leading: list[TensorType] = []
-    for output in graph.outputs:
-        if not isinstance(output.type, TensorType) or not any(_same_type(output.type, t) for t in mutable_types):
-            break
-        leading.append(output.type)
     for value in graph.inputs:
         if not value.is_constant:
             continue
         writer = _impure_reader(value)
         if writer is not None:
             written[id(value)] = f"{value.describe()} is read by {writer.op}, which is not pure and may write it"
-        elif value.input_kind is InputKind.buffer and isinstance(value.type, TensorType) and \
-                any(_same_type(t, value.type) for t in leading):
-            written[id(value)] = f"the buffer {value.describe()} may be mutated by the program (a leading graph output has its type)"
     return written
-
-
-def _same_type(a: TensorType, b: TensorType) -> bool:
-    return a.dtype == b.dtype and shapes_agree(a.shape, b.shape)
 
 
 def _impure_reader(value: Value) -> Node | None:

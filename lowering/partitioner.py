@@ -45,9 +45,11 @@ PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "p
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
 DEFAULT_PIPELINE = ("remove-no-ops,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
-                    "shape-ops-as-views,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,xnnpack.scalar-operands-as-constants,"
+                    "shape-ops-as-views,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
+                    "xnnpack.scalar-operands-as-constants,"
                     "xnnpack.mean-over-last-dims,remove-no-ops,"
-                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.casts-as-converts,"
+                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
+                    "xnnpack.mean-over-last-dims,xnnpack.casts-as-converts,"
                     "dead-code-elimination")
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
@@ -189,7 +191,8 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
     # that shared dict: tag them only where XNNPACK needs a static tensor (GEMM weights and biases).
     shared_names = {spec.arg.name for spec in signature.input_specs if hasattr(spec.arg, "name") and (
         spec.kind.name == "CONSTANT_TENSOR" or (spec.kind.name == "BUFFER" and spec.persistent is False))}
-    mutated = set(getattr(signature, "buffers_to_mutate", {}) or {})
+    mutated_targets = set((getattr(signature, "buffers_to_mutate", None) or {}).values())
+    mutated = {name for name, target in signature.inputs_to_buffers.items() if target in mutated_targets}
     for fx_node in ep.graph_module.graph.nodes:
         fx_node.meta.pop("delegation_tag", None)
         if fx_node.meta.get(IMPLICIT_QDQ_KEY):

@@ -97,14 +97,19 @@ class Bf16InFp32(Bf16Rewrite):
 
 @rewrite_pattern("aten.gelu")
 def decompose_gelu_tanh(node: Node, rewriter: Rewriter) -> bool:
-    """fp32 gelu(approximate='tanh') => 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))."""
+    """gelu(approximate='tanh') => 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), in fp32:
+    a bf16 one between casts to fp32 and back, since bf16 eager computes it in fp32 and rounds once."""
     import torch
 
     x = node.input
     if node.attribute("approximate") != "tanh":
         return rewriter.notify_match_failure(node, "exact GELU (XNNPACK runs it as it is)")
-    if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
-        return rewriter.notify_match_failure(node, "not f32: bf16 eager computes it in fp32 and rounds once")
+    if not isinstance(x.type, TensorType) or x.dtype not in (DType.f32, DType.bf16):
+        return rewriter.notify_match_failure(node, "not f32 or bf16")
+    narrow = x.dtype if x.dtype is not DType.f32 else None
+    if narrow is not None:
+        x = rewriter.insert_before(node, rewriter.create("dim_order_ops._to_dim_order_copy", [x],
+                                                         attributes={"dtype": DType.f32})).result
 
     def constant(label, number):
         return rewriter.add_constant(f"gelu_{label}", TensorType(DType.f32, ()), torch.tensor(number, dtype=torch.float32))
@@ -118,13 +123,16 @@ def decompose_gelu_tanh(node: Node, rewriter: Rewriter) -> bool:
     tanh = op("aten.tanh", inner)
     result = op("aten.mul.Tensor", op("aten.mul.Tensor", x, op("aten.add.Tensor", tanh, constant("one", 1.0))),
                 constant("half", 0.5))
+    if narrow is not None:
+        result = rewriter.insert_before(node, rewriter.create("dim_order_ops._to_dim_order_copy", [result],
+                                                              attributes={"dtype": narrow})).result
     rewriter.replace_node(node, [result])
     return True
 
 
 @attrs.frozen
 class DecomposeGeluTanh(PatternRewritePass):
-    """fp32 GELU with approximate='tanh' as the multiplies, adds and tanh XNNPACK runs (XNNPACK's own
+    """GELU with approximate='tanh' as the fp32 multiplies, adds and tanh XNNPACK runs (XNNPACK's own
     GELU is the exact one)."""
 
     name = "xnnpack.decompose-gelu-tanh"
@@ -306,6 +314,49 @@ class SafeSoftmax(PatternRewritePass):
     name = "xnnpack.safe-softmax"
 
     rules = (safe_softmax,)
+
+
+@rewrite_pattern("aten.native_layer_norm")
+def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
+    """fp32 layer norm => mean, subtract, mean of squares, add eps, rsqrt, multiply (weight),
+    add (bias): XNNPACK has no layer norm but runs each of these (the means over the trailing dims
+    through xnnpack.mean-over-last-dims, which runs after this pass). bf16 layer norms are fp32
+    ones by then (layer-norm-in-fp32)."""
+    from .rules import MAX_RANK
+
+    x = node.input
+    if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
+        return rewriter.notify_match_failure(node, "not an f32 layer norm (layer-norm-in-fp32 widens bf16 ones first)")
+    if not x.type.is_static or not 1 <= x.rank <= MAX_RANK:
+        return rewriter.notify_match_failure(node, "symbolic shape or rank above 6")
+    if not all(r.is_unused() for r in node.results[1:]):
+        return rewriter.notify_match_failure(node, "its mean/rstd outputs are used")
+    dims = list(range(x.rank - len(node.attribute("normalized_shape")), x.rank))
+
+    def op(name, operands, **attributes):
+        return rewriter.insert_before(node, rewriter.create(name, operands, attributes=attributes)).result
+
+    mean = op("aten.mean.dim", [x], dim=dims, keepdim=True)
+    centered = op("aten.sub.Tensor", [x, mean])
+    variance = op("aten.mean.dim", [op("aten.mul.Tensor", [centered, centered])], dim=dims, keepdim=True)
+    eps = _float_constant(rewriter, "layer_norm_eps", x.type, float(node.attribute("eps")))
+    result = op("aten.mul.Tensor", [centered, op("aten.rsqrt", [op("aten.add.Tensor", [variance, eps])])])
+    weight, bias = node.operand("weight"), node.operand("bias")
+    if weight is not None:
+        result = op("aten.mul.Tensor", [result, weight])
+    if bias is not None:
+        result = op("aten.add.Tensor", [result, bias])
+    rewriter.replace_node(node, [result, None, None])
+    return True
+
+
+@attrs.frozen
+class DecomposeLayerNorm(PatternRewritePass):
+    """Rewrite fp32 layer norms (result only, static, rank 1-6) as the means, multiplies and adds XNNPACK runs."""
+
+    name = "xnnpack.decompose-layer-norm"
+
+    rules = (decompose_layer_norm,)
 
 
 CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")

@@ -35,6 +35,7 @@ class InputKind(enum.Enum):
     parameter = "param"
     buffer = "buffer"
     constant = "const"
+    state = "state"  # a buffer the program writes (a KV cache, a counter): not a constant
 
 
 @attrs.define(eq=False, repr=False)

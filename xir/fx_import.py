@@ -239,6 +239,7 @@ def from_graph_module(gm: torch.fx.GraphModule, signature: Any = None, state_dic
     specs = {}
     if signature is not None:
         specs = {spec.arg.name: spec for spec in signature.input_specs if hasattr(spec.arg, "name")}
+    mutated_buffers = set(getattr(signature, "buffers_to_mutate", {}).values()) if signature is not None else set()
     state_dict = state_dict or {}
     constants = constants or {}
     values: dict[torch.fx.Node, Value] = {}
@@ -261,6 +262,8 @@ def from_graph_module(gm: torch.fx.GraphModule, signature: Any = None, state_dic
             data = None
             if spec is not None:
                 kind = _INPUT_KINDS.get(spec.kind.name, InputKind.constant)
+                if kind is InputKind.buffer and spec.target in mutated_buffers:
+                    kind = InputKind.state
                 if spec.target is not None:
                     data = state_dict.get(spec.target, constants.get(spec.target))
             value = graph.add_input(input_name(fx_node.name), type_of(fx_node.meta.get("val")), kind, data)

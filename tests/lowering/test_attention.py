@@ -67,7 +67,7 @@ def test_repeated_kv_heads_run_inside(dtype_name):
     assert ours.delegates == 1, ours.partitioner.report()
     assert "aten.expand_copy" not in ours.outside and "aten.expand_copy" not in ours.delegated
     assert ours.delegated["aten.mul.Tensor"] >= 2  # each repeat is a broadcasting multiply by ones
-    assert set(ours.outside) <= {"dim_order_ops._to_dim_order_copy"}, dict(ours.outside)  # FOLD: the scale's cast
+    assert not ours.outside, dict(ours.outside)  # (in bf16 the scale's cast to bf16 folds)
 
 
 class Rotary(torch.nn.Module):

@@ -1232,10 +1232,35 @@ DECOMPOSE_GELU_TANH = [
       %g: f32[2,8] = aten.gelu(%x) {approximate="none"}
       return %g
     }"""),
-    case("bf16-gelu-stays", """
+    case("bf16-gelu-in-fp32", """
     graph @g {
       input %x: bf16[2,8]
       %g: bf16[2,8] = aten.gelu(%x) {approximate="tanh"}
+      return %g
+    }""", """
+    graph @g {
+      input %x: bf16[2,8]
+      param %gelu_k1: f32[]
+      param %gelu_k0: f32[]
+      param %gelu_one: f32[]
+      param %gelu_half: f32[]
+      %0: f32[2,8] = dim_order_ops._to_dim_order_copy(%x) {dtype=f32}
+      %1: f32[2,8] = aten.mul.Tensor(%0, %0)
+      %2: f32[2,8] = aten.mul.Tensor(%1, %0)
+      %3: f32[2,8] = aten.mul.Tensor(%2, %gelu_k1)
+      %4: f32[2,8] = aten.add.Tensor(%0, %3)
+      %5: f32[2,8] = aten.mul.Tensor(%4, %gelu_k0)
+      %6: f32[2,8] = aten.tanh(%5)
+      %7: f32[2,8] = aten.add.Tensor(%6, %gelu_one)
+      %8: f32[2,8] = aten.mul.Tensor(%0, %7)
+      %9: f32[2,8] = aten.mul.Tensor(%8, %gelu_half)
+      %10: bf16[2,8] = dim_order_ops._to_dim_order_copy(%9) {dtype=bf16}
+      return %10
+    }"""),
+    case("f16-gelu-stays", """
+    graph @g {
+      input %x: f16[2,8]
+      %g: f16[2,8] = aten.gelu(%x) {approximate="tanh"}
       return %g
     }"""),
 ]

@@ -1,0 +1,48 @@
+"""Transformer encoders whole in one XNNPACK delegate: a tiny SigLIP vision tower (layer norms,
+attention, tanh GELU MLP) from a transformers config with random weights, lowered with xir in
+fp32 and bf16, run on the runtime and compared with eager. Nothing stays outside: the position
+embedding lookup of constant ids folds (fold-constants), the layer norms decompose
+(xnnpack.decompose-layer-norm), the tanh GELU computes in fp32 (xnnpack.decompose-gelu-tanh)."""
+
+import functools
+
+import pytest
+import torch
+
+from lowering.compare import lower, reference
+
+
+@functools.lru_cache(maxsize=None)
+def siglip(dtype_name: str):
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+
+    torch.manual_seed(0)
+    dtype = getattr(torch, dtype_name)
+    config = SiglipVisionConfig(image_size=32, patch_size=8, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                num_attention_heads=4)
+
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = SiglipVisionModel(config)
+
+        def forward(self, pixels):
+            return self.model(pixels).last_hidden_state
+
+    inputs = (torch.randn(1, 3, 32, 32, dtype=dtype),)
+    ep = torch.export.export(Tower().eval().to(dtype), inputs)
+    return reference(ep, inputs)[0], lower(ep, inputs, "xir", enable_bf16=dtype is torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype_name, tolerance", [("float32", 1e-5), ("bfloat16", 2 ** -5)])
+def test_siglip_encoder_is_one_delegate(dtype_name, tolerance):
+    expected, ours = siglip(dtype_name)
+    assert ours.ran, ours.error
+    assert ours.outputs[0].dtype == expected.dtype
+    error = (ours.outputs[0].float() - expected.float()).abs().max().item()
+    assert error <= tolerance * max(1.0, expected.float().abs().max().item()), error
+    assert ours.delegates == 1, ours.partitioner.report()
+    assert not ours.outside, dict(ours.outside)  # the position embedding lookup (constant ids) folds too
+    assert "aten.native_layer_norm" not in ours.delegated  # decomposed: means, rsqrt, multiplies, adds
+    assert ours.delegated["aten.rsqrt"] == 3  # two layer norms in the layer, one after it
+    assert ours.delegated["aten.tanh"] == 1  # the MLP's tanh GELU, in fp32 also for the bf16 model
