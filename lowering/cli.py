@@ -3,14 +3,18 @@
     xir demo [--out DIR] [--only NAME ...]   lower the built-in examples with stock and with xir,
                                               run both on ExecuTorch's runtime, compare with eager
     xir lower MODEL.pt2 [-o MODEL.pte] ...    lower a saved ExportedProgram to an XNNPACK .pte
-    xir dump MODEL.pt2 [--after PIPELINE]     the IR of its edge program (after a pipeline)
-    xir explain MODEL.pt2                     what lowering delegates to XNNPACK, and why the rest not
+    xir dump MODEL.pt2|IR.xir [--after PIPELINE]  the IR of its edge program, or of an IR text file (after a pipeline)
+    xir explain MODEL.pt2 [--html FILE]       what lowering delegates to XNNPACK, and why the rest not
     xir passes                                the registered passes, their options and descriptions
     xir fuzz [--kind K --count N ...]         differential fuzzing against the stock partitioner (python -m xir_fuzz)
 
 Errors print one line, ``xir: error: ...``, on stderr and exit with status 2 (``--debug``
 adds the traceback); ``lower --verify`` exits with status 1 when the program does not load
-or does not match eager PyTorch. Progress goes to stderr, results to stdout.
+or does not match eager PyTorch. Progress goes to stderr (a live line with a bar and the elapsed
+time on a terminal, plain lines otherwise: :mod:`lowering.progress`), results to stdout.
+
+``xir --help``, ``xir passes``, ``xir dump`` of IR text and the argument errors import neither
+torch nor ExecuTorch (tests/test_cli_fast.py): keep heavy imports inside the commands.
 """
 
 from __future__ import annotations
@@ -24,18 +28,43 @@ import traceback
 import warnings
 from pathlib import Path
 
+from .progress import Progress, delegate_progress, pass_notes
+
+# the names of lowering.examples.EXAMPLES (that module imports torch; tests/test_cli_fast.py checks they agree)
+EXAMPLE_NAMES = ("mlp", "cnn", "attention", "attention-bf16", "patchify", "quantized-conv", "linear-bn-3d")
+
+PROGRESS = Progress()  # main() makes a new one for each run (stderr may be another stream by then)
+
+
+QUIET_LOGGERS = ("torch", "torchao", "executorch", "xir", "torch.utils._pytree")
+_quiet_wanted = False
+
 
 def _quiet() -> None:
+    # (no TORCH_LOGS here: torch is imported later, and `import torch` fails with an empty TORCH_LOGS)
+    global _quiet_wanted
+    _quiet_wanted = True
     warnings.filterwarnings("ignore")
-    os.environ.setdefault("TORCH_LOGS", "")
     import logging
 
     logging.getLogger().setLevel(logging.ERROR)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _import_torch():
+    """``import torch``, with torch's logging set up again as quiet as main() made it (torch's import
+    sets its own loggers' levels). The commands that need torch call this before anything imports it."""
+    import torch
+
+    if _quiet_wanted:
+        _quiet()
+    return torch
 
 
 def _demo(args) -> int:
     _quiet()
-    import torch
+    torch = _import_torch()
 
     import executorch.kernels.quantized  # noqa: F401  (Q/DQ outside delegates)
 
@@ -51,20 +80,21 @@ def _demo(args) -> int:
     rows = []
     for name in names:
         example = EXAMPLES[name]
-        print(f"[{name}] {example.description}: exporting ...", file=sys.stderr, flush=True)
-        ep = export_example(example)
-        inputs = example.example_inputs()
-        ref = reference(ep, inputs)
-        bf16 = example.dtype == torch.bfloat16
-        (out / f"{name}.xir").write_text(xir.print_graph(xir.from_exported_program(edge_program(ep))))
+        with PROGRESS.step(name, f"{example.description}: exporting"):
+            ep = export_example(example)
+            inputs = example.example_inputs()
+            ref = reference(ep, inputs)
+            bf16 = example.dtype == torch.bfloat16
+            (out / f"{name}.xir").write_text(xir.print_graph(xir.from_exported_program(edge_program(ep))))
         results = {}
         pending = []
         for which in ("stock", "xir"):
-            print(f"[{name}] lowering with {which} ...", file=sys.stderr, flush=True)
             options = {"enable_bf16": bf16}
             if which == "xir":
                 options["instruments"] = [DumpIR(out / f"{name}-passes")]
-            result = lower(ep, inputs, which, **options)
+            with PROGRESS.step(name, f"lowering with {which}, serializing, running on ExecuTorch's runtime") as step, \
+                    delegate_progress(step):
+                result = lower(ep, inputs, which, **options)
             results[which] = result
             if result.buffer is not None:
                 (out / f"{name}-{which}.pte").write_bytes(result.buffer)
@@ -73,7 +103,8 @@ def _demo(args) -> int:
                 tolerance = 0.05 * max(t.abs().max().item() for t in ref)
             error = result.err(ref) if result.ran else None
             pending.append((which, result, error, tolerance))
-        latencies = _latencies({w: r.buffer for w, r, _, _ in pending if r.ran}, inputs)
+        with PROGRESS.step(name, "timing 50 runs of each program"):
+            latencies = _latencies({w: r.buffer for w, r, _, _ in pending if r.ran}, inputs)
         for which, result, error, tolerance in pending:
             latency = latencies.get(which)
             rows.append((name, which, "yes" if result.ran else "NO", "-" if error is None else ("yes" if error <= tolerance else "NO"),
@@ -141,12 +172,12 @@ def _first_line(error: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _step(label: str, doing: str | None, failure: str):
-    """Print ``[label] doing ...`` on stderr; turn an exception into CLIError(``failure: error``)."""
-    if doing:
-        _progress(label, doing)
+def _step(label: str, doing: str, failure: str, total: int | None = None, unit: str = ""):
+    """Show ``[label] doing ...`` on stderr while it runs (with the elapsed time on a terminal) and
+    yield the :class:`lowering.progress.Step`; turn an exception into CLIError(``failure: error``)."""
     try:
-        yield
+        with PROGRESS.step(label, doing, total, unit) as step:
+            yield step
     except CLIError:
         raise
     except Exception as error:
@@ -158,16 +189,12 @@ def _step(label: str, doing: str | None, failure: str):
 
 
 def _progress(label: str, doing: str, more: bool = True) -> None:
-    print(f"[{label}] {doing}{' ...' if more else ''}", file=sys.stderr, flush=True)
+    PROGRESS.message(label, doing, more)
 
 
 def _quiet_logs() -> None:
     """No warnings or library log lines (torch.export.load logs a traceback before raising)."""
-    import logging
-
     _quiet()
-    for name in ("torch", "torchao", "executorch", "xir"):
-        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 # ----------------------------------------------------------------------- the model file
@@ -185,11 +212,11 @@ NOT_A_PROGRAM = "{path} is not an exported program (a .pt2 file written by torch
 
 
 def _load(path: Path):
-    import torch
+    torch = _import_torch()
 
-    _progress(path.name, f"loading {path}")
     try:
-        ep = torch.export.load(str(path))
+        with PROGRESS.step(path.name, f"loading {path}"):
+            ep = torch.export.load(str(path))
     except Exception as error:
         raise CLIError(f"{NOT_A_PROGRAM.format(path=path)}: {_why_not_loaded(path, error)}") from error
     if not isinstance(ep, torch.export.ExportedProgram):
@@ -404,10 +431,12 @@ def _instruments(args) -> list:
 def _lower_program(path: Path, prepared: Prepared, args, instruments=()):
     from . import XnnpackPartitioner, to_edge_transform_and_lower
 
+    notes = pass_notes(lambda: PROGRESS.current)
     partitioner = XnnpackPartitioner(enable_bf16=prepared.bf16, per_op_mode=args.per_op, pipeline=args.pipeline,
-                                     instruments=list(instruments))
+                                     instruments=[*instruments, notes])
     with _step(path.name, f"lowering to XNNPACK with xir ({'bf16' if prepared.bf16 else 'no bf16'}"
-                          f"{', per op' if args.per_op else ''})", f"lowering {path} failed"):
+                          f"{', per op' if args.per_op else ''})", f"lowering {path} failed") as step, \
+            delegate_progress(step, [partitioner]):
         edge = to_edge_transform_and_lower(prepared.ep, partitioner=[partitioner])
     return edge, partitioner
 
@@ -456,9 +485,9 @@ def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
         expected = prepared.ep.module()(*prepared.args, **prepared.kwargs)
         expected = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     inputs = tuple(t for t in pytree.tree_leaves((prepared.args, prepared.kwargs)) if isinstance(t, torch.Tensor))
-    _progress(path.name, f"running {out} on ExecuTorch's runtime")
     try:
-        actual = run_pte(buffer, inputs)
+        with PROGRESS.step(path.name, f"running {out} on ExecuTorch's runtime"):
+            actual = run_pte(buffer, inputs)
     except LoadError as error:
         reason = error.reason.splitlines()[-1] if error.reason else _first_line(error)
         raise CLIError(f"verify: ExecuTorch's runtime refused {out}: {reason}", status=1) from error
@@ -482,14 +511,80 @@ def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
     return 0
 
 
+def _is_ir_text(path: Path) -> bool:
+    """An IR text file (``xir dump``'s output, a DumpIR file): ``.xir``, or not a zip and reading as text."""
+    import zipfile
+
+    if path.suffix == ".xir":
+        return True
+    try:
+        if zipfile.is_zipfile(path):
+            return False
+        with open(path, "rb") as file:
+            head = file.read(65536)
+    except OSError:
+        return False
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return any(line.strip().startswith("graph @") for line in text.splitlines())
+
+
+def _dump_text(path: Path, args) -> int:
+    """``xir dump IR.xir``: parse, verify, optionally run a pipeline, print. Imports no torch unless
+    the pipeline is lowering's default one (whose list lives with the partitioner)."""
+    import attrs
+
+    import xir
+    from passes import PassManager, parse_pipeline
+
+    from .rewrites import Bf16Rewrite
+
+    if args.dtype is not None or args.quantize is not None:
+        raise CLIError("--dtype and --quantize apply to an exported program (.pt2), not to IR text")
+    after = _pipeline(args.after, "--after") if args.after is not None else ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CLIError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from error
+    try:
+        graph = xir.parse_graph(text)
+    except xir.ParseError as error:
+        raise CLIError(f"{path}:{error.line}:{error.column}: {error.message}") from error
+    try:
+        opaque = xir.verify(graph)
+    except xir.VerificationError as error:
+        raise CLIError(f"{path} does not verify: {' '.join(str(error).split())}") from error
+    if args.after is not None:
+        bf16 = any(isinstance(v.type, xir.TensorType) and v.type.dtype is xir.DType.bf16 for v in graph.inputs)
+        if after is None or after.startswith("+"):
+            from .partitioner import DEFAULT_PIPELINE  # imports torch: the default list lives there
+
+            pipeline = parse_pipeline(DEFAULT_PIPELINE) + (parse_pipeline(after[1:]) if after else [])
+        else:
+            pipeline = parse_pipeline(after)
+        pipeline = [attrs.evolve(p, enable_bf16=bf16) if isinstance(p, Bf16Rewrite) else p for p in pipeline]
+        manager = PassManager(pipeline, _instruments(args))
+        with _step(path.name, f"running {manager.pipeline_text or 'an empty pipeline'}", "the pipeline failed"):
+            manager.run(graph)
+    print(xir.print_graph(graph, show_origin=args.origin), end="")
+    _note_opaque(opaque)
+    return 0
+
+
 def _dump(args) -> int:
+    path = _model_path(args.model)
+    if _is_ir_text(path):
+        return _dump_text(path, args)
+    _import_torch()
+
     import xir
     from passes import PassManager
 
     from . import XnnpackPartitioner
     from .examples import edge_program
 
-    path = _model_path(args.model)
     after = _pipeline(args.after, "--after") if args.after is not None else ""
     prepared = _prepare(path, args)
     with _step(path.name, "converting to ExecuTorch's edge dialect and importing",
@@ -501,11 +596,14 @@ def _dump(args) -> int:
         with _step(path.name, f"running {manager.pipeline_text or 'an empty pipeline'}", "the pipeline failed"):
             manager.run(graph)
     print(xir.print_graph(graph, show_origin=args.origin), end="")
-    opaque = xir.verify(graph)
+    _note_opaque(xir.verify(graph))
+    return 0
+
+
+def _note_opaque(opaque) -> None:
     if opaque:
         print(f"note: opaque ops (no definition in xir.ops: not type-checked, never delegated): {', '.join(opaque)}",
               file=sys.stderr)
-    return 0
 
 
 def _explain(args) -> int:
@@ -564,8 +662,6 @@ def _add_instruments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .examples import EXAMPLES
-
     parser = _Parser(prog="xir", description="Lower PyTorch programs to ExecuTorch's XNNPACK backend, correctly.",
                      epilog="Errors print one line 'xir: error: ...' and exit with status 2 (--debug shows the "
                             "traceback); 'xir lower --verify' exits with 1 when the program does not load or "
@@ -575,8 +671,8 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="lower the built-in examples with stock and with xir, run and compare them")
     demo.add_argument("--out", default="xir-demo", help="folder for .pte files, IR dumps and reports (default: xir-demo)")
-    demo.add_argument("--only", nargs="*", choices=list(EXAMPLES), metavar="NAME",
-                      help=f"run only these examples ({', '.join(EXAMPLES)})")
+    demo.add_argument("--only", nargs="*", choices=list(EXAMPLE_NAMES), metavar="NAME",
+                      help=f"run only these examples ({', '.join(EXAMPLE_NAMES)})")
     _add_debug(demo)
     demo.set_defaults(run=_demo)
 
@@ -595,9 +691,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_debug(lower)
     lower.set_defaults(run=_lower)
 
-    dump = commands.add_parser("dump", help="print the IR of the program's edge dialect (optionally after a pipeline)",
-                               description="Print the xir IR of the program in ExecuTorch's edge dialect.")
-    _add_model(dump)
+    dump = commands.add_parser("dump", help="print the IR of the program's edge dialect, or of an IR text file "
+                                            "(optionally after a pipeline)",
+                               description="Print the xir IR of the program in ExecuTorch's edge dialect; or read "
+                                           "IR text (a .xir file: a dump, a DumpIR file), verify it, and print it "
+                                           "(after --after PIPELINE).")
+    dump.add_argument("model", metavar="MODEL.pt2|IR.xir",
+                      help="an ExportedProgram saved with torch.export.save, or IR text")
     dump.add_argument("--after", metavar="PIPELINE",
                       help="run this pipeline first ('default': the one lowering runs; '+TEXT' appends to it)")
     dump.add_argument("--no-origin", dest="origin", action="store_false", help="do not annotate nodes with the pass that made them")
@@ -639,6 +739,8 @@ def main(argv: list[str] | None = None) -> int:
         debug = args.debug
         if not debug:
             _quiet_logs()
+        global PROGRESS
+        PROGRESS = Progress()
         return args.run(args)
     except CLIError as error:
         if debug and error.__cause__ is not None:

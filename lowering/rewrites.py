@@ -16,7 +16,8 @@ from passes.pass_base import RENAMED_PASSES
 from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
 
-from . import xnnpack_ops  # noqa: F401  (registers the ops and their XNNPACK visitors)
+# xir's own ops (xir.bmm_f32out, xir.convert) are defined in xir.op_definitions; their torch ops and
+# XNNPACK visitors (lowering.xnnpack_ops) register when lowering.writeback is imported: this module stays torch-free
 
 
 @attrs.frozen
@@ -357,6 +358,43 @@ class DecomposeLayerNorm(PatternRewritePass):
     name = "xnnpack.decompose-layer-norm"
 
     rules = (decompose_layer_norm,)
+
+
+@rewrite_pattern("aten.split_with_sizes_copy", "aten.split_copy.Tensor")
+def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
+    """split(x, sizes, dim) => one slice_copy per used piece (XNNPACK slices; it has no split in
+    ExecuTorch's XNNPACK backend). Fused projections split this way: Phi-3's QKV and gate/up."""
+    x = node.operands[0] if node.operands else None
+    if x is None or not isinstance(x.type, TensorType) or not x.type.is_static:
+        return rewriter.notify_match_failure(node, "not a static tensor")
+    dim = node.attributes.get("dim", 0) % x.rank
+    if node.op == "aten.split_with_sizes_copy":
+        sizes = list(node.attributes.get("split_sizes") or [])
+    else:
+        size = node.attributes.get("split_size")
+        sizes = [min(size, x.shape[dim] - start) for start in range(0, x.shape[dim], size)] if size else []
+    if len(sizes) != len(node.results) or sum(sizes) != x.shape[dim]:
+        return rewriter.notify_match_failure(node, f"split sizes {sizes} do not match its {len(node.results)} results")
+    pieces, start = [], 0
+    for size, result in zip(sizes, node.results):
+        if result.is_unused():
+            pieces.append(None)
+        else:
+            piece = rewriter.create("aten.slice_copy.Tensor", [x], [result.type],
+                                    attributes={"dim": dim, "start": start, "end": start + size, "step": 1})
+            pieces.append(rewriter.insert_before(node, piece).result)
+        start += size
+    rewriter.replace_node(node, pieces)
+    return True
+
+
+@attrs.frozen
+class SplitAsSlices(PatternRewritePass):
+    """Rewrite a static split as the slices of its used pieces."""
+
+    name = "xnnpack.split-as-slices"
+
+    rules = (split_as_slices,)
 
 
 CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")

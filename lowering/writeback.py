@@ -18,6 +18,8 @@ from torch._guards import detect_fake_mode
 from xir import Graph, InputKind, Node, Value
 from xir.fx_import import op_arguments
 
+from . import xnnpack_ops  # noqa: F401  (the torch ops and XNNPACK visitors of xir's own ops, which passes create)
+
 
 class WriteBackError(RuntimeError):
     pass

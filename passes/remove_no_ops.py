@@ -17,9 +17,10 @@ PERMUTE_OPS = ("aten.permute_copy", "aten.permute")
 CONVERT_OPS = ("aten._to_copy", "dim_order_ops._to_dim_order_copy")
 
 
-def _bypass(node: Node, rewriter: Rewriter) -> bool:
-    """Replace ``node`` by its operand, unless that would make a graph input a graph output."""
-    source = node.operands[0]
+def _bypass(node: Node, rewriter: Rewriter, source=None) -> bool:
+    """Replace ``node`` by its operand (``source``: the first), unless that would make a graph
+    input a graph output."""
+    source = node.operands[0] if source is None else source
     if node.results[0].is_graph_output() and (source.is_input or source.is_graph_output()):
         return rewriter.notify_match_failure(node, "its result is a graph output and its operand is an input or output already")
     rewriter.replace_node(node, [source])
@@ -108,11 +109,34 @@ def fold_permute_of_permute(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+def _empty(value) -> bool:
+    return isinstance(value.type, TensorType) and value.type.is_static and value.type.numel() == 0
+
+
+@rewrite_pattern("aten.cat")
+def drop_empty_cat_inputs(node: Node, rewriter: Rewriter) -> bool:
+    """cat drops its empty inputs (a rotary embedding's pass-through part when it rotates the whole
+    head); a cat of one tensor is that tensor."""
+    kept = [v for v in node.operands if not _empty(v)]
+    if not kept:
+        return rewriter.notify_match_failure(node, "every input is empty")
+    if len(kept) == 1:
+        result = node.results[0].type
+        if kept[0].type != result or not isinstance(result, TensorType) or not result.is_static:
+            return rewriter.notify_match_failure(node, "its one non-empty input has another type than its result")
+        return _bypass(node, rewriter, kept[0])
+    if len(kept) == len(node.operands):
+        return rewriter.notify_match_failure(node, "no empty inputs")
+    rewriter.set_operands(node, kept)
+    return True
+
+
 @attrs.frozen
 class RemoveNoOps(PatternRewritePass):
-    """Drop no-op views, permutes, copies and conversions; fold view and permute chains."""
+    """Drop no-op views, permutes, copies and conversions and the empty inputs of cats; fold view
+    and permute chains."""
 
     name = "remove-no-ops"
 
     rules = (drop_identity_reshape, drop_identity_permute, drop_identity_convert, fold_view_of_view,
-             fold_permute_of_permute)
+             fold_permute_of_permute, drop_empty_cat_inputs)

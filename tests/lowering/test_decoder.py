@@ -16,6 +16,10 @@ import torch
 from lowering.compare import lower
 
 CACHE = 16
+# what stays outside: embedding, the KV-cache updates, position and mask arithmetic (int64, bool)
+ALLOWED_OUTSIDE = {"aten.embedding", "aten.index_put", "aten.arange.start_step", "aten.add.Tensor", "aten.select_copy.int",
+                   "aten.copy", "aten.le.Tensor", "aten.where.self", "aten.scalar_tensor", "aten.view_copy",
+                   "dim_order_ops._to_dim_order_copy"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,11 +55,37 @@ def test_one_layer_decoder_step(dtype_name):
                "aten.addmm", "aten.mm", "aten._softmax"):
         assert op not in ours.outside, (op, dict(ours.outside))
     assert ours.delegated["aten.mean.dim"] == 3  # two RMSNorms in the layer, one before the head
-    # what stays outside: embedding, the KV-cache updates, position and mask arithmetic
-    allowed_outside = {"aten.embedding", "aten.index_put", "aten.arange.start_step", "aten.add.Tensor", "aten.select_copy.int",
-                       "aten.copy", "aten.le.Tensor", "aten.where.self", "aten.scalar_tensor", "aten.view_copy",
-                       "dim_order_ops._to_dim_order_copy"}
-    assert set(ours.outside) <= allowed_outside, set(ours.outside) - allowed_outside
+    assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE
     assert ours.outside["dim_order_ops._to_dim_order_copy"] == 1  # the int64 -> f32 position cast of the rotary embedding
     if dtype_name == "bfloat16":
         assert ours.delegated["xir.convert"] >= 6  # RMSNorm and rotary embeddings upcast to f32 and back, inside
+
+
+@functools.lru_cache(maxsize=None)
+def other_decoder(name: str, dtype_name: str):
+    """A 1-layer decoder of another family, exported and lowered as above (the bench's builder)."""
+    from bench.llm import Sizes, build_decoder, export_decoder
+
+    sizes = Sizes(hidden=64, intermediate=128, heads=4, vocab=128, cache=CACHE, layers=1, prefill=4, steps=1)
+    model = build_decoder(name, sizes, getattr(torch, dtype_name))
+    ep = export_decoder(model, CACHE, 1)
+    ids, position = torch.tensor([[7]]), torch.tensor([0])
+    import copy
+
+    reference = copy.deepcopy(ep.module())(input_ids=ids, cache_position=position)
+    return reference, lower(ep, (ids, position), "xir", enable_bf16=dtype_name == "bfloat16")
+
+
+@pytest.mark.parametrize("name, dtype_name, passes", [
+    ("gemma", "float32", "multi-query attention (one K/V head); RMSNorm's 1 + weight folds (fold-constants)"),
+    ("phi3", "float32", "fused QKV and gate/up projections split (xnnpack.split-as-slices); rotary cat of an "
+                        "empty pass-through part (remove-no-ops)"),
+    ("phi3", "bfloat16", "the same in bf16"),
+])
+def test_other_decoder_families_in_two_delegates(name, dtype_name, passes):
+    reference, ours = other_decoder(name, dtype_name)
+    assert ours.ran, ours.error
+    error = (ours.outputs[0].float() - reference.float()).abs().max().item()
+    assert error <= (1e-5 if dtype_name == "float32" else 2 ** -6) * max(1.0, reference.float().abs().max().item())
+    assert ours.delegates == 2, ours.partitioner.report()
+    assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE

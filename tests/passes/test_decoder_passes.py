@@ -439,3 +439,107 @@ def test_safe_softmax_then_dead_code_leaves_no_bool_ops():
       return %w
     }""", changed=True)
     assert all(node.result.dtype.name != "bool" for node in graph)
+
+
+SPLITS = [
+    case("ordinary-fused-gate-up", """
+    graph @g {
+      input %x: f32[1,1,8]
+      %s: f32[1,1,3], %t: f32[1,1,5] = aten.split_with_sizes_copy(%x) {split_sizes=[3, 5], dim=-1}
+      %a: f32[1,1,3] = aten.relu(%s)
+      return %a, %t
+    }""", """
+    graph @g {
+      input %x: f32[1,1,8]
+      %s: f32[1,1,3] = aten.slice_copy.Tensor(%x) {dim=2, start=0, end=3, step=1}
+      %t: f32[1,1,5] = aten.slice_copy.Tensor(%x) {dim=2, start=3, end=8, step=1}
+      %a: f32[1,1,3] = aten.relu(%s)
+      return %a, %t
+    }"""),
+    case("an-unused-piece-and-a-piece-read-twice", """
+    graph @g {
+      param %w: f32[6,2]
+      %a: f32[2,2], %b: f32[2,2], %c: f32[2,2] = aten.split_copy.Tensor(%w) {split_size=2}
+      %d: f32[2,2] = aten.mul.Tensor(%c, %c)
+      return %d
+    }""", """
+    graph @g {
+      param %w: f32[6,2]
+      %c: f32[2,2] = aten.slice_copy.Tensor(%w) {dim=0, start=4, end=6, step=1}
+      %d: f32[2,2] = aten.mul.Tensor(%c, %c)
+      return %d
+    }"""),
+    case("declined-symbolic", """
+    graph @g {
+      input %x: f32[s0,8]
+      %s: f32[s0,4], %t: f32[s0,4] = aten.split_with_sizes_copy(%x) {split_sizes=[4, 4], dim=1}
+      return %s, %t
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", SPLITS)
+def test_split_as_slices(before, expected, changed):
+    check_pipeline(before, "xnnpack.split-as-slices", expected, changed=changed)
+
+
+EMPTY_CATS = [
+    case("declined-bypass-would-return-an-input", """
+    graph @g {
+      input %q: f32[1,4,1,16]
+      input %p: f32[1,4,1,0]
+      %c: f32[1,4,1,16] = aten.cat(%q, %p) {dim=-1}
+      %r: f32[1,4,1,16] = aten.relu(%c)
+      return %r, %c
+    }"""),
+    case("rotary-pass-through-is-empty", """
+    graph @g {
+      input %q: f32[1,4,1,16]
+      input %p: f32[1,4,1,0]
+      %e: f32[1,4,1,16] = aten.neg(%q)
+      %c: f32[1,4,1,16] = aten.cat(%e, %p) {dim=-1}
+      return %c
+    }""", """
+    graph @g {
+      input %q: f32[1,4,1,16]
+      input %p: f32[1,4,1,0]
+      %e: f32[1,4,1,16] = aten.neg(%q)
+      return %e
+    }"""),
+    case("one-empty-of-three", """
+    graph @g {
+      input %a: f32[2,3]
+      input %b: f32[0]
+      %n: f32[2,3] = aten.neg(%a)
+      %c: f32[4,3] = aten.cat(%a, %b, %n) {dim=0}
+      return %c
+    }""", """
+    graph @g {
+      input %a: f32[2,3]
+      input %b: f32[0]
+      %n: f32[2,3] = aten.neg(%a)
+      %c: f32[4,3] = aten.cat(%a, %n) {dim=0}
+      return %c
+    }"""),
+    case("one-input-left-is-computed", """
+    graph @g {
+      input %a: f32[2,3]
+      input %b: f32[2,0]
+      %n: f32[2,3] = aten.neg(%a)
+      %c: f32[2,3] = aten.cat(%n, %b) {dim=1}
+      %r: f32[2,3] = aten.relu(%c)
+      return %r
+    }""", """
+    graph @g {
+      input %a: f32[2,3]
+      input %b: f32[2,0]
+      %n: f32[2,3] = aten.neg(%a)
+      %r: f32[2,3] = aten.relu(%n)
+      return %r
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", EMPTY_CATS)
+def test_remove_no_ops_drops_empty_cat_inputs(before, expected, changed):
+    check_pipeline(before, "remove-no-ops", expected, changed=changed)
