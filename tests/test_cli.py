@@ -213,6 +213,7 @@ def test_explain_prints_the_partition_report(xir):
     assert lines[0] == "xir partition: 12 node(s) delegated to XNNPACK in 1 group(s); 0 left outside"
     assert "tag0: 12 node(s): aten.linear x2, aten.relu, aten.mul.Tensor x6, aten.add.Tensor x2, aten.tanh" in result.stdout
     assert not list(xir.folder.glob("gelu.pte"))  # explain writes nothing
+    assert "[gelu.pt2] XNNPACK preprocessing delegate 1 of 1" in result.stderr  # progress (plain lines: not a tty)
 
 
 @uses("dump", "dump-after")

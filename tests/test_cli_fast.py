@@ -1,0 +1,171 @@
+"""The ``xir`` command's fast paths import neither torch nor ExecuTorch: ``xir --help``,
+``xir passes``, ``xir dump`` of IR text, and the errors found before any work. Each case runs in a
+fresh interpreter and reports which heavy modules were imported (no timing assertion).
+And the progress display of the long steps."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = textwrap.dedent("""
+    import contextlib, io, json, sys
+    from lowering.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(sys.argv[1:])
+        except SystemExit as stop:  # --help
+            status = stop.code
+    heavy = sorted(m for m in ("torch", "executorch", "numpy", "torchao") if m in sys.modules)
+    print(json.dumps({"status": status, "out": out.getvalue(), "err": err.getvalue(), "heavy": heavy}))
+""")
+
+IR = textwrap.dedent("""\
+    graph @forward {
+      param %w: f32[4,8]
+      input %x: f32[2,8]
+      %0: f32[2,4] = aten.linear(%x, %w)
+      %1: f32[4,2] = aten.permute_copy(%0) {dims=[1, 0]}
+      %2: f32[2,4] = aten.permute_copy(%1) {dims=[1, 0]}
+      %3: f32[2,4] = aten.relu(%2)
+      return %3
+    }
+    """)
+
+
+def probe(args: list[str], cwd: Path) -> dict:
+    result = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("fast")
+    (folder / "model.xir").write_text(IR)
+    (folder / "broken.xir").write_text(IR.replace("aten.linear(%x, %w)", "aten.linear(%y, %w)"))
+    return folder
+
+
+def test_passes_lists_every_pass_without_torch(folder):
+    result = probe(["passes"], folder)
+    assert result["status"] == 0 and result["heavy"] == []
+    out = result["out"]
+    assert "remove-no-ops\n    " in out and "fold-batch-norm{to_affine=true}" in out
+    # lowering's passes, with their options and their docs
+    assert "xnnpack.bf16-bmm-f32-output{enable_bf16=false}\n    Rewrite bf16 bmm as XNNPACK" in out
+    assert "fold-constants{max_elements=65536}\n    " in out
+    assert "xnnpack.casts-as-converts" in out and "xnnpack.safe-softmax" in out
+
+
+def test_the_listing_is_the_whole_registry():
+    """Every registered pass (with lowering's imported the heavy way too) is in ``xir passes``."""
+    import lowering.partitioner  # noqa: F401  (imports torch and ExecuTorch: nothing more may register)
+    from passes import PASS_REGISTRY, pass_help
+
+    fast = probe(["passes"], ROOT)["out"]
+    for name, options, description in pass_help():
+        assert f"{name}{'{' + options + '}' if options else ''}\n    {description}" in fast
+    assert len(pass_help()) == len(PASS_REGISTRY)
+
+
+def test_help_without_torch(folder):
+    for args in (["--help"], ["dump", "--help"], ["explain", "--help"]):
+        result = probe(args, folder)
+        assert result["status"] == 0 and result["heavy"] == [], args
+        assert "usage: xir" in result["out"]
+
+
+def test_dump_of_ir_text_without_torch(folder):
+    result = probe(["dump", "model.xir"], folder)
+    assert result["status"] == 0 and result["heavy"] == [], result["err"]
+    assert result["out"].startswith("graph @forward {\n") and "aten.permute_copy" in result["out"]
+    result = probe(["dump", "model.xir", "--after", "remove-no-ops,dead-code-elimination", "--time-passes"], folder)
+    assert result["status"] == 0 and result["heavy"] == [], result["err"]
+    assert "permute" not in result["out"] and "aten.relu(%0)" in result["out"]
+    assert "remove-no-ops" in result["err"] and "total" in result["err"]
+    import xir
+
+    assert xir.parse_graph(result["out"])  # parses back
+
+
+@pytest.mark.parametrize("args, message", [
+    (["dump", "broken.xir"], "xir: error: broken.xir:4:30: unknown value %y"),
+    (["dump", "nope.pt2"], "xir: error: nope.pt2: no such file"),
+    (["lower"], "xir: error: the following arguments are required: MODEL.pt2 (see 'xir lower --help')"),
+    (["passes", "--bogus"], "xir: error: unrecognized arguments: --bogus (see 'xir passes --help')"),
+    (["demo", "--only", "nonesuch"], "xir: error: argument --only: invalid choice: 'nonesuch'"),
+    (["lower", "model.xir", "--pipeline", "no-such-pass"], "xir: error: --pipeline: unknown pass 'no-such-pass'"),
+    (["dump", "model.xir", "--after", "fold-batch-norm{bogus=1}"],
+     "xir: error: --after: pass fold-batch-norm has no option 'bogus'"),
+    (["dump", "model.xir", "--dtype", "bf16"], "xir: error: --dtype and --quantize apply to an exported program"),
+])
+def test_errors_without_torch(folder, args, message):
+    result = probe(args, folder)
+    assert result["status"] == 2 and result["heavy"] == [], result
+    assert result["err"].rstrip().splitlines()[-1].startswith(message), result["err"]
+
+
+def test_example_names_are_the_examples():
+    from lowering.cli import EXAMPLE_NAMES
+    from lowering.examples import EXAMPLES
+
+    assert EXAMPLE_NAMES == tuple(EXAMPLES)
+
+
+# -------------------------------------------------------------------------------- progress
+
+def test_progress_plain_lines():
+    from lowering.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(stream, live=False)
+    with progress.step("m.pt2", "lowering", total=2, unit="delegates") as step:
+        step.note("xir pass 1/3: remove-no-ops", plain=False)  # live line only
+        step.note("XNNPACK preprocessing delegate 1 of 2")
+        step.advance()
+        step.advance("delegate 2 done")
+    progress.message("m.pt2", "a note")
+    assert stream.getvalue().splitlines() == [
+        "[m.pt2] lowering ...", "[m.pt2] XNNPACK preprocessing delegate 1 of 2", "[m.pt2] 2/2 delegate 2 done",
+        "[m.pt2] a note"]
+
+
+def test_progress_live_line_has_a_bar_and_the_elapsed_time():
+    from lowering.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(stream, live=True)
+    with progress.step("m.pt2", "lowering", total=4, unit="delegates") as step:
+        step.advance("delegate 1")
+        step.advance("delegate 2")
+        assert progress.current is step
+    with pytest.raises(ValueError), progress.step("m.pt2", "serializing"):
+        raise ValueError("boom")
+    text = stream.getvalue()
+    assert "\r[m.pt2] lowering  [##########----------] 2/4 delegates  delegate 2  0.0s\x1b[K" in text
+    lines = [line.split("\r")[-1].replace("\x1b[K", "") for line in text.split("\n") if line]
+    assert lines[0].startswith("[m.pt2] lowering ... done in ") and lines[0].endswith("s")
+    assert lines[1] == "[m.pt2] serializing ... failed"
+    assert progress.current is None and progress._thread is None
+
+
+def test_progress_choice_by_environment(monkeypatch):
+    from lowering.progress import live_wanted
+
+    monkeypatch.setenv("XIR_PROGRESS", "bar")
+    assert live_wanted(io.StringIO())
+    monkeypatch.setenv("XIR_PROGRESS", "plain")
+    assert not live_wanted(io.StringIO())
+    monkeypatch.delenv("XIR_PROGRESS")
+    assert not live_wanted(io.StringIO())  # not a terminal
