@@ -160,7 +160,12 @@ class XnnpackPartitioner(_base()):
         return PartitionResult(tagged_exported_program=exported_program,
                                partition_tags={tag: self.delegation_spec for tag in tags})
 
-    def report(self) -> str:
+    def report(self, html=None) -> str:
+        """The partition report as text; ``html=PATH`` also writes it as a page (lowering.html_report)."""
+        if html is not None:
+            from .html_report import write_partitioner_report
+
+            write_partitioner_report(self, html)
         if self.last_plan is None:
             return "xir partition: partition() has not run yet\n"
         return self.last_plan.report()

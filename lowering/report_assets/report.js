@@ -1,0 +1,407 @@
+// xir's partition report: draws the IR graph with dagre (inlined above), module boxes that
+// collapse, search, and the node details. The data is the JSON in #xir-data (lowering/html_report.py).
+(function () {
+  "use strict";
+  const data = JSON.parse(document.getElementById("xir-data").textContent);
+  const NS = "http://www.w3.org/2000/svg";
+  const BUDGET = 260;          // a graph with more visible items opens with module boxes collapsed
+  const MAX_CHARS = 46;        // longest text line in a node box
+  const nodes = data.nodes;
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const groups = new Map(data.groups.map((g) => [g.index, g]));
+  const clusters = new Map(data.clusters.map((c) => [c.id, Object.assign({ children: [], members: [], all: [] }, c)]));
+  for (const c of clusters.values()) if (c.parent) clusters.get(c.parent).children.push(c.id);
+  for (const n of nodes) {
+    if (!n.cluster) continue;
+    clusters.get(n.cluster).members.push(n.id);
+    for (let c = n.cluster; c; c = clusters.get(c).parent) clusters.get(c).all.push(n.id);
+  }
+  const collapsed = new Set();
+  let zoom = 1;
+  let selected = null;
+  let matches = new Set();
+
+  const svg = document.getElementById("graph");
+  const canvas = document.getElementById("canvas");
+  const side = document.getElementById("side");
+
+  function el(tag, attrs, parent) {
+    const e = document.createElementNS(NS, tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function clip(text, n) {
+    n = n || MAX_CHARS;
+    return text.length > n ? text.slice(0, n - 1) + "\u2026" : text;
+  }
+  function esc(text) {
+    const d = document.createElement("div");
+    d.textContent = text == null ? "" : String(text);
+    return d.innerHTML;
+  }
+  function tagOf(n) {
+    return n.group === null || n.group === undefined ? "" : "tag" + n.group;
+  }
+
+  // ------------------------------------------------------------------ node boxes
+  function nodeLines(n) {
+    const out = [{ text: n.short, cls: "op-label", size: 7.4 }];
+    if (n.kind === "op") out.push({ text: clip((n.name ? n.name + ": " : "") + n.type), cls: "type-label", size: 6.4 });
+    else out.push({ text: clip(n.name + (n.kind === "input" ? ": " + n.type : "")), cls: "type-label", size: 6.4 });
+    if (n.status === "outside") out.push({ text: clip("\u2717 " + n.rule + ": " + n.reason), cls: "reason-label", size: 6.1 });
+    else if (n.status === "folded") out.push({ text: clip("folded into " + tagOf(n)), cls: "name-label", size: 6.1 });
+    return out;
+  }
+  const layers = {
+    clusters: el("g", { class: "clusters" }, svg),
+    edges: el("g", { class: "edges" }, svg),
+    boxes: el("g", { class: "boxes" }, svg),
+    nodes: el("g", { class: "nodes" }, svg),
+  };
+  const nodeEls = new Map();
+  for (const n of nodes) {
+    const lines = nodeLines(n);
+    n.w = Math.ceil(Math.max(...lines.map((l) => l.text.length * l.size)) + 16);
+    n.h = 8 + lines.length * 15;
+    const cls = ["node", n.kind === "op" ? "op" : "io", n.status || ""].join(" ").trim();
+    const g = el("g", { class: cls, id: "node-" + n.id, "data-id": n.id, "data-op": n.op, "data-status": n.status || n.kind,
+                        "data-group": tagOf(n), "data-module": n.module || "" }, layers.nodes);
+    if (n.rule) g.setAttribute("data-rule", n.rule);
+    if (n.reason) g.setAttribute("data-reason", n.reason);
+    const group = groups.get(n.group);
+    const rect = el("rect", { width: n.w, height: n.h, rx: 5 }, g);
+    if (group && (n.status === "delegated" || n.status === "folded")) {
+      rect.setAttribute("fill", group.fill);
+      rect.setAttribute("stroke", group.stroke);
+      if (n.status === "folded") rect.setAttribute("stroke-dasharray", "2 2");
+    }
+    lines.forEach((l, i) => {
+      const t = el("text", { x: 8, y: 17 + i * 15, class: l.cls }, g);
+      t.textContent = l.text;
+    });
+    const title = el("title", {}, g);
+    title.textContent = [n.line, n.module ? "module: " + n.module : "", tagOf(n) ? "delegate: " + tagOf(n) : "",
+                         n.reason ? "outside: " + (n.rule ? n.rule + ": " : "") + n.reason : "",
+                         n.origin ? "created by pass: " + n.origin : ""].filter(Boolean).join("\n");
+    g.addEventListener("click", (event) => { event.stopPropagation(); select(n.id); });
+    g.style.display = "none";
+    nodeEls.set(n.id, g);
+  }
+
+  // ---------------------------------------------------------------- visibility
+  function hiddenByAncestor(clusterId) {
+    for (let c = clusters.get(clusterId).parent; c; c = clusters.get(c).parent) if (collapsed.has(c)) return true;
+    return false;
+  }
+  function representative(nodeId) {
+    let rep = nodeId;
+    for (let c = byId.get(nodeId).cluster; c; c = clusters.get(c).parent) if (collapsed.has(c)) rep = c;
+    return rep;
+  }
+  function boxLines(c) {
+    const counts = new Map();
+    for (const id of c.all) {
+      const n = byId.get(id);
+      const key = n.status === "outside" ? "outside" : n.status === "delegated" ? tagOf(n) : null;
+      if (key) counts.set(key, (counts.get(key) || 0) + 1);
+    }
+    const parts = [...counts.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => k + " x" + v);
+    return {
+      title: clip("\u25b8 " + c.label + (c.type ? " (" + c.type + ")" : ""), 52),
+      detail: clip(c.all.length + " nodes: " + parts.join(", "), 52),
+      counts,
+    };
+  }
+
+  // -------------------------------------------------------------------- layout
+  function render() {
+    const g = new dagre.graphlib.Graph({ compound: true });
+    g.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 30, edgesep: 8, marginx: 20, marginy: 20 });
+    g.setDefaultEdgeLabel(() => ({}));
+    const boxInfo = new Map();
+    for (const c of clusters.values()) {
+      if (hiddenByAncestor(c.id)) continue;
+      if (collapsed.has(c.id)) {
+        const info = boxLines(c);
+        boxInfo.set(c.id, info);
+        const w = Math.ceil(Math.max(info.title.length * 7.4, info.detail.length * 6.4) + 18);
+        g.setNode(c.id, { width: w, height: 46, box: true });
+      } else {
+        g.setNode(c.id, { cluster: true });
+      }
+      if (c.parent) g.setParent(c.id, c.parent);
+    }
+    for (const n of nodes) {
+      if (representative(n.id) !== n.id) continue;
+      g.setNode(n.id, { width: n.w, height: n.h });
+      if (n.cluster) g.setParent(n.id, n.cluster);
+    }
+    const edgeItems = new Map();
+    for (const e of data.edges) {
+      const s = representative(e.source), t = representative(e.target);
+      if (s === t) continue;
+      const key = s + "\u0000" + t;
+      if (!edgeItems.has(key)) edgeItems.set(key, { s, t, items: [] });
+      edgeItems.get(key).items.push(e);
+    }
+    for (const { s, t, items } of edgeItems.values()) g.setEdge(s, t, { items });
+    dagre.layout(g);
+
+    for (const layer of [layers.clusters, layers.edges, layers.boxes]) layer.textContent = "";
+    // expanded module boxes, outer ones first
+    const drawn = g.nodes().map((id) => [id, g.node(id)]).filter(([, v]) => v && v.cluster);
+    const depth = (id) => { let d = 0; for (let c = clusters.get(id).parent; c; c = clusters.get(c).parent) d++; return d; };
+    drawn.sort((a, b) => depth(a[0]) - depth(b[0]));
+    for (const [id, v] of drawn) {
+      const c = clusters.get(id);
+      const cg = el("g", { class: "cluster", id: "cluster-" + id, "data-path": c.path }, layers.clusters);
+      el("rect", { x: v.x - v.width / 2, y: v.y - v.height / 2, width: v.width, height: v.height }, cg);
+      // the title sits on the top border, as a legend (dagre leaves little room inside the box)
+      const text = "\u25be " + clip(c.label + (c.type ? " (" + c.type + ")" : ""), Math.max(8, Math.floor((v.width - 16) / 6.4)));
+      el("rect", { x: v.x - v.width / 2 + 6, y: v.y - v.height / 2 - 6, width: text.length * 6.4 + 6, height: 12,
+                   class: "cluster-title-bg" }, cg);
+      const t = el("text", { x: v.x - v.width / 2 + 9, y: v.y - v.height / 2 + 4, class: "cluster-title" }, cg);
+      t.textContent = text;
+      const title = el("title", {}, t);
+      title.textContent = c.path + " \u2014 click to collapse";
+      t.addEventListener("click", (event) => { event.stopPropagation(); collapsed.add(id); render(); });
+    }
+    // edges
+    for (const ge of g.edges()) {
+      const v = g.edge(ge);
+      const pts = v.points || [];
+      if (!pts.length) continue;
+      let d = "M" + pts[0].x + "," + pts[0].y;
+      if (pts.length === 2) d += " L" + pts[1].x + "," + pts[1].y;
+      for (let i = 1; i < pts.length - 1; i++) {
+        const p = pts[i], q = pts[i + 1];
+        const mx = i === pts.length - 2 ? q.x : (p.x + q.x) / 2, my = i === pts.length - 2 ? q.y : (p.y + q.y) / 2;
+        d += " Q" + p.x + "," + p.y + " " + mx + "," + my;
+      }
+      const eg = el("g", { class: "edge", "data-source": ge.v, "data-target": ge.w }, layers.edges);
+      el("path", { d, class: "hit" }, eg);
+      el("path", { d, "marker-end": "url(#arrow)" }, eg);
+      const items = v.items || [];
+      const label = items.map((e) => e.value + ": " + e.type);
+      const mid = pts[Math.floor(pts.length / 2)];
+      const text = el("text", { x: mid.x + 5, y: mid.y - 3 }, eg);
+      text.textContent = clip(label.join(", "), 60);
+      const title = el("title", {}, eg);
+      title.textContent = label.join("\n");
+    }
+    // collapsed module boxes
+    for (const [id, info] of boxInfo) {
+      const v = g.node(id);
+      const c = clusters.get(id);
+      const bg = el("g", { class: "collapsed", id: "box-" + id, "data-path": c.path,
+                           transform: "translate(" + (v.x - v.width / 2) + "," + (v.y - v.height / 2) + ")" }, layers.boxes);
+      el("rect", { class: "box", width: v.width, height: v.height }, bg);
+      let x = 0;
+      for (const [key, count] of info.counts) {  // composition stripe: delegates' colours, outside red
+        const w = v.width * count / c.all.length;
+        const group = key === "outside" ? null : groups.get(Number(key.slice(3)));
+        el("rect", { x, y: v.height - 6, width: w, height: 6, fill: group ? group.stroke : "#d0342c" }, bg);
+        x += w;
+      }
+      const t1 = el("text", { x: 9, y: 17, class: "op-label" }, bg);
+      t1.textContent = info.title;
+      const t2 = el("text", { x: 9, y: 33, class: "type-label" }, bg);
+      t2.textContent = info.detail;
+      const title = el("title", {}, bg);
+      title.textContent = c.path + " \u2014 click to expand";
+      if ([...matches].some((m) => c.all.includes(m))) bg.classList.add("match");
+      bg.addEventListener("click", (event) => { event.stopPropagation(); collapsed.delete(id); render(); });
+    }
+    // nodes
+    for (const n of nodes) {
+      const ne = nodeEls.get(n.id);
+      const v = g.node(n.id);
+      if (!v || representative(n.id) !== n.id) { ne.style.display = "none"; continue; }
+      ne.style.display = "";
+      ne.setAttribute("transform", "translate(" + (v.x - v.width / 2) + "," + (v.y - v.height / 2) + ")");
+    }
+    const size = g.graph();
+    svg.dataset.width = size.width;
+    svg.dataset.height = size.height;
+    svg.setAttribute("viewBox", "0 0 " + size.width + " " + size.height);
+    applyZoom();
+  }
+
+  function applyZoom() {
+    svg.setAttribute("width", Math.ceil(Number(svg.dataset.width) * zoom));
+    svg.setAttribute("height", Math.ceil(Number(svg.dataset.height) * zoom));
+  }
+  const defs = el("defs", {}, svg);
+  svg.insertBefore(defs, svg.firstChild);
+  const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" }, defs);
+  el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#7b8494" }, marker);
+
+  // ------------------------------------------------------------ initial state
+  function initialCollapse() {
+    if (nodes.length <= BUDGET) return;
+    for (const c of clusters.values()) collapsed.add(c.id);
+    let visible = nodes.filter((n) => !n.cluster).length + [...clusters.values()].filter((c) => !c.parent).length;
+    let level = [...clusters.values()].filter((c) => !c.parent).map((c) => c.id);
+    while (level.length) {
+      const next = [];
+      const expandedTypes = new Set();
+      for (const id of level) {
+        const c = clusters.get(id);
+        const key = (c.parent || "") + "/" + c.type;
+        if (c.type && expandedTypes.has(key)) continue;  // a repeated block: the first one open only
+        const cost = c.children.length + c.members.length - 1;
+        if (visible + cost > BUDGET) continue;
+        collapsed.delete(id);
+        visible += cost;
+        if (c.type) expandedTypes.add(key);
+        next.push(...c.children);
+      }
+      level = next;
+    }
+  }
+
+  // ----------------------------------------------------------------- details
+  function select(id) {
+    if (selected) nodeEls.get(selected).classList.remove("selected");
+    selected = id;
+    const n = byId.get(id);
+    nodeEls.get(id).classList.add("selected");
+    const group = groups.get(n.group);
+    const rows = [
+      ["op", n.op], ["result", n.types.join(", ")], ["module", n.module || "\u2014"],
+      ["delegate", n.status === "delegated" ? tagOf(n) : n.status === "folded" ? "Q/DQ folded into " + tagOf(n) :
+        n.kind === "op" ? "none (outside XNNPACK)" : "\u2014"],
+    ];
+    if (n.origin) rows.push(["created by", "pass " + n.origin]);
+    let html = "<h3>" + esc(n.short) + " <small>" + esc(n.name) + "</small></h3>";
+    if (n.status === "outside") html += '<p class="reason">left outside \u2014 ' + esc(n.rule) + ": " + esc(n.reason) + "</p>";
+    html += "<dl>" + rows.map(([k, v]) => "<dt>" + esc(k) + "</dt><dd>" +
+      (k === "delegate" && group ? '<span class="swatch" style="background:' + group.fill + ";border-color:" + group.stroke + '"></span>' : "") +
+      esc(v) + "</dd>").join("") + "</dl>";
+    html += "<p><b>IR</b></p><pre>" + esc(n.line) + "</pre>";
+    if (n.operands && n.operands.length) html += "<p><b>reads</b></p><pre>" + esc(n.operands.join("\n")) + "</pre>";
+    side.innerHTML = html;
+  }
+
+  function reveal(id) {
+    const ne = nodeEls.get(id);
+    if (!ne || ne.style.display === "none") return;
+    const box = ne.getBBox();
+    const m = /translate\(([-\d.e]+),([-\d.e]+)\)/.exec(ne.getAttribute("transform") || "");
+    if (!m) return;
+    const x = (Number(m[1]) + box.width / 2) * zoom, y = (Number(m[2]) + box.height / 2) * zoom;
+    canvas.scrollTo({ left: Math.max(0, x - canvas.clientWidth / 2), top: Math.max(0, y - canvas.clientHeight / 2) });
+  }
+
+  // ------------------------------------------------------------------ search
+  function haystack(n) {
+    return [n.op, n.short, n.name, n.type, n.module, tagOf(n) ? "delegate:" + tagOf(n) + " " + tagOf(n) : "",
+            n.status === "outside" ? "outside" : "", n.rule, n.reason, n.origin, n.line].filter(Boolean).join(" ").toLowerCase();
+  }
+  for (const n of nodes) n.hay = haystack(n);
+
+  function search(term) {
+    term = (term || "").trim().toLowerCase();
+    for (const id of matches) nodeEls.get(id).classList.remove("match");
+    matches = new Set();
+    const count = document.getElementById("search-count");
+    if (!term) {
+      count.textContent = "";
+      render();
+      return;
+    }
+    const exact = term.startsWith("delegate:");
+    for (const n of nodes) {
+      const hit = exact ? n.hay.split(" ").includes(term) : n.hay.includes(term);
+      if (hit) matches.add(n.id);
+    }
+    for (const id of matches) {  // open the boxes that hide a match
+      for (let c = byId.get(id).cluster; c; c = clusters.get(c).parent) collapsed.delete(c);
+      nodeEls.get(id).classList.add("match");
+    }
+    count.textContent = matches.size + (matches.size === 1 ? " match" : " matches");
+    render();
+    const list = [...matches].slice(0, 300).map((id) => {
+      const n = byId.get(id);
+      return '<li data-id="' + id + '"><b>' + esc(n.short) + "</b> " + esc(n.name) + " <small>" +
+        esc(n.status === "outside" ? "outside: " + n.reason : tagOf(n)) + "</small></li>";
+    }).join("");
+    side.innerHTML = "<h3>" + matches.size + " node(s) match \u201c" + esc(term) + "\u201d</h3>" +
+      '<ul class="results" id="search-results">' + list + "</ul>";
+    for (const li of side.querySelectorAll("li[data-id]")) {
+      li.addEventListener("click", () => { select(li.dataset.id); reveal(li.dataset.id); });
+    }
+    const first = [...matches][0];
+    if (first) reveal(first);
+  }
+
+  // --------------------------------------------------------------- controls
+  const input = document.getElementById("search");
+  let timer = null;
+  input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => search(input.value), 200); });
+  document.getElementById("expand-all").addEventListener("click", () => { collapsed.clear(); render(); });
+  document.getElementById("collapse-all").addEventListener("click", () => {
+    for (const c of clusters.values()) collapsed.add(c.id);
+    render();
+  });
+  document.getElementById("zoom-in").addEventListener("click", () => { zoom = Math.min(4, zoom * 1.25); applyZoom(); });
+  document.getElementById("zoom-out").addEventListener("click", () => { zoom = Math.max(0.05, zoom / 1.25); applyZoom(); });
+  document.getElementById("zoom-fit").addEventListener("click", () => {
+    zoom = Math.min(2, (canvas.clientWidth - 20) / Number(svg.dataset.width));
+    applyZoom();
+  });
+  canvas.addEventListener("wheel", (event) => {
+    if (!event.ctrlKey) return;
+    event.preventDefault();
+    zoom = Math.max(0.05, Math.min(4, zoom * (event.deltaY < 0 ? 1.1 : 1 / 1.1)));
+    applyZoom();
+  }, { passive: false });
+  function showTab(name) {
+    for (const b of document.querySelectorAll(".tab")) b.classList.toggle("active", b.dataset.tab === name);
+    for (const p of document.querySelectorAll(".panel")) p.classList.toggle("active", p.id === "tab-" + name);
+  }
+  for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", () => showTab(b.dataset.tab));
+
+  const legend = document.getElementById("legend");
+  for (const gr of data.groups) {
+    const item = document.createElement("span");
+    item.className = "item";
+    item.innerHTML = '<span class="swatch" style="background:' + gr.fill + ";border-color:" + gr.stroke + '"></span>' +
+      esc(gr.tag) + " (" + gr.nodes + ")";
+    item.title = "search the nodes of " + gr.tag;
+    item.addEventListener("click", () => { input.value = "delegate:" + gr.tag; search(input.value); });
+    legend.appendChild(item);
+  }
+  const outsideCount = nodes.filter((n) => n.status === "outside").length;
+  const outsideItem = document.createElement("span");
+  outsideItem.className = "item";
+  outsideItem.innerHTML = '<span class="swatch outside"></span>outside XNNPACK (' + outsideCount + ")";
+  outsideItem.addEventListener("click", () => { input.value = "outside"; search("outside"); });
+  legend.appendChild(outsideItem);
+
+  function fromHash() {
+    const hash = location.hash.slice(1);
+    const params = new Map(hash.split("&").filter(Boolean).map((kv) => {
+      const i = kv.indexOf("=");
+      return i < 0 ? [decodeURIComponent(kv), ""] : [decodeURIComponent(kv.slice(0, i)), decodeURIComponent(kv.slice(i + 1))];
+    }));
+    if (params.get("expand") === "all") collapsed.clear();
+    if (params.get("collapse") === "all") for (const c of clusters.values()) collapsed.add(c.id);
+    const term = params.has("search") ? params.get("search") : null;
+    if (params.has("tab")) { showTab(params.get("tab")); if (params.get("tab") !== "graph") return false; }
+    if (hash.startsWith("pass-")) { showTab("passes"); return false; }
+    if (term !== null) {
+      showTab("graph");
+      input.value = term;
+      search(term);
+      return true;
+    }
+    return false;
+  }
+  window.addEventListener("hashchange", () => { if (!fromHash()) render(); });
+
+  initialCollapse();
+  if (!fromHash()) render();
+  document.body.dataset.rendered = "true";
+})();
