@@ -570,7 +570,7 @@ for _name in ("sym_size.int", "scalar_tensor", "full", "arange.start_step", "ful
               "native_group_norm", "_native_batch_norm_legit.no_stats", "hardtanh_backward", "repeat", "flip",
               "index_select", "gather", "sort", "topk", "argmax", "argmin", "max.dim", "min.dim", "cumsum", "tril", "triu",
               "upsample_nearest2d.default", "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "native_dropout", "bitwise_and.Tensor",
-              "pixel_shuffle", "pixel_unshuffle", "alias"):
+              "pixel_shuffle", "pixel_unshuffle", "alias", "bucketize.Tensor"):
     _base, _, _overload = _name.partition(".")
     define_op(f"aten.{_base}", overloads=(_overload or "default",), operands=("inputs*",), attributes={}, traits=PURE)
 

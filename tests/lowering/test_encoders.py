@@ -46,3 +46,37 @@ def test_siglip_encoder_is_one_delegate(dtype_name, tolerance):
     assert "aten.native_layer_norm" not in ours.delegated  # decomposed: means, rsqrt, multiplies, adds
     assert ours.delegated["aten.rsqrt"] == 3  # two layer norms in the layer, one after it
     assert ours.delegated["aten.tanh"] == 1  # the MLP's tanh GELU, in fp32 also for the bf16 model
+
+
+class BucketedPositions(torch.nn.Module):
+    """SmolVLM's patch embeddings: position ids computed in the graph by bucketize from constant
+    fractional coordinates (not core ATen; ExecuTorch has no kernel for it), then looked up."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("fractions", torch.linspace(0, 1, 9)[:-1])
+        self.register_buffer("boundaries", torch.arange(1, 4) / 4)
+        self.positions = torch.nn.Embedding(16, 8)
+
+    def forward(self, x):
+        rows = torch.bucketize(self.fractions, self.boundaries, right=True)
+        ids = (rows[:, None] * 4 + rows[None, :]).flatten()
+        return x + self.positions(ids)
+
+
+def test_position_ids_from_constants_fold_where_the_runtime_has_no_kernel():
+    import executorch.kernels.quantized  # noqa: F401
+    from executorch.exir import EdgeCompileConfig
+
+    import lowering
+    from lowering.programs import delegated_ops, outside_ops, run_pte
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(64, 8),)
+    module = BucketedPositions().eval()
+    ep = torch.export.export(module, inputs)
+    config = EdgeCompileConfig(_core_aten_ops_exception_list=[torch.ops.aten.bucketize.Tensor])
+    edge = lowering.to_edge_transform_and_lower(ep, partitioner=[lowering.XnnpackPartitioner()], compile_config=config)
+    assert outside_ops(edge) == {} and delegated_ops(edge) == {"aten.add.Tensor": 1}
+    (out,) = run_pte(edge.to_executorch().buffer, inputs)
+    assert torch.equal(out, module(*inputs))
