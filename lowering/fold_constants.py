@@ -48,6 +48,7 @@ from typing import Any
 import attrs
 
 from passes import Pass, Rewriter
+from passes.remove_no_ops import DECOMPOSED_LINEAR_OPS
 from passes.rewriter import RewritePattern, RewriteStats, apply_patterns_greedily
 from xir import EnumAttr, Graph, InputKind, Node, TensorType, Value, print_node
 from xir.printer import Namer
@@ -229,6 +230,9 @@ class _Fold(RewritePattern):
         why = never_folded(node.op)
         if why:
             return self.decline(node, rewriter, why)
+        if any(user.op in DECOMPOSED_LINEAR_OPS for users in readers for user in users):
+            return self.decline(node, rewriter, "the weight of a decomposed linear (ExecuTorch's XNNPACK preprocessing "
+                                                "rebuilds the linear from the permute or view it reads)")
         for value in data_inputs:
             if value.data is None:
                 return self.decline(node, rewriter, f"the constant {value.describe()} has no data")

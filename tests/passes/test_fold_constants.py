@@ -506,3 +506,19 @@ def test_end_to_end_a_mutated_buffer_read_inside_a_delegate_keeps_its_state():
     for _ in range(3):
         out = method.execute([x])[0].clone()
         assert torch.allclose(out, eager(x), rtol=0, atol=1e-5)
+
+
+def test_the_weight_of_a_decomposed_linear_is_not_folded():
+    """to_backend decomposes a linear into permute(weight) -> addmm; ExecuTorch's XNNPACK
+    preprocessing rebuilds the linear from that permute, so folding it into a transposed constant
+    broke the lowering (found by the fuzzer: "a and b must have same reduction dim")."""
+    from lowering.compare import lower
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.ReLU()).eval()
+    inputs = (torch.randn(9, 12),)
+    ep = torch.export.export(module, inputs)
+    ours = lower(ep, inputs, "xir", via="backend")
+    assert ours.ran, ours.error
+    assert torch.allclose(ours.outputs[0], module(*inputs), atol=1e-5)
+    assert ours.delegated["aten.addmm"] == 1 and not ours.outside, dict(ours.outside)
