@@ -109,6 +109,26 @@ def fold_permute_of_permute(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+# dtypes each dtype converts to and back without loss (every value of the first is one of the second)
+_WIDER = {"bf16": ("f32", "f64"), "f16": ("f32", "f64"), "f32": ("f64",)}
+
+
+@rewrite_pattern(*CONVERT_OPS)
+def drop_widen_then_narrow_back(node: Node, rewriter: Rewriter) -> bool:
+    """cast(cast(x, wider), x.dtype) -> x: bf16 -> f32 -> bf16 gives x back exactly."""
+    inner = node.operands[0].producer
+    if inner is None or inner.op not in CONVERT_OPS:
+        return rewriter.notify_match_failure(node, "its operand is not a conversion")
+    source, middle, result = inner.operands[0].type, inner.results[0].type, node.results[0].type
+    if not all(isinstance(t, TensorType) for t in (source, middle, result)) or result != source:
+        return rewriter.notify_match_failure(node, "does not convert back to the type it started from")
+    if middle.dtype.name not in _WIDER.get(source.dtype.name, ()):
+        return rewriter.notify_match_failure(node, f"{source.dtype.name} -> {middle.dtype.name} may lose information")
+    if layout_change(node) or layout_change(inner):
+        return rewriter.notify_match_failure(node, "changes the layout")
+    return _bypass(node, rewriter, inner.operands[0])
+
+
 def _empty(value) -> bool:
     return isinstance(value.type, TensorType) and value.type.is_static and value.type.numel() == 0
 
@@ -133,10 +153,10 @@ def drop_empty_cat_inputs(node: Node, rewriter: Rewriter) -> bool:
 
 @attrs.frozen
 class RemoveNoOps(PatternRewritePass):
-    """Drop no-op views, permutes, copies and conversions and the empty inputs of cats; fold view
-    and permute chains."""
+    """Drop no-op views, permutes, copies and conversions (also a widening conversion converted
+    back) and the empty inputs of cats; fold view and permute chains."""
 
     name = "remove-no-ops"
 
     rules = (drop_identity_reshape, drop_identity_permute, drop_identity_convert, fold_view_of_view,
-             fold_permute_of_permute, drop_empty_cat_inputs)
+             fold_permute_of_permute, drop_empty_cat_inputs, drop_widen_then_narrow_back)

@@ -543,3 +543,43 @@ EMPTY_CATS = [
 @pytest.mark.parametrize("before, expected, changed", EMPTY_CATS)
 def test_remove_no_ops_drops_empty_cat_inputs(before, expected, changed):
     check_pipeline(before, "remove-no-ops", expected, changed=changed)
+
+
+CONVERT_PAIRS = [
+    case("ordinary-bf16-through-f32", """
+    graph @g {
+      input %x: bf16[2,4]
+      %n: bf16[2,4] = aten.neg(%x)
+      %w: f32[2,4] = dim_order_ops._to_dim_order_copy(%n) {dtype=f32}
+      %b: bf16[2,4] = dim_order_ops._to_dim_order_copy(%w) {dtype=bf16}
+      %r: bf16[2,4] = aten.relu(%b)
+      return %r, %w
+    }""", """
+    graph @g {
+      input %x: bf16[2,4]
+      %n: bf16[2,4] = aten.neg(%x)
+      %w: f32[2,4] = dim_order_ops._to_dim_order_copy(%n) {dtype=f32}
+      %r: bf16[2,4] = aten.relu(%n)
+      return %r, %w
+    }"""),
+    case("declined-narrowing-first-loses-bits", """
+    graph @g {
+      input %x: f32[2,4]
+      %n: bf16[2,4] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16}
+      %w: f32[2,4] = dim_order_ops._to_dim_order_copy(%n) {dtype=f32}
+      %r: f32[2,4] = aten.relu(%w)
+      return %r
+    }"""),
+    case("declined-would-return-the-input", """
+    graph @g {
+      input %x: bf16[2,4]
+      %w: f32[2,4] = aten._to_copy(%x) {dtype=f32}
+      %b: bf16[2,4] = aten._to_copy(%w) {dtype=bf16}
+      return %b
+    }"""),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", CONVERT_PAIRS)
+def test_remove_no_ops_drops_a_widening_converted_back(before, expected, changed):
+    check_pipeline(before, "remove-no-ops", expected, changed=changed)
