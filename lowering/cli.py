@@ -5,6 +5,7 @@
     xir lower MODEL.pt2 [-o MODEL.pte] ...    lower a saved ExportedProgram to an XNNPACK .pte
     xir dump MODEL.pt2|IR.xir [--after PIPELINE]  the IR of its edge program, or of an IR text file (after a pipeline)
     xir explain MODEL.pt2 [--html FILE]       what lowering delegates to XNNPACK, and why the rest not
+                                              (--html: as a page; --explorer: the Model Explorer command)
     xir passes                                the registered passes, their options and descriptions
     xir fuzz [--kind K --count N ...]         differential fuzzing against the stock partitioner (python -m xir_fuzz)
 
@@ -72,6 +73,7 @@ def _demo(args) -> int:
     from passes import DumpIR
 
     from .compare import lower, reference
+    from .html_report import RecordPasses
     from .examples import EXAMPLES, edge_program, export_example
 
     out = Path(args.out)
@@ -91,7 +93,7 @@ def _demo(args) -> int:
         for which in ("stock", "xir"):
             options = {"enable_bf16": bf16}
             if which == "xir":
-                options["instruments"] = [DumpIR(out / f"{name}-passes")]
+                options["instruments"] = [DumpIR(out / f"{name}-passes"), RecordPasses()]
             with PROGRESS.step(name, f"lowering with {which}, serializing, running on ExecuTorch's runtime") as step, \
                     delegate_progress(step):
                 result = lower(ep, inputs, which, **options)
@@ -111,15 +113,16 @@ def _demo(args) -> int:
                          "-" if error is None else f"{error:.2g}", str(sum(result.delegated.values())),
                          str(sum(result.outside.values())), "-" if latency is None else f"{latency * 1e3:.3f}",
                          "" if result.ran else (result.error or "")[:60]))
-        if results["xir"].partitioner is not None:
-            (out / f"{name}-report.txt").write_text(results["xir"].partitioner.report())
+        if results["xir"].partitioner is not None and results["xir"].partitioner.last_plan is not None:
+            (out / f"{name}-report.txt").write_text(results["xir"].partitioner.report(html=out / f"{name}.html"))
     header = ("model", "partitioner", "loads", "matches", "max err", "delegated", "outside", "ms", "failure")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    print(f"\n.pte files, IR dumps (per pass) and partition reports: {out}/")
+    print(f"\n.pte files, IR dumps (per pass) and partition reports (<model>-report.txt, and <model>.html to open "
+          f"in a browser): {out}/")
     return 0
 
 
@@ -531,6 +534,25 @@ def _is_ir_text(path: Path) -> bool:
     return any(line.strip().startswith("graph @") for line in text.splitlines())
 
 
+def _parse_text(path: Path):
+    """Parse and verify IR text; errors as one line with the file, line and column."""
+    import xir
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CLIError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from error
+    try:
+        graph = xir.parse_graph(text)
+    except xir.ParseError as error:
+        raise CLIError(f"{path}:{error.line}:{error.column}: {error.message}") from error
+    try:
+        xir.verify(graph)
+    except xir.VerificationError as error:
+        raise CLIError(f"{path} does not verify: {' '.join(str(error).split())}") from error
+    return graph
+
+
 def _dump_text(path: Path, args) -> int:
     """``xir dump IR.xir``: parse, verify, optionally run a pipeline, print. Imports no torch unless
     the pipeline is lowering's default one (whose list lives with the partitioner)."""
@@ -544,18 +566,8 @@ def _dump_text(path: Path, args) -> int:
     if args.dtype is not None or args.quantize is not None:
         raise CLIError("--dtype and --quantize apply to an exported program (.pt2), not to IR text")
     after = _pipeline(args.after, "--after") if args.after is not None else ""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise CLIError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from error
-    try:
-        graph = xir.parse_graph(text)
-    except xir.ParseError as error:
-        raise CLIError(f"{path}:{error.line}:{error.column}: {error.message}") from error
-    try:
-        opaque = xir.verify(graph)
-    except xir.VerificationError as error:
-        raise CLIError(f"{path} does not verify: {' '.join(str(error).split())}") from error
+    graph = _parse_text(path)
+    opaque = xir.verify(graph)
     if args.after is not None:
         bf16 = any(isinstance(v.type, xir.TensorType) and v.type.dtype is xir.DType.bf16 for v in graph.inputs)
         if after is None or after.startswith("+"):
@@ -610,11 +622,76 @@ def _explain(args) -> int:
     path = _model_path(args.model)
     if args.dtype == "bf16" and args.quantize:
         raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
+    html = _html_target(args.html) if args.html else None
+    if args.explorer:
+        return _explorer_command(path)
+    if _is_ir_text(path):
+        return _explain_text(path, args, html)
     args.pipeline = _pipeline(args.pipeline, "--pipeline")
     prepared = _prepare(path, args)
-    _, partitioner = _lower_program(path, prepared, args)
-    print(partitioner.report(), end="")
+    from .html_report import RecordPasses
+
+    _, partitioner = _lower_program(path, prepared, args, [RecordPasses()] if html else ())
+    if html:
+        with _step(path.name, f"writing {html}", f"writing {html} failed"):
+            report = partitioner.report(html=html)
+    else:
+        report = partitioner.report()
+    print(report, end="")
+    if html:
+        print(f"HTML report: {html} (open it in a browser)")
     return 0
+
+
+def _html_target(text: str) -> Path:
+    html = Path(text)
+    if html.is_dir():
+        raise CLIError(f"--html {text} is a directory; give the .html file to write")
+    if html.parent and not html.parent.exists():
+        try:
+            html.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CLIError(f"cannot create the folder of {html}: {error.strerror or error}") from error
+    return html
+
+
+def _explain_text(path: Path, args, html: Path | None) -> int:
+    """``xir explain IR.xir``: the partition plan of IR text as it is (no rewrite runs: the pipeline
+    needs the program's constants), with the capability rules partition() applies."""
+    import xir
+
+    from .capability import Options
+    from .html_report import write_html
+    from .partition import plan_partition
+
+    if args.dtype is not None or args.quantize is not None or args.pipeline is not None or args.per_op:
+        raise CLIError("--dtype, --quantize, --pipeline and --per-op apply to an exported program (.pt2), "
+                       "not to IR text (explain plans IR text as it is)")
+    graph = _parse_text(path)
+    bf16 = any(isinstance(v.type, xir.TensorType) and v.type.dtype is xir.DType.bf16 for v in graph.inputs)
+    plan = plan_partition(graph, Options(enable_bf16=bf16))
+    print(plan.report(), end="")
+    if html:
+        write_html(html, graph, plan, None, passes_recorded=False, title=f"xir partition: {path.name}",
+                   subtitle="IR text, planned as it is")
+        print(f"HTML report: {html} (open it in a browser)")
+    return 0
+
+
+def _explorer_command(path: Path) -> int:
+    """``xir explain --explorer``: the command that opens the program in Model Explorer with xir's overlays."""
+    import importlib.util
+
+    if importlib.util.find_spec("model_explorer") is None:
+        print("Model Explorer is not installed: pip install 'xir[explorer]' (or ai-edge-model-explorer)", file=sys.stderr)
+    print(f"model-explorer {_quote(str(path))} --extensions=lowering.explorer")
+    return 0
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 # ------------------------------------------------------------------------------- parser
@@ -710,7 +787,14 @@ def _parser() -> argparse.ArgumentParser:
                                   description="Lower the program as 'xir lower' does (without writing it) and print "
                                               "the partition report: the groups delegated to XNNPACK, and the rule and "
                                               "reason for each op left outside.")
-    _add_model(explain)
+    explain.add_argument("model", metavar="MODEL.pt2|IR.xir",
+                         help="an ExportedProgram saved with torch.export.save (or IR text, planned as it is)")
+    explain.add_argument("--html", metavar="FILE.html",
+                         help="also write the report as one self-contained HTML page: the IR graph coloured by "
+                              "delegate, the reasons of the nodes left outside, module boxes, search, the passes' diffs")
+    explain.add_argument("--explorer", action="store_true",
+                         help="print the command that opens the program in Google's Model Explorer with xir's "
+                              "overlays (pip install 'xir[explorer]')")
     _add_preparation(explain)
     _add_lowering(explain)
     _add_debug(explain)

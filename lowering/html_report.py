@@ -130,9 +130,9 @@ def _module_path(node: Node) -> str | None:
     fx = node.fx_node
     stack = fx.meta.get("nn_module_stack") if fx is not None and hasattr(fx, "meta") else None
     if not stack:
-        return None
+        return None  # no record (a node a pass made): module_paths() places it
     path, _ = list(stack.values())[-1]
-    return str(path)
+    return str(path)  # "" for the root module's own code
 
 
 def _module_types(nodes: Iterable[Node]) -> dict[str, str]:
@@ -160,31 +160,40 @@ def _common(paths: list[list[str]]) -> list[str]:
 
 
 def module_paths(graph: Graph) -> dict[int, list[str]]:
-    """Each node's module path as components; a node without one (a pass made it) takes the common
-    path of the nodes it reads from (else of its users)."""
+    """Each node's module path as components ([] for the root module's own code). A node without
+    one (a pass made it) gets the common path of the nearest nodes with one that it reads from and
+    that read from it (looking through other such nodes): a rewrite stays in the module it rewrote."""
     nodes = list(graph)
-    paths: dict[int, list[str] | None] = {}
+    known: dict[int, list[str]] = {}
     for node in nodes:
         path = _module_path(node)
-        paths[id(node)] = [c for c in path.split(".") if c] if path else None
-    for _ in range(3):
-        missing = False
-        for order in (nodes, list(reversed(nodes))):
-            for node in order:
-                if paths[id(node)] is not None:
-                    continue
-                near = [paths.get(id(v.producer)) for v in node.inputs() if v.producer is not None]
-                near = [p for p in near if p is not None]
-                if not near:
-                    near = [paths.get(id(u)) for u in node.users if not u.is_return]
-                    near = [p for p in near if p is not None]
-                if near:
-                    paths[id(node)] = _common(near)
-                else:
-                    missing = True
-        if not missing:
-            break
-    return {key: (path or []) for key, path in paths.items()}
+        if path is not None:
+            known[id(node)] = [c for c in path.split(".") if c]
+    result: dict[int, list[str]] = {}
+    for node in nodes:
+        if id(node) in known:
+            result[id(node)] = known[id(node)]
+            continue
+        near: list[list[str]] = []
+        for step in (lambda n: [v.producer for v in n.inputs() if v.producer is not None],
+                     lambda n: [u for u in n.users if not u.is_return]):
+            seen, frontier = {id(node)}, [node]
+            for _ in range(64):  # through at most this many nodes without a path
+                following = []
+                for current in frontier:
+                    for other in step(current):
+                        if id(other) in seen:
+                            continue
+                        seen.add(id(other))
+                        if id(other) in known:
+                            near.append(known[id(other)])
+                        else:
+                            following.append(other)
+                if not following:
+                    break
+                frontier = following
+        result[id(node)] = _common(near)
+    return result
 
 
 def module_clusters(graph: Graph, paths: dict[int, list[str]]) -> tuple[list[dict], dict[int, str | None]]:

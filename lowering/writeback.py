@@ -87,6 +87,14 @@ def write_back(graph: Graph, ep: Any) -> None:
 
     keep: set[torch.fx.Node] = set()
     cursor = placeholders[-1] if placeholders else None
+    # the FX nodes the IR erased, by what they read: a node a pass made takes the module of the one it replaced
+    imported = {n.fx_node for n in graph if n.fx_node is not None and n.fx_node.graph is fx_graph}
+    erased_readers: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for fx_node in fx_graph.nodes:
+        if fx_node.op == "call_function" and fx_node not in imported:
+            for read in fx_node.all_input_nodes:
+                erased_readers.setdefault(read, []).append(fx_node)
+    stacks: dict[int, Any] = {}
     for node in graph:
         fx_node = node.fx_node if node.fx_node is not None and node.fx_node.graph is fx_graph else None
         schema = getattr(fx_node.target, "_schema", None) if fx_node is not None else None
@@ -102,6 +110,9 @@ def write_back(graph: Graph, ep: Any) -> None:
             node.fx_node = fx_node
             if node.origin:
                 fx_node.meta["xir_origin"] = node.origin
+            stack = stacks[id(node)] = _module_stack(node, fx_of, erased_readers, stacks, imported)
+            if stack:
+                fx_node.meta["nn_module_stack"] = dict(stack)
         elif schema is not None:
             args, kwargs = op_arguments(schema, node, fx_of)
             if not _same_call(fx_node, args, kwargs):
@@ -146,6 +157,30 @@ def write_back(graph: Graph, ep: Any) -> None:
                 delete_constant_placeholder(ep, fx_node)
     fx_graph.lint()
     gm.recompile()
+
+
+def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, imported: set) -> Any:
+    """``nn_module_stack`` for a node a pass made (reports group nodes by module): that of an erased
+    node that read the same value (the node it replaced), else of a node it reads that the pass made
+    too, else of the program's node that reads it, else of the one it reads."""
+    def meta(fx_node):
+        return fx_node.meta.get("nn_module_stack") if fx_node is not None else None
+
+    values = list(node.inputs())
+    for value in values:
+        for erased in erased_readers.get(fx_of(value), ()):
+            if meta(erased):
+                return meta(erased)
+    for value in values:
+        if value.producer is not None and stacks.get(id(value.producer)):
+            return stacks[id(value.producer)]
+    for user in node.users:
+        if not user.is_return and user.fx_node in imported and meta(user.fx_node):
+            return meta(user.fx_node)
+    for value in values:
+        if value.producer is not None and value.producer.fx_node in imported and meta(value.producer.fx_node):
+            return meta(value.producer.fx_node)
+    return None
 
 
 def _free_attribute_name(gm: torch.fx.GraphModule, base: str) -> str:

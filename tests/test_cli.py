@@ -27,6 +27,7 @@ COMMANDS: dict[str, list[str]] = {
     "lower-static": ["lower", "conv.pt2", "--quantize", "static", "--verify", "--report"],
     "lower-dynamic": ["lower", "mlp-no-inputs.pt2", "-o", "mlp-dynamic.pte", "--quantize", "dynamic", "--verify"],
     "explain": ["explain", "gelu.pt2"],
+    "explain-html": ["explain", "conv.pt2", "--html", "reports/conv.html"],
     "dump": ["dump", "gelu.pt2"],
     "dump-after": ["dump", "gelu.pt2", "--after", "remove-no-ops,dead-code-elimination", "--time-passes"],
     "passes": ["passes"],
@@ -214,6 +215,16 @@ def test_explain_prints_the_partition_report(xir):
     assert "tag0: 12 node(s): aten.linear x2, aten.relu, aten.mul.Tensor x6, aten.add.Tensor x2, aten.tanh" in result.stdout
     assert not list(xir.folder.glob("gelu.pte"))  # explain writes nothing
     assert "[gelu.pt2] XNNPACK preprocessing delegate 1 of 1" in result.stderr  # progress (plain lines: not a tty)
+
+
+@uses("explain-html")
+def test_explain_html_writes_the_page(xir):
+    result = ok(xir("explain-html"))
+    assert result.stdout.startswith("xir partition: ")
+    assert result.stdout.rstrip().endswith("HTML report: reports/conv.html (open it in a browser)")
+    page = (xir.folder / "reports" / "conv.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "var dagre" in page and "aten.convolution" in page
+    assert '"passes_recorded":true' in page  # the passes' diffs were recorded
 
 
 @uses("dump", "dump-after")

@@ -99,6 +99,21 @@ def test_dump_of_ir_text_without_torch(folder):
     assert xir.parse_graph(result["out"])  # parses back
 
 
+def test_explain_of_ir_text_without_torch(folder):
+    result = probe(["explain", "model.xir", "--html", "out/model.html"], folder)
+    assert result["status"] == 0 and result["heavy"] == [], result["err"]
+    assert result["out"].startswith("xir partition: 4 node(s) delegated to XNNPACK in 1 group(s)")
+    assert "HTML report: out/model.html" in result["out"]
+    page = (folder / "out" / "model.html").read_text()
+    assert "aten.permute_copy" in page and "var dagre" in page
+
+
+def test_explain_explorer_prints_the_command(folder):
+    result = probe(["explain", "model.xir", "--explorer"], folder)
+    assert result["status"] == 0 and result["heavy"] == []
+    assert result["out"].strip() == "model-explorer model.xir --extensions=lowering.explorer"
+
+
 @pytest.mark.parametrize("args, message", [
     (["dump", "broken.xir"], "xir: error: broken.xir:4:30: unknown value %y"),
     (["dump", "nope.pt2"], "xir: error: nope.pt2: no such file"),

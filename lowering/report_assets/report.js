@@ -56,6 +56,7 @@
   const layers = {
     clusters: el("g", { class: "clusters" }, svg),
     edges: el("g", { class: "edges" }, svg),
+    titles: el("g", { class: "titles" }, svg),
     boxes: el("g", { class: "boxes" }, svg),
     nodes: el("g", { class: "nodes" }, svg),
   };
@@ -148,7 +149,7 @@
     for (const { s, t, items } of edgeItems.values()) g.setEdge(s, t, { items });
     dagre.layout(g);
 
-    for (const layer of [layers.clusters, layers.edges, layers.boxes]) layer.textContent = "";
+    for (const layer of [layers.clusters, layers.edges, layers.titles, layers.boxes]) layer.textContent = "";
     // expanded module boxes, outer ones first
     const drawn = g.nodes().map((id) => [id, g.node(id)]).filter(([, v]) => v && v.cluster);
     const depth = (id) => { let d = 0; for (let c = clusters.get(id).parent; c; c = clusters.get(c).parent) d++; return d; };
@@ -159,9 +160,10 @@
       el("rect", { x: v.x - v.width / 2, y: v.y - v.height / 2, width: v.width, height: v.height }, cg);
       // the title sits on the top border, as a legend (dagre leaves little room inside the box)
       const text = "\u25be " + clip(c.label + (c.type ? " (" + c.type + ")" : ""), Math.max(8, Math.floor((v.width - 16) / 6.4)));
+      const tg = el("g", { class: "cluster-legend", "data-title-of": id }, layers.titles);  // above the edges
       el("rect", { x: v.x - v.width / 2 + 6, y: v.y - v.height / 2 - 6, width: text.length * 6.4 + 6, height: 12,
-                   class: "cluster-title-bg" }, cg);
-      const t = el("text", { x: v.x - v.width / 2 + 9, y: v.y - v.height / 2 + 4, class: "cluster-title" }, cg);
+                   class: "cluster-title-bg" }, tg);
+      const t = el("text", { x: v.x - v.width / 2 + 9, y: v.y - v.height / 2 + 4, class: "cluster-title" }, tg);
       t.textContent = text;
       const title = el("title", {}, t);
       title.textContent = c.path + " \u2014 click to collapse";
@@ -386,6 +388,7 @@
       const i = kv.indexOf("=");
       return i < 0 ? [decodeURIComponent(kv), ""] : [decodeURIComponent(kv.slice(0, i)), decodeURIComponent(kv.slice(i + 1))];
     }));
+    if (params.has("zoom") && Number(params.get("zoom")) > 0) zoom = Math.max(0.05, Math.min(4, Number(params.get("zoom"))));
     if (params.get("expand") === "all") collapsed.clear();
     if (params.get("collapse") === "all") for (const c of clusters.values()) collapsed.add(c.id);
     const term = params.has("search") ? params.get("search") : null;
@@ -395,6 +398,14 @@
       showTab("graph");
       input.value = term;
       search(term);
+      return true;
+    }
+    if (params.has("node") && byId.has(params.get("node"))) {  // #node=n12: open, select and show it
+      const id = params.get("node");
+      for (let c = byId.get(id).cluster; c; c = clusters.get(c).parent) collapsed.delete(c);
+      render();
+      select(id);
+      reveal(id);
       return true;
     }
     return false;
