@@ -623,15 +623,14 @@ def _explain(args) -> int:
     if args.dtype == "bf16" and args.quantize:
         raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
     html = _html_target(args.html) if args.html else None
-    if args.explorer:
-        return _explorer_command(path)
     if _is_ir_text(path):
         return _explain_text(path, args, html)
     args.pipeline = _pipeline(args.pipeline, "--pipeline")
     prepared = _prepare(path, args)
     from .html_report import RecordPasses
 
-    _, partitioner = _lower_program(path, prepared, args, [RecordPasses()] if html else ())
+    recorder = RecordPasses()
+    _, partitioner = _lower_program(path, prepared, args, [recorder] if html or args.explorer else ())
     if html:
         with _step(path.name, f"writing {html}", f"writing {html} failed"):
             report = partitioner.report(html=html)
@@ -640,6 +639,13 @@ def _explain(args) -> int:
     print(report, end="")
     if html:
         print(f"HTML report: {html} (open it in a browser)")
+    if args.explorer:
+        from .explorer.data import graph_id
+        from .html_report import report_data
+
+        data = report_data(partitioner.last_graph, partitioner.last_plan, recorder.changes,
+                           pipeline=partitioner.pipeline_text)
+        _explorer_command(path, data, graph_id(partitioner.last_graph))
     return 0
 
 
@@ -675,17 +681,32 @@ def _explain_text(path: Path, args, html: Path | None) -> int:
         write_html(html, graph, plan, None, passes_recorded=False, title=f"xir partition: {path.name}",
                    subtitle="IR text, planned as it is")
         print(f"HTML report: {html} (open it in a browser)")
+    if args.explorer:
+        from .explorer.data import graph_id
+        from .html_report import report_data
+
+        _explorer_command(path, report_data(graph, plan, None, passes_recorded=False), graph_id(graph, text=True))
     return 0
 
 
-def _explorer_command(path: Path) -> int:
-    """``xir explain --explorer``: the command that opens the program in Model Explorer with xir's overlays."""
+def _explorer_command(path: Path, data: dict, graph_id: str) -> None:
+    """``xir explain --explorer``: write the delegate colours as Model Explorer node data next to the
+    model and print the command that opens the model in Model Explorer with xir's adapter."""
     import importlib.util
 
+    from .explorer.data import write_node_data
+
+    target = path.with_name(path.name + ".xir-delegates.json")
+    try:
+        write_node_data(target, data, graph_id)
+    except OSError as error:
+        raise CLIError(f"cannot write {target}: {error.strerror or error}") from error
     if importlib.util.find_spec("model_explorer") is None:
-        print("Model Explorer is not installed: pip install 'xir[explorer]' (or ai-edge-model-explorer)", file=sys.stderr)
-    print(f"model-explorer {_quote(str(path))} --extensions=lowering.explorer")
-    return 0
+        _progress(path.name, "Model Explorer is not installed: pip install 'xir[explorer]'", more=False)
+    print("Model Explorer (xir's IR, coloured by delegate; the nodes' attributes say why a node stayed outside):")
+    print(f"  python -m lowering.explorer {_quote(str(path))} --node-data {_quote(str(target))}")
+    print(f"  (or: model-explorer {_quote(str(path))} --extensions=lowering.explorer --node_data_paths={_quote(str(target))}"
+          f" and pick the adapter 'xir: XNNPACK partition')")
 
 
 def _quote(text: str) -> str:
@@ -793,8 +814,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="also write the report as one self-contained HTML page: the IR graph coloured by "
                               "delegate, the reasons of the nodes left outside, module boxes, search, the passes' diffs")
     explain.add_argument("--explorer", action="store_true",
-                         help="print the command that opens the program in Google's Model Explorer with xir's "
-                              "overlays (pip install 'xir[explorer]')")
+                         help="write the delegate colours as Model Explorer node data (MODEL.xir-delegates.json) "
+                              "and print the command that opens the program in Google's Model Explorer with xir's "
+                              "adapter (pip install 'xir[explorer]')")
     _add_preparation(explain)
     _add_lowering(explain)
     _add_debug(explain)

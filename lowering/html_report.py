@@ -307,19 +307,21 @@ def report_data(graph: Graph, plan, changes: list[dict] | None = None, title: st
                     "type": ", ".join(_type(v) for v in graph.outputs), "types": [_type(v) for v in graph.outputs],
                     "group": None, "cluster": None, "line": "return " + ", ".join(namer.ref(v) for v in graph.outputs)})
 
-    edges = []
+    edges = []  # source/target: record ids; output: the result's index; input: the reading position
     for node in nodes:
         seen = set()
-        for value in node.inputs():
+        for position, value in enumerate(node.inputs()):
             source = ident.get(id(value.producer)) if value.producer is not None else ident.get(id(value))
             if source is None or (source, id(value)) in seen:
                 continue
             seen.add((source, id(value)))
-            edges.append({"source": source, "target": ident[id(node)], "value": namer.ref(value), "type": _type(value)})
-    for value in graph.outputs:
+            edges.append({"source": source, "target": ident[id(node)], "value": namer.ref(value), "type": _type(value),
+                          "output": value.index if value.producer is not None else 0, "input": position})
+    for position, value in enumerate(graph.outputs):
         source = ident.get(id(value.producer)) if value.producer is not None else ident.get(id(value))
         if source is not None:
-            edges.append({"source": source, "target": output_key, "value": namer.ref(value), "type": _type(value)})
+            edges.append({"source": source, "target": output_key, "value": namer.ref(value), "type": _type(value),
+                          "output": value.index if value.producer is not None else 0, "input": position})
 
     groups = []
     for group in plan.groups:

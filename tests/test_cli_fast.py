@@ -108,10 +108,16 @@ def test_explain_of_ir_text_without_torch(folder):
     assert "aten.permute_copy" in page and "var dagre" in page
 
 
-def test_explain_explorer_prints_the_command(folder):
+def test_explain_explorer_writes_node_data_and_prints_the_command(folder):
     result = probe(["explain", "model.xir", "--explorer"], folder)
-    assert result["status"] == 0 and result["heavy"] == []
-    assert result["out"].strip() == "model-explorer model.xir --extensions=lowering.explorer"
+    assert result["status"] == 0 and result["heavy"] == [], result["err"]
+    lines = result["out"].splitlines()
+    assert "  python -m lowering.explorer model.xir --node-data model.xir.xir-delegates.json" in lines
+    assert any(line.startswith("  (or: model-explorer model.xir --extensions=lowering.explorer "
+                               "--node_data_paths=model.xir.xir-delegates.json") for line in lines)
+    data = json.loads((folder / "model.xir.xir-delegates.json").read_text())
+    results = data["forward (xir, as written)"]["results"]
+    assert len(results) == 4 and {r["value"] for r in results.values()} == {0}  # one delegate, its colour
 
 
 @pytest.mark.parametrize("args, message", [
