@@ -86,13 +86,10 @@ def _runtime_reason(log: str) -> str:
 
 def run_pte(buffer: bytes, inputs: tuple, method: str = "forward") -> list[torch.Tensor]:
     """Load ``buffer`` with ExecuTorch's runtime and run ``method`` on ``inputs``. A refused
-    load raises LoadError carrying the runtime's reason from stderr."""
-    from executorch.runtime import Runtime
-
+    load (or run) raises LoadError carrying the runtime's reason from stderr."""
+    program, loaded = load_method(buffer, method)
     with captured_stderr() as log:
         try:
-            program = Runtime.get().load_program(buffer)
-            loaded = program.load_method(method)
             outputs = loaded.execute(list(inputs))
         except RuntimeError as error:
             failure = error
@@ -100,6 +97,7 @@ def run_pte(buffer: bytes, inputs: tuple, method: str = "forward") -> list[torch
             failure = None
     if failure is not None:
         raise LoadError(str(failure), _runtime_reason(log["text"])) from None
+    del program  # (alive until the outputs are out)
     return list(outputs)
 
 

@@ -38,9 +38,8 @@ def bf16_bmm_f32_output(node: Node, rewriter: Rewriter) -> bool:
     a, b = node.operands
     if node.result.dtype is not DType.bf16 or a.dtype is not DType.bf16 or b.dtype is not DType.bf16:
         return rewriter.notify_match_failure(node, "not a bf16 x bf16 -> bf16 bmm")
-    wide = rewriter.insert_before(node, rewriter.create("xir.bmm_f32out", [a, b]))
-    narrow = rewriter.insert_before(node, rewriter.create("xir.convert", [wide.result], attributes={"dtype": DType.bf16}))
-    rewriter.replace_node(node, [narrow.result])
+    wide = rewriter.op_before(node, "xir.bmm_f32out", [a, b])
+    rewriter.replace_node(node, [rewriter.op_before(node, "xir.convert", [wide], dtype=DType.bf16)])
     return True
 
 
@@ -109,14 +108,13 @@ def decompose_gelu_tanh(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "not f32 or bf16")
     narrow = x.dtype if x.dtype is not DType.f32 else None
     if narrow is not None:
-        x = rewriter.insert_before(node, rewriter.create("dim_order_ops._to_dim_order_copy", [x],
-                                                         attributes={"dtype": DType.f32})).result
+        x = rewriter.op_before(node, "dim_order_ops._to_dim_order_copy", [x], dtype=DType.f32)
 
     def constant(label, number):
         return rewriter.add_constant(f"gelu_{label}", TensorType(DType.f32, ()), torch.tensor(number, dtype=torch.float32))
 
     def op(name, *operands):
-        return rewriter.insert_before(node, rewriter.create(name, list(operands))).result
+        return rewriter.op_before(node, name, operands)
 
     cube = op("aten.mul.Tensor", op("aten.mul.Tensor", x, x), x)
     inner = op("aten.mul.Tensor", op("aten.add.Tensor", x, op("aten.mul.Tensor", cube, constant("k1", 0.044715))),
@@ -125,8 +123,7 @@ def decompose_gelu_tanh(node: Node, rewriter: Rewriter) -> bool:
     result = op("aten.mul.Tensor", op("aten.mul.Tensor", x, op("aten.add.Tensor", tanh, constant("one", 1.0))),
                 constant("half", 0.5))
     if narrow is not None:
-        result = rewriter.insert_before(node, rewriter.create("dim_order_ops._to_dim_order_copy", [result],
-                                                              attributes={"dtype": narrow})).result
+        result = rewriter.op_before(node, "dim_order_ops._to_dim_order_copy", [result], dtype=narrow)
     rewriter.replace_node(node, [result])
     return True
 
@@ -160,8 +157,7 @@ def scalar_operand_as_constant(node: Node, rewriter: Rewriter) -> bool:
     value = other * alpha  # x + alpha * other, folded
     constant = rewriter.add_constant("scalar", TensorType(x.dtype, ()),
                                      torch.tensor(value, dtype=getattr(torch, _TORCH_DTYPES[x.dtype])))
-    tensor_op = rewriter.insert_before(node, rewriter.create(_SCALAR_TO_TENSOR[node.op], [x, constant]))
-    rewriter.replace_node(node, [tensor_op.result])
+    rewriter.replace_node(node, [rewriter.op_before(node, _SCALAR_TO_TENSOR[node.op], [x, constant])])
     return True
 
 
@@ -194,12 +190,9 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
             cols *= d
         else:
             rows *= d
-    square = rewriter.insert_before(node, rewriter.create("aten.view_copy", [x], attributes={"size": [1, rows, 1, cols]}))
-    mean = rewriter.insert_before(node, rewriter.create("aten.mean.dim", [square.result],
-                                                        attributes={"dim": [2, 3], "keepdim": True}))
-    back = rewriter.insert_before(node, rewriter.create("aten.view_copy", [mean.result],
-                                                        attributes={"size": list(node.result.shape)}))
-    rewriter.replace_node(node, [back.result])
+    square = rewriter.op_before(node, "aten.view_copy", [x], size=[1, rows, 1, cols])
+    mean = rewriter.op_before(node, "aten.mean.dim", [square], dim=[2, 3], keepdim=True)
+    rewriter.replace_node(node, [rewriter.op_before(node, "aten.view_copy", [mean], size=list(node.result.shape))])
     return True
 
 
@@ -239,8 +232,7 @@ def expand_as_broadcast(node: Node, rewriter: Rewriter) -> bool:
     aligned = (1,) * (result.rank - x.rank) + tuple(x.shape)
     ones_shape = [size if have == 1 else 1 for have, size in zip(aligned, result.shape)]
     ones = _float_constant(rewriter, "expand_ones", result, 1.0, ones_shape)
-    product = rewriter.insert_before(node, rewriter.create("aten.mul.Tensor", [node.input, ones]))
-    rewriter.replace_node(node, [product.result])
+    rewriter.replace_node(node, [rewriter.op_before(node, "aten.mul.Tensor", [node.input, ones])])
     return True
 
 
@@ -297,7 +289,7 @@ def safe_softmax(node: Node, rewriter: Rewriter) -> bool:
     info = torch.finfo(getattr(torch, _TORCH_DTYPES[x.dtype]))
 
     def op(name, operands, **attributes):
-        return rewriter.insert_before(node, rewriter.create(name, operands, attributes=attributes)).result
+        return rewriter.op_before(node, name, operands, **attributes)
 
     finite = op("aten.clamp", [x], min=float(info.min), max=None)
     new_softmax = op("aten._softmax", [finite], dim=softmax.attribute("dim"), half_to_float=softmax.attribute("half_to_float"))
@@ -335,7 +327,7 @@ def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
     dims = list(range(x.rank - len(node.attribute("normalized_shape")), x.rank))
 
     def op(name, operands, **attributes):
-        return rewriter.insert_before(node, rewriter.create(name, operands, attributes=attributes)).result
+        return rewriter.op_before(node, name, operands, **attributes)
 
     mean = op("aten.mean.dim", [x], dim=dims, keepdim=True)
     centered = op("aten.sub.Tensor", [x, mean])
@@ -424,8 +416,7 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
         readers = node.result.users
         if any(user.is_return or not float_verdict(user, options).supported for user in readers):
             return rewriter.notify_match_failure(node, "an upcast whose result is returned or read by an op XNNPACK does not take")
-    convert = rewriter.insert_before(node, rewriter.create("xir.convert", [node.input], attributes={"dtype": result.dtype}))
-    rewriter.replace_node(node, [convert.result])
+    rewriter.replace_node(node, [rewriter.op_before(node, "xir.convert", [node.input], dtype=result.dtype)])
     return True
 
 

@@ -96,6 +96,11 @@ class Rewriter:
         self._touch(node)
         return node
 
+    def op_before(self, anchor: Node, op: str, operands: Iterable[Value], **attributes: Any) -> Value:
+        """Create ``op`` (result type inferred by its definition), place it before ``anchor``, and
+        return its result: ``y = rewriter.op_before(node, "aten.mul.Tensor", [x, scale])``."""
+        return self.insert_before(anchor, self.create(op, operands, attributes=attributes)).result
+
     # replacement
     def replace_all_uses(self, old: Value, new: Value, *, outputs: bool = True) -> None:
         """Every reader of ``old`` reads ``new``, the graph outputs included (see Graph.replace_all_uses)."""
