@@ -62,8 +62,9 @@ class RecordPasses(Instrument):
     (fold-constants). Values keep one name through the whole pipeline, so the diff of a pass that
     inserts a node is that node, not a renumbering."""
 
-    def __init__(self, context: int = 2):
+    def __init__(self, context: int = 2, max_diff_lines: int = 4000):
         self.context = context
+        self.max_diff_lines = max_diff_lines  # a longer diff is cut (the page stays small enough to open)
         self.changes: list[dict] = []
         self.passes_run = 0
         self._namer: Namer | None = None
@@ -103,6 +104,8 @@ class RecordPasses(Instrument):
         ops = Counter(n.op for n in graph)
         diff = list(difflib.unified_diff(self._text, text, f"before {p.name}", f"after {p.name}", n=self.context,
                                          lineterm=""))
+        if len(diff) > self.max_diff_lines:
+            diff = diff[:self.max_diff_lines] + [f"... {len(diff) - self.max_diff_lines} more diff lines not shown"]
         stats = getattr(p, "last_stats", None)
         rules = dict(stats.fired) if stats is not None and getattr(stats, "fired", None) else {}
         folded = getattr(p, "folded", None)

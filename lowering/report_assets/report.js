@@ -5,6 +5,8 @@
   const data = JSON.parse(document.getElementById("xir-data").textContent);
   const NS = "http://www.w3.org/2000/svg";
   const BUDGET = 260;          // a graph with more visible items opens with module boxes collapsed
+  const MAX_VISIBLE = 900;     // dagre recurses along paths: past this, boxes stay collapsed (a deep
+                               // graph of ~2,000 visible nodes overflows the browser's stack)
   const MAX_CHARS = 46;        // longest text line in a node box
   const nodes = data.nodes;
   const byId = new Map(nodes.map((n) => [n.id, n]));
@@ -100,6 +102,44 @@
     for (let c = byId.get(nodeId).cluster; c; c = clusters.get(c).parent) if (collapsed.has(c)) rep = c;
     return rep;
   }
+  function visibleCount() {
+    let count = 0;
+    for (const n of nodes) if (representative(n.id) === n.id) count++;
+    for (const c of clusters.values()) if (collapsed.has(c.id) && !hiddenByAncestor(c.id)) count++;
+    return count;
+  }
+  // open boxes (breadth first, in order) while at most `limit` items stay visible
+  function expandUpTo(limit) {
+    let level = [...clusters.values()].filter((c) => !c.parent).map((c) => c.id);
+    while (level.length) {
+      const next = [];
+      for (const id of level) {
+        if (collapsed.has(id)) {
+          collapsed.delete(id);
+          if (visibleCount() > limit) { collapsed.add(id); continue; }
+        }
+        next.push(...clusters.get(id).children);
+      }
+      level = next;
+    }
+  }
+  // open the boxes that hide a node; false when that would show too much
+  function openPath(id) {
+    const opened = [];
+    for (let c = byId.get(id).cluster; c; c = clusters.get(c).parent) {
+      if (collapsed.delete(c)) opened.push(c);
+    }
+    if (visibleCount() <= MAX_VISIBLE) return true;
+    for (const c of opened) collapsed.add(c);
+    return false;
+  }
+  function showNode(id) {  // open its boxes, closing others when needed
+    if (!openPath(id)) {
+      for (const c of clusters.keys()) collapsed.add(c);
+      openPath(id);
+    }
+  }
+
   function boxLines(c) {
     const counts = new Map();
     for (const id of c.all) {
@@ -147,7 +187,18 @@
       edgeItems.get(key).items.push(e);
     }
     for (const { s, t, items } of edgeItems.values()) g.setEdge(s, t, { items });
-    dagre.layout(g);
+    try {
+      dagre.layout(g);
+    } catch (error) {  // too large to lay out: fall back to every box collapsed
+      if (clusters.size && [...clusters.keys()].some((id) => !collapsed.has(id))) {
+        for (const id of clusters.keys()) collapsed.add(id);
+        render();
+        side.insertAdjacentHTML("afterbegin", '<p class="reason">The graph is too large to lay out with these boxes ' +
+          "open (" + esc(error.message) + "): every box is collapsed again.</p>");
+        return;
+      }
+      throw error;
+    }
 
     for (const layer of [layers.clusters, layers.edges, layers.titles, layers.boxes]) layer.textContent = "";
     // expanded module boxes, outer ones first
@@ -318,8 +369,9 @@
       const hit = exact ? n.hay.split(" ").includes(term) : n.hay.includes(term);
       if (hit) matches.add(n.id);
     }
-    for (const id of matches) {  // open the boxes that hide a match
-      for (let c = byId.get(id).cluster; c; c = clusters.get(c).parent) collapsed.delete(c);
+    let boxed = 0;
+    for (const id of matches) {  // open the boxes that hide a match, as far as the layout allows
+      if (!openPath(id)) boxed++;
       nodeEls.get(id).classList.add("match");
     }
     count.textContent = matches.size + (matches.size === 1 ? " match" : " matches");
@@ -330,9 +382,16 @@
         esc(n.status === "outside" ? "outside: " + n.reason : tagOf(n)) + "</small></li>";
     }).join("");
     side.innerHTML = "<h3>" + matches.size + " node(s) match \u201c" + esc(term) + "\u201d</h3>" +
+      (boxed ? '<p class="hint">' + boxed + " of them in boxes left collapsed (outlined): click one below, " +
+               "or the box, to open it.</p>" : "") +
       '<ul class="results" id="search-results">' + list + "</ul>";
     for (const li of side.querySelectorAll("li[data-id]")) {
-      li.addEventListener("click", () => { select(li.dataset.id); reveal(li.dataset.id); });
+      li.addEventListener("click", () => {
+        const id = li.dataset.id;
+        if (nodeEls.get(id).style.display === "none") { showNode(id); render(); }
+        select(id);
+        reveal(id);
+      });
     }
     const first = [...matches][0];
     if (first) reveal(first);
@@ -342,7 +401,14 @@
   const input = document.getElementById("search");
   let timer = null;
   input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => search(input.value), 200); });
-  document.getElementById("expand-all").addEventListener("click", () => { collapsed.clear(); render(); });
+  function expandAll() {
+    collapsed.clear();
+    if (visibleCount() > MAX_VISIBLE) {
+      for (const id of clusters.keys()) collapsed.add(id);
+      expandUpTo(MAX_VISIBLE);
+    }
+  }
+  document.getElementById("expand-all").addEventListener("click", () => { expandAll(); render(); });
   document.getElementById("collapse-all").addEventListener("click", () => {
     for (const c of clusters.values()) collapsed.add(c.id);
     render();
@@ -389,7 +455,7 @@
       return i < 0 ? [decodeURIComponent(kv), ""] : [decodeURIComponent(kv.slice(0, i)), decodeURIComponent(kv.slice(i + 1))];
     }));
     if (params.has("zoom") && Number(params.get("zoom")) > 0) zoom = Math.max(0.05, Math.min(4, Number(params.get("zoom"))));
-    if (params.get("expand") === "all") collapsed.clear();
+    if (params.get("expand") === "all") expandAll();
     if (params.get("collapse") === "all") for (const c of clusters.values()) collapsed.add(c.id);
     const term = params.has("search") ? params.get("search") : null;
     if (params.has("tab")) { showTab(params.get("tab")); if (params.get("tab") !== "graph") return false; }
@@ -402,7 +468,7 @@
     }
     if (params.has("node") && byId.has(params.get("node"))) {  // #node=n12: open, select and show it
       const id = params.get("node");
-      for (let c = byId.get(id).cluster; c; c = clusters.get(c).parent) collapsed.delete(c);
+      showNode(id);
       render();
       select(id);
       reveal(id);

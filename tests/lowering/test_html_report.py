@@ -321,3 +321,49 @@ def test_large_graphs_open_with_repeated_blocks_collapsed(folder):
     matched = [e for e in graph_nodes(dom) if "match" in e.classes]
     assert matched and all(visible(e) and e.attrs["data-module"].startswith("blocks.37") for e in matched)
     screenshot(page, ARTIFACTS / "partition-report-stack.png")
+
+
+def test_a_2000_node_graph_stays_readable(folder):
+    """120 blocks of 17 ops (IR text with module stacks, planned here: no lowering): the page opens
+    with the blocks collapsed; 'expand all' opens as many as the layout takes (dagre recurses along
+    paths: about 2,000 visible nodes in a chain overflow the browser's stack), never failing; a
+    search opens the box of its matches."""
+    import types
+
+    import xir
+    from lowering.capability import Options
+    from lowering.html_report import write_html
+    from lowering.partition import plan_partition
+
+    lines = ["graph @forward {", "  param %w: f32[16,16]", "  input %x: f32[2,16]"]
+    previous, index = "%x", 0
+    for block in range(120):
+        start = previous
+        for op in range(16):
+            kind = "aten.linear" if op % 2 == 0 else "aten.relu"
+            operands = f"{previous}, %w" if kind == "aten.linear" else previous
+            lines.append(f"  %{index}: f32[2,16] = {kind}({operands})")
+            previous, index = f"%{index}", index + 1
+        lines.append(f"  %{index}: f32[2,16] = aten.add.Tensor({start}, {previous})")
+        previous, index = f"%{index}", index + 1
+    lines += [f"  return {previous}", "}"]
+    graph = xir.parse_graph("\n".join(lines) + "\n")
+    plan = plan_partition(graph, Options())
+    for position, node in enumerate(graph):  # the modules, as torch.export records them
+        stack = {"L__self__": ("", "Net"), "L__self___blocks": ("blocks", "ModuleList"),
+                 f"L__self___blocks_{position // 17}": (f"blocks.{position // 17}", "model.Block")}
+        node.fx_node = types.SimpleNamespace(meta={"nn_module_stack": stack})
+    page = write_html(folder / "big.html", graph, plan, None, passes_recorded=False)
+    dom = dump_dom(page)
+    elements = graph_nodes(dom)
+    assert len(elements) == 2040
+    boxes = dom.find_all(lambda e: e.tag == "g" and "collapsed" in e.classes)
+    assert len(boxes) == 119 and sum(visible(e) for e in elements) == 17  # the first block open
+    dom = dump_dom(page, "#expand=all")
+    shown = sum(visible(e) for e in graph_nodes(dom))
+    assert 500 < shown <= 900
+    assert "too large to lay out" not in dom.find(lambda e: e.attrs.get("id") == "side").text
+    dom = dump_dom(page, "#search=blocks.97")
+    matched = [e for e in graph_nodes(dom) if "match" in e.classes]
+    assert len(matched) == 17 and all(visible(e) for e in matched)
+    screenshot(page, ARTIFACTS / "partition-report-2040-nodes.png", "#search=blocks.97")
