@@ -74,9 +74,12 @@ def test_the_listing_is_the_whole_registry():
     from passes import PASS_REGISTRY, pass_help
 
     fast = probe(["passes"], ROOT)["out"]
-    for name, options, description in pass_help():
+    # the project's own passes (other tests register passes of their own in this process)
+    builtin = {name for name, cls in PASS_REGISTRY.items() if (cls.__module__ or "").partition(".")[0] in ("passes", "lowering")}
+    listed = [(name, options, description) for name, options, description in pass_help() if name in builtin]
+    for name, options, description in listed:
         assert f"{name}{'{' + options + '}' if options else ''}\n    {description}" in fast
-    assert len(pass_help()) == len(PASS_REGISTRY)
+    assert len(listed) == len(builtin)
 
 
 def test_help_without_torch(folder):
