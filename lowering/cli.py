@@ -846,7 +846,9 @@ def main(argv: list[str] | None = None) -> int:
         if not debug:
             _quiet_logs()
         global PROGRESS
-        PROGRESS = Progress()
+        # instruments that print on stderr while a step runs: plain progress lines, not a live line
+        printing = any(getattr(args, name, False) for name in ("print_ir_after_all", "print_ir_after_change", "time_passes"))
+        PROGRESS = Progress(live=False) if printing else Progress()
         return args.run(args)
     except CLIError as error:
         if debug and error.__cause__ is not None:
