@@ -400,7 +400,7 @@ def _diff_html(diff: str) -> str:
         cls = "add" if line.startswith("+") and not line.startswith("+++") else \
             "del" if line.startswith("-") and not line.startswith("---") else "hunk" if line.startswith("@@") else ""
         out.append(f'<span class="{cls}">{html.escape(line)}</span>')
-    return "\n".join(out)
+    return "".join(out)  # each line a block
 
 
 def _passes_html(data: dict) -> str:

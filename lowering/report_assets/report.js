@@ -459,7 +459,12 @@
     if (params.get("collapse") === "all") for (const c of clusters.values()) collapsed.add(c.id);
     const term = params.has("search") ? params.get("search") : null;
     if (params.has("tab")) { showTab(params.get("tab")); if (params.get("tab") !== "graph") return false; }
-    if (hash.startsWith("pass-")) { showTab("passes"); return false; }
+    if (hash.startsWith("pass-")) {  // a pass's diff (the summary links to them)
+      showTab("passes");
+      const details = document.getElementById(hash);
+      if (details) { details.open = true; details.scrollIntoView(); }
+      return false;  // (the graph is drawn all the same)
+    }
     if (term !== null) {
       showTab("graph");
       input.value = term;
