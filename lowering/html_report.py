@@ -16,7 +16,10 @@ The page has no network dependency: its data (JSON), styles, script and the grap
   node meta, e.g. ``model.layers.0.self_attn``); nodes a pass created inherit the module of the
   values they read. Large graphs open with the repeated blocks collapsed;
 * a search box (op, value name, module, delegate, rule, reason, pass), also from the URL:
-  ``report.html#search=softmax``;
+  ``report.html#search=softmax`` (``#node=n12`` opens and selects a node, ``#zoom=0.8``,
+  ``#expand=all``, ``#tab=summary``, ``#pass-3`` a pass's diff). At most 900 nodes are shown
+  with boxes open: dagre's layout recurses along paths, and ~2,000 nodes in a chain overflow a
+  browser's stack;
 * a summary (delegates, ops inside and outside by op, the passes that changed the graph and
   what they did) and, for each pass that changed the graph, its IR diff (recorded by
   :class:`RecordPasses`: with stable value names, so a diff shows what the pass changed).
