@@ -92,6 +92,7 @@ class RecordPasses(Instrument):
         return lines
 
     def before_pipeline(self, manager, graph):
+        self.changes, self.passes_run = [], 0  # the last run's (the one the last partition() saw)
         self._namer = Namer()
         for value in graph.inputs:
             self._namer.names[id(value)] = value.name
