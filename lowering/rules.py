@@ -145,6 +145,12 @@ def _convolution(node: Node, options=None) -> str | None:
     if weight.rank not in (3, 4):
         return (f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only; xir's transform pass "
                 "decompose-conv3d rewrites a 3-D one into 2-D convolutions)")
+    if attr(node, "transposed", False):
+        stride = attr(node, "stride", [1]) or [1]
+        output_padding = attr(node, "output_padding", [0]) or [0]
+        if any(pad >= step for pad, step in zip(output_padding, stride * len(output_padding) if len(stride) == 1 else stride)):
+            return (f"a transposed convolution with output_padding {list(output_padding)} not below its stride "
+                    f"{list(stride)} (XNNPACK's deconvolution needs it below; found by the fuzzer: it fails at run time)")
     return None
 
 
