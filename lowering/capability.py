@@ -21,8 +21,8 @@ from xir import DType, Graph, Node, TensorType, Value
 from passes.fold_batch_norm import fold_target
 
 from .rules import (
-    ALL_PRECISIONS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, FP32, MAX_RANK, QUANTIZE_OPS, RULES,
-    STATIC, dequantized_source, is_static, through_layout, weight_chain,
+    AFFINE_CHOOSE_QPARAMS, AFFINE_DEQUANTIZE, AFFINE_QUANTIZE, ALL_PRECISIONS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS,
+    DYNAMIC, FP32, MAX_RANK, QUANTIZE_OPS, RULES, STATIC, dequantized_source, is_static, through_layout, weight_chain,
 )
 
 FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh", "aten.clamp")
@@ -177,6 +177,172 @@ def batch_norm_verdict(node: Node, options: Options) -> Verdict:
     return SUPPORTED
 
 
+# ------------------------------------------------------------------------- decomposed linears
+
+MATMUL_OPS = ("aten.addmm", "aten.mm", "aten.bmm")  # what ExecuTorch's ConvertToLinearPass rebuilds into a linear
+TRANSPOSE_OPS = ("aten.permute_copy", "aten.t_copy")
+
+
+@attrs.frozen
+class DecomposedLinear:
+    """A linear that ``to_edge`` decomposed: ``x -> view -> addmm/mm -> view`` (the views fold the
+    batch dims into one and back, with symbolic sizes when the batch dims are dynamic), the weight
+    read through its transpose.
+
+    XNNPACK's preprocessing (``ConvertToLinearPass``) finds these nodes inside a delegate by their
+    source (the ``torch.nn.Linear`` module or ``F.linear`` call they came from) and rebuilds one
+    linear from the first input of the pattern to its last output, so the views never reach
+    XNNPACK (a view with a symbolic size it could not define). Delegated together they are one
+    linear on the N-D input; recognised only where that rebuild is exact (see
+    :func:`decomposed_linears`)."""
+
+    matmul: Node
+    input: Value  # the linear's input (before the views)
+    output: Value  # the linear's output (after the views)
+    reshapes: tuple[Node, ...]  # the views, input side then output side
+    sizes: tuple[Node, ...]  # the int arithmetic computing the views' symbolic sizes, read only by them
+    transpose: Node  # the weight's transpose
+
+    @property
+    def nodes(self) -> list[Node]:
+        return list(self.sizes) + list(self.reshapes) + [self.transpose, self.matmul]
+
+
+def _linear_source_partitions(graph: Graph) -> dict:
+    """FX node -> the source partition (``torch.nn.Linear`` / ``F.linear``) it belongs to, found
+    exactly as XNNPACK's ``ConvertToLinearPass`` finds them; empty for a graph with no FX nodes."""
+    fx_graph = next((n.fx_node.graph for n in graph if n.fx_node is not None), None)
+    if fx_graph is None:
+        return {}
+    import torch
+    from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
+
+    result = {}
+    for partitions in get_source_partitions(fx_graph, [torch.nn.Linear, torch.nn.functional.linear]).values():
+        for partition in partitions:
+            for fx_node in partition.nodes:
+                result[fx_node] = partition
+    return result
+
+
+def same_dim(a, b) -> bool:
+    """Whether two dims are equal: ints, or symbolic sizes that are the same expression for every
+    positive integer value of their symbols (torch.export writes ``s0`` as ``((s0**2)//s0)`` at times)."""
+    if a == b:
+        return True
+    if isinstance(a, int) and isinstance(b, int):
+        return False
+    import sympy
+
+    try:
+        ea, eb = sympy.sympify(str(a)), sympy.sympify(str(b))
+        positive = {s: sympy.Symbol(s.name, integer=True, positive=True) for s in ea.free_symbols | eb.free_symbols}
+        return sympy.simplify(ea.subs(positive) - eb.subs(positive)) == 0
+    except (sympy.SympifyError, TypeError, ValueError):
+        return False
+
+
+def _is_transpose(node: Node | None) -> bool:
+    if node is None or node.op not in TRANSPOSE_OPS or node.operands[0].rank != 2:
+        return False
+    return node.op == "aten.t_copy" or [d % 2 for d in node.attributes.get("dims", [])] == [1, 0]
+
+
+def decomposed_linears(graph: Graph) -> dict[int, DecomposedLinear]:
+    """The decomposed linears of ``graph`` with their views, by ``id`` of the matrix multiply.
+
+    One is recognised only where XNNPACK's preprocessing rebuilds it exactly from what a delegate
+    holds: the matrix multiply is the only one of its source partition; the views on each side are
+    of that partition and read by the next node only; the weight is the transpose of a value from
+    outside the partition (a constant, or a dequantize), so the rebuilt linear reads the weight
+    untransposed; the partition's only output is the last view; the linear's batch dims are the
+    input's. A linear without views (2-D) needs nothing of this."""
+    partitions = _linear_source_partitions(graph)
+    if not partitions:
+        return {}
+    by_fx = {id(n.fx_node): n for n in graph if n.fx_node is not None}
+    result: dict[int, DecomposedLinear] = {}
+    for node in graph:
+        if node.op not in ("aten.addmm", "aten.mm") or node.fx_node not in partitions:
+            continue
+        found = _decomposed_linear(node, partitions[node.fx_node], by_fx)
+        if found is not None:
+            result[id(node)] = found
+    return result
+
+
+def _decomposed_linear(matmul: Node, partition, by_fx: dict[int, Node]) -> DecomposedLinear | None:
+    members = {id(n) for n in partition.nodes}
+
+    def inside(n: Node | None) -> bool:
+        return n is not None and n.fx_node is not None and id(n.fx_node) in members
+
+    matmuls = [by_fx.get(id(n)) for n in partition.nodes]
+    if sum(1 for n in matmuls if n is not None and n.op in MATMUL_OPS) != 1:
+        return None  # (a module called twice: the delegate's rebuild would mix its calls up)
+    before: list[Node] = []
+    value = matmul.input
+    while inside(value.producer) and value.producer.op == "aten.view_copy" and value.single_user() is not None:
+        before.append(value.producer)
+        value = value.producer.input
+    source = value
+    if inside(source.producer):
+        return None
+    after: list[Node] = []
+    value = matmul.results[0]
+    user = value.single_user()
+    while user is not None and inside(user) and user.op == "aten.view_copy":
+        after.append(user)
+        value = user.results[0]
+        user = value.single_user()
+    if not before or not after:
+        return None
+    output = value
+    outputs = [n for n in partition.output_nodes if n.op != "placeholder" and "sym_size" not in str(n.target)]
+    if len(outputs) != 1 or outputs[0] is not output.producer.fx_node:
+        return None
+    weight = matmul.weight
+    transpose = weight.producer
+    if not _is_transpose(transpose) or not inside(transpose) or weight.single_user() is not matmul:
+        return None
+    if inside(transpose.input.producer):
+        return None
+    if matmul.op == "aten.addmm" and inside(matmul.operand("bias").producer):
+        return None
+    if not (isinstance(source.type, TensorType) and isinstance(output.type, TensorType)) or source.rank < 2:
+        return None
+    if len(source.shape) != len(output.shape) or not all(
+            same_dim(a, b) for a, b in zip(source.shape[:-1] + (source.shape[-1], output.shape[-1]),
+                                           output.shape[:-1] + (matmul.input.shape[-1], matmul.results[0].shape[-1]))):
+        return None
+    reshapes = before[::-1] + after
+    reshape_ids = {id(n) for n in reshapes}
+    sizes: list[Node] = []
+    for view in reshapes:
+        for size in list(view.inputs())[1:]:
+            producer = size.producer
+            if producer is None or not inside(producer) or isinstance(size.type, TensorType) or producer in sizes:
+                continue
+            if all(id(u) in reshape_ids for r in producer.results for u in r.uses):
+                sizes.append(producer)
+    return DecomposedLinear(matmul, source, output, tuple(reshapes), tuple(sizes), transpose)
+
+
+def decomposed_float_unit(linear: DecomposedLinear, options: Options) -> tuple[Unit | None, Verdict | None]:
+    """A float decomposed linear as one unit (its views and size arithmetic with it); None and the
+    reason when it cannot be one (the matrix multiply alone may still be delegated)."""
+    verdict = float_verdict(linear.matmul, options)
+    if not verdict.supported:
+        return None, verdict
+    if _dq_producer(linear.input) is not None:
+        return None, Verdict(False, "quant", "reads a dequantized tensor")
+    for view in linear.reshapes:
+        problem = check_rank(view) or check_float_dtypes(view, options, True, "")
+        if problem:
+            return None, problem
+    return Unit(linear.matmul, _weight_layout_nodes(linear.matmul) + linear.nodes), None
+
+
 # -------------------------------------------------------------------------- quantized units
 
 def _dq_producer(value: Value) -> Node | None:
@@ -190,18 +356,21 @@ def _weight_dq(value: Value) -> tuple[Node | None, list[Node]]:
     return dequantized_source(value), through_layout(value)[1]
 
 
-def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | None]:
+def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = None) -> tuple[Unit | None, Verdict | None]:
     """A statically quantized pattern anchored at ``node``: every float operand dequantized, the
-    output (after an optional fused activation) quantized. None if ``node`` is not one."""
+    output (after an optional fused activation) quantized. None if ``node`` is not one. For a
+    decomposed linear (``linear``), its input and output are those of the whole linear."""
     tensor_operands = [v for v in node.operands if isinstance(v.type, TensorType)]
     dqs = [_dq_producer(v) for v in tensor_operands]
     gemm = node.op in GEMM_OPS
     layout: list[Node] = []
     if gemm:
-        data = [node.input]
+        data = [linear.input if linear is not None else node.input]
         weight_dq, layout = _weight_dq(node.weight)
         if weight_dq is None and _dq_producer(data[0]) is None:
             return None, None
+        if weight_dq is not None and weight_dq.op == AFFINE_DEQUANTIZE:
+            return None, Verdict(False, "quant", AFFINE_DECOMPOSED)
         if weight_dq is None or _dq_producer(data[0]) is None:
             return None, Verdict(False, "quant", "only one of input and weight is quantized")
         quantized_inputs = [_dq_producer(data[0]), weight_dq]
@@ -209,12 +378,13 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
         if not tensor_operands or any(d is None for d in dqs):
             return None, None
         quantized_inputs = dqs
-    if any(d.op == "quantized_decomposed.dequantize_per_tensor.tensor" for d in quantized_inputs):
-        return None, None  # dynamic pattern
+    if any(d.op in ("quantized_decomposed.dequantize_per_tensor.tensor", AFFINE_DEQUANTIZE) for d in quantized_inputs):
+        return None, None  # dynamic pattern (torchao's affine ops: dynamically quantized linears only)
     # output: op -> [relu/hardtanh] -> quantize
-    chain = [node]
-    user = node.results[0].single_user()
-    if user is not None and user.op in FUSED_ACTIVATIONS and user.operands[0] is node.results[0]:
+    chain = [node] + (list(linear.nodes) if linear is not None else [])
+    output = linear.output if linear is not None else node.results[0]
+    user = output.single_user()
+    if user is not None and user.op in FUSED_ACTIVATIONS and user.operands[0] is output:
         after = user.results[0].single_user()
         if after is not None and after.op in QUANTIZE_OPS:
             chain.append(user)
@@ -227,7 +397,7 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
     rule = RULES.get(node.op)
     if rule is None or STATIC not in rule.precisions:
         return None, Verdict(False, "quant", "XNNPACK has no statically quantized version of this op")
-    problem = check_rank(node)
+    problem = check_rank(node) or next(filter(None, (check_rank(v) for v in (linear.reshapes if linear else ()))), None)
     if problem:
         return None, problem
     reason = rule.reject_reason(node, options)
@@ -240,6 +410,8 @@ def static_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | No
         reason = _quantized_conv_reason(node, quantized_inputs[1])
         if reason:
             return None, Verdict(False, "quant", reason)
+    if gemm and node.op != "aten.convolution" and _int4_odd_input_channels(quantized_inputs[1]):
+        return None, Verdict(False, "quant", INT4_ODD_INPUT_CHANNELS.format(k=quantized_inputs[1].results[0].shape[-1]))
     extra = []
     bias = node.operand("bias") if gemm and node.op != "aten.mm" else None
     if bias is not None and _dq_producer(bias) is not None:
@@ -273,38 +445,180 @@ def _quantized_conv_reason(conv: Node, weight_dq: Node) -> str | None:
     return None
 
 
-def dynamic_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict | None]:
-    """x -> choose_qparams -> quantize.tensor -> dequantize.tensor -> op(., dequantize(weight))."""
-    if node.op not in ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution"):
+DYNAMIC_PATTERNS = {  # dequantize of the activation -> (its quantize, its choose_qparams)
+    "quantized_decomposed.dequantize_per_tensor.tensor": ("quantized_decomposed.quantize_per_tensor.tensor",
+                                                          "quantized_decomposed.choose_qparams.tensor"),
+    AFFINE_DEQUANTIZE: (AFFINE_QUANTIZE, AFFINE_CHOOSE_QPARAMS),
+}
+LINEAR_OPS = ("aten.linear", "aten.addmm", "aten.mm")
+AFFINE_DECOMPOSED = ("a torchao-quantized weight, but not read by a linear whose input is torchao's per-token dynamic "
+                     "quantization (a linear that to_edge decomposed, its quantize/dequantize ops inside the pattern: "
+                     "ExecuTorch's XNNPACK preprocessing would rebuild the linear from the raw int8 weight; keep it "
+                     "whole with to_edge_transform_and_lower)")
+# the rule of a torchao-quantized linear XNNPACK cannot run: its quantize/dequantize ops have no
+# ExecuTorch kernel, so left outside the program cannot run at all (the partitioner raises)
+AFFINE_RULE = "affine"
+
+
+def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None = None) -> tuple[Unit | None, Verdict | None]:
+    """x -> choose_qparams -> quantize -> dequantize -> op(., dequantize(weight)), with
+    quantized_decomposed's per-tensor ops (XNNPACK quantizes per token) or torchao's affine ones
+    (per token; the weight per channel or per group of input channels).
+    For a decomposed linear (``linear``), the dequantize is that of the whole linear's input."""
+    if node.op not in LINEAR_OPS + ("aten.convolution",):
         return None, None
-    dq = node.input.producer
-    if dq is None or dq.op != "quantized_decomposed.dequantize_per_tensor.tensor":
+    dq = (linear.input if linear is not None else node.input).producer
+    if dq is None or dq.op not in DYNAMIC_PATTERNS:
         return None, None
+    quantize_op, choose_op = DYNAMIC_PATTERNS[dq.op]
+    affine = dq.op == AFFINE_DEQUANTIZE
     q = dq.operands[0].producer
-    if q is None or q.op != "quantized_decomposed.quantize_per_tensor.tensor":
+    choose = q.operands[1].producer if q is not None and len(q.operands) > 1 else None
+    if affine and (choose is None or choose.op != choose_op or len(dq.operands) < 3
+                   or dq.operands[1].producer is not choose or dq.operands[2].producer is not choose):
+        return None, None  # an affine dequantize with fixed qparams: not dynamic quantization
+    if q is None or q.op != quantize_op:
         return None, Verdict(False, "quant", "dynamic dequantize without its quantize")
-    choose = q.operands[1].producer
-    if choose is None or choose.op not in CHOOSE_QPARAMS_OPS:
+    if choose is None or choose.op != choose_op:
         return None, Verdict(False, "quant", "dynamic quantize without choose_qparams")
     if DYNAMIC not in options.precisions:
         return None, Verdict(False, "precision", "dynamic quantization is not among config_precisions")
     weight_dq, layout = _weight_dq(node.weight)
     if weight_dq is None or not weight_dq.operands[0].is_constant:
         return None, Verdict(False, "quant", "dynamically quantized input but the weight is not a quantized constant")
-    if weight_dq.op != "quantized_decomposed.dequantize_per_channel":
+    if affine:
+        reason = _affine_activation_reason(q, dq, choose) or (
+            "torchao's affine quantization runs in XNNPACK in a linear only" if node.op not in LINEAR_OPS else None)
+        reason = reason or (_affine_weight_reason(weight_dq) if weight_dq.op == AFFINE_DEQUANTIZE else
+                            "a torchao per-token activation with a quantized_decomposed weight")
+        if reason:
+            return None, Verdict(False, AFFINE_RULE, reason)
+    elif weight_dq.op != "quantized_decomposed.dequantize_per_channel":
         return None, Verdict(False, "quant", "dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)")
+    elif node.op in LINEAR_OPS and _int4_odd_input_channels(weight_dq):
+        return None, Verdict(False, "quant", INT4_ODD_INPUT_CHANNELS.format(k=weight_dq.results[0].shape[-1]))
     if node.op == "aten.convolution" and (node.attributes.get("transposed", False) or node.attributes.get("groups", 1) != 1
                                           or node.operands[1].rank != 4):
         return None, Verdict(False, "quant", "dynamically quantized conv must be a plain 2-D, non-grouped conv")
-    problem = check_rank(node) or check_rank(dq) or check_rank(choose)
+    problem = check_rank(node) or check_rank(dq) or check_rank(choose) or \
+        next(filter(None, (check_rank(v) for v in (linear.reshapes if linear else ()))), None) or \
+        check_float_dtypes(node, options, True, "")
     if problem:
         return None, problem
     rule = RULES[node.op]
     reason = rule.reject_reason(node, options)
     if reason:
         return None, Verdict(False, "constraint", reason)
-    nodes = [choose, q, dq, weight_dq] + layout + [node]
+    nodes = [choose, q, dq, weight_dq] + layout + [node] + (linear.nodes if linear is not None else [])
     return Unit(node, nodes, DYNAMIC, [q, dq, weight_dq]), None
+
+
+INT4_ODD_INPUT_CHANNELS = ("int4 weight (range [-8, 7]) per output channel with an odd number of input channels ({k}): "
+                           "XNNPACK 1.5.1 computes every row but the first of a 2- to 15-row input wrong")
+
+
+def _int4_odd_input_channels(weight_dq: Node) -> bool:
+    """A linear's weight quantized per output channel to 4 bits (XNNPACK's qc4w), with an odd number
+    of input channels. (Measured on the runtime: with such a weight, rows 2.. of an input of 2 to
+    15 rows come out wrong, by as much as the outputs themselves; 16 rows and more, and 1 row, are
+    right. An even number of input channels is right for every row count.)"""
+    if weight_dq.op != "quantized_decomposed.dequantize_per_channel":
+        return False
+    a = weight_dq.attributes
+    if (a.get("quant_min"), a.get("quant_max"), a.get("dtype")) != (-8, 7, DType.i8):
+        return False
+    weight = weight_dq.results[0]
+    return weight.rank == 2 and isinstance(weight.shape[1], int) and weight.shape[1] % 2 == 1
+
+
+def _affine_activation_reason(q: Node, dq: Node, choose: Node) -> str | None:
+    """Why XNNPACK cannot run torchao's dynamic activation quantization as its own (per token,
+    int8), or None. (XNNPACK computes the scale and zero point itself, per row.)"""
+    x = q.operands[0]
+    per_token = [1] * (x.rank - 1) + [x.shape[-1]] if x.rank else []
+    for n in (choose, q, dq):
+        block = n.attributes.get("block_size")
+        if block is None or len(block) != x.rank or any(
+                not same_dim(b, want) for b, want in zip(block, per_token)):
+            return (f"activation quantized in blocks of {block}, not per token ({per_token}): XNNPACK quantizes "
+                    "each row of the input")
+    dtypes = {choose.attributes.get("target_dtype"), q.attributes.get("output_dtype"), dq.attributes.get("input_dtype")}
+    if dtypes != {DType.i8}:
+        return f"activation quantized to {', '.join(sorted(str(d) for d in dtypes))} (XNNPACK quantizes it to int8)"
+    return None
+
+
+def _affine_weight_reason(weight_dq: Node) -> str | None:
+    """Why XNNPACK cannot take this torchao-quantized linear weight, or None. XNNPACK runs an int8
+    weight per output channel (a group spanning every input channel) and an int4 one (values in
+    [-8, 7]) per group of input channels, the group a multiple of 32; both symmetric (its weights
+    have no zero point)."""
+    operands = weight_dq.operands
+    if len(operands) < 3:
+        return "the weight's dequantize has no zero-point tensor (ExecuTorch's XNNPACK lowering reads one)"
+    if not all(v.is_constant for v in operands[:3]):
+        return "the weight's scales and zero points are not constants"
+    weight, scale, zero_point = operands[:3]
+    if weight.rank != 2 or not weight.type.is_static or not scale.type.is_static:
+        return f"a {weight.rank}-D weight (XNNPACK's quantized linear takes a 2-D one)"
+    block = weight_dq.attributes.get("block_size") or []
+    out_channels, in_channels = weight.shape
+    if len(block) != 2 or block[0] != 1 or not isinstance(block[1], int) or block[1] <= 0:
+        return f"weight quantized in blocks of {block} (XNNPACK quantizes per output channel or per group of input channels)"
+    group = block[1]
+    if in_channels % group or scale.type.numel() * group != weight.type.numel():
+        return f"weight groups of {group} do not tile its {in_channels} input channels with one scale each"
+    if weight_dq.attributes.get("input_dtype") is not DType.i8 or weight.dtype is not DType.i8:
+        return f"weight stored as {weight.dtype} (XNNPACK takes int8 data)"
+    qmin, qmax = weight_dq.attributes.get("quant_min"), weight_dq.attributes.get("quant_max")
+    if (qmin, qmax) == (-8, 7):
+        if group % 32:
+            return (f"Delegation to XNNPACK requires group_size to be a multiple of 32, but got {group} (the int4 weight "
+                    f"is quantized in groups of {group} input channels)")
+    elif qmin in (-128, -127) and qmax == 127:
+        if group != in_channels:
+            return f"int8 weight in groups of {group} input channels (XNNPACK groups int4 weights only)"
+    else:
+        return f"weight range [{qmin}, {qmax}] (XNNPACK takes int4 [-8, 7] or int8 weights)"
+    if _all_zero(zero_point.data) is False:  # (unknown data: taken, as ExecuTorch's own partitioner does)
+        return "weight zero points other than 0 (XNNPACK's quantized weights are symmetric: it would ignore them)"
+    return None
+
+
+def _all_zero(data) -> bool | None:
+    """Whether a constant's data is all zeros; None when its data is not known here.
+
+    ExecuTorch hands partitioners a copy of the program whose parameters are fake tensors (no
+    data); the real tensor each was made from is found through the fake mode's memo. (The
+    evaluation runs outside any fake mode the lowering may be in.)"""
+    import torch
+
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+    except ImportError:  # pragma: no cover (older torch)
+        return None
+    if isinstance(data, FakeTensor):
+        data = _real_tensor_of(data)
+    if not isinstance(data, torch.Tensor) or isinstance(data, FakeTensor):
+        return None
+    with unset_fake_temporarily():
+        return not bool((data != 0).any())
+
+
+def _real_tensor_of(fake):
+    """The real tensor a fake one was made from (``fake_mode.from_tensor``), or None."""
+    try:
+        converter = fake.fake_mode.fake_tensor_converter
+        memo = converter.tensor_memo
+        ids = [tid for tid, value in memo.items() if value is fake]
+        if not ids:
+            return None
+        for real, tid in converter.meta_converter.describer.lookup_tensor.items():
+            if tid == ids[0]:
+                return real
+    except (AttributeError, TypeError, RuntimeError):  # private torch API: not worth failing for
+        return None
+    return None
 
 
 def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
@@ -361,12 +675,16 @@ def analyse(graph: Graph, options: Options) -> Capability:
         units[id(merged)] = merged
 
     qdq_ops = set(QUANTIZE_OPS) | set(DEQUANTIZE_OPS) | set(CHOOSE_QPARAMS_OPS)
+    linears = decomposed_linears(graph)
     for node in graph:
         if node.op in qdq_ops:
             continue
-        unit, problem = dynamic_unit(node, options)
+        linear = linears.get(id(node))
+        unit, problem = dynamic_unit(node, options, linear)
         if unit is None and problem is None:
-            unit, problem = static_unit(node, options)
+            unit, problem = static_unit(node, options, linear)
+        if unit is None and problem is None and linear is not None:
+            unit, _ = decomposed_float_unit(linear, options)  # else: the matrix multiply alone, below
         if unit is not None:
             claim(unit)
             continue

@@ -14,7 +14,7 @@ import attrs
 
 from xir import Graph, Node, TensorType
 
-from .capability import Capability, Options, Unit, Verdict, analyse
+from .capability import AFFINE_RULE, Capability, Options, Unit, Verdict, analyse
 from .rules import DEQUANTIZE_OPS
 
 
@@ -40,11 +40,29 @@ class Rejection:
     reason: str
 
 
+class NotLowerable(AssertionError):
+    """The program cannot be lowered: ops that only XNNPACK runs (torchao's affine quantize and
+    dequantize ops have no ExecuTorch kernel) are in a pattern XNNPACK cannot take. An
+    AssertionError, as ExecuTorch's own XNNPACK lowering raises for these programs."""
+
+
 @attrs.define
 class PartitionPlan:
     groups: list[Group]
     rejected: list[Rejection]
     options: Options
+
+    @property
+    def unlowerable(self) -> list[Rejection]:
+        """Rejected nodes whose ops run nowhere but in XNNPACK (see :data:`capability.AFFINE_RULE`)."""
+        return [r for r in self.rejected if r.rule == AFFINE_RULE]
+
+    def raise_if_unlowerable(self) -> None:
+        """Raise :class:`NotLowerable` naming each such node and why XNNPACK cannot take it."""
+        if self.unlowerable:
+            lines = "\n".join(f"  {r.node.op} {r.node.results[0].type}: {r.reason}" for r in self.unlowerable)
+            raise NotLowerable(f"XNNPACK cannot run these ops, and their torchao quantize/dequantize ops have no "
+                               f"ExecuTorch kernel outside an XNNPACK delegate:\n{lines}")
 
     def group_of(self, node: Node) -> Group | None:
         for group in self.groups:

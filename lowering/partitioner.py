@@ -131,6 +131,7 @@ class XnnpackPartitioner(_base()):
         # what the plan delegates, not only what the capability allows: an op kept whole that
         # the plan then leaves outside (e.g. a 0-D result, a repaired group) has no kernel
         plan = plan_partition(graph, self.options)
+        plan.raise_if_unlowerable()  # (before the decomposition that would hide why)
         keep = {id(node.fx_node) for node in plan.delegated_nodes}
         # ExecuTorch applies the op list to every node of the op on some of its paths, whatever the
         # filter says: an op is listed only when every node of it in the program will be delegated
@@ -154,6 +155,7 @@ class XnnpackPartitioner(_base()):
         options = self.options
         plan = plan_partition(graph, options)
         self.last_plan, self.last_graph = plan, graph
+        plan.raise_if_unlowerable()  # (ops that run nowhere else, in a pattern XNNPACK cannot take)
         tags = emit_tags(plan, exported_program, options)
         if self.verbose:
             logger.warning("%s", plan.report())

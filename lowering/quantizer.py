@@ -49,3 +49,29 @@ def make_quantizer(**config_options):
     quantizer = XirXnnpackQuantizer()
     quantizer.set_global(get_symmetric_quantization_config(**config_options))
     return quantizer
+
+
+def quantize_pt2e(module: torch.nn.Module, inputs: tuple, **config_options) -> torch.fx.GraphModule:
+    """Quantize ``module`` with ExecuTorch's XNNPACKQuantizer the way ExecuTorch's XNNPACK tests do
+    (their Tester's Quantize stage): capture (static shapes), prepare, calibrate on ``inputs``,
+    convert, and duplicate a dynamic quantization chain shared by several ops (one per op, as
+    XNNPACK takes them). ``config_options`` go to ``get_symmetric_quantization_config``
+    (``is_per_channel``, ``is_dynamic``, ``weight_qmin``/``weight_qmax`` for int4 weights, ...).
+
+    The result is the eager reference of the quantized program, and exports again with dynamic
+    shapes (``torch.export.export(result, inputs, dynamic_shapes=..., strict=True)``): the capture
+    adds no guard on the example's sizes."""
+    from executorch.backends.transforms.duplicate_dynamic_quant_chain import DuplicateDynamicQuantChainPass
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**config_options))
+    captured = torch.export.export(module, inputs, strict=True).module(check_guards=False)
+    prepared = prepare_pt2e(captured, quantizer)
+    prepared(*inputs)
+    converted = convert_pt2e(prepared)
+    DuplicateDynamicQuantChainPass()(converted)
+    return converted

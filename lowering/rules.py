@@ -84,7 +84,7 @@ def is_static(value: Value) -> bool:
     if source.is_constant:
         return True
     dequantize = dequantized_source(value)
-    return dequantize is not None and dequantize.input.is_constant
+    return dequantize is not None and dequantize.operands[0].is_constant
 
 
 def static_weights_problem(node: Node, options=None) -> str | None:
@@ -338,16 +338,25 @@ def _batch_norm(node: Node, options=None) -> str | None:
     return None
 
 
+# torchao's affine quantization (quantize_(model, Int8DynamicActivationIntxWeightConfig(...))): the
+# activation quantized per token at run time, the weight per channel or per group of input
+# channels. ExecuTorch has no kernel for them: they run only inside an XNNPACK linear.
+AFFINE_DEQUANTIZE = "torchao.dequantize_affine"
+AFFINE_QUANTIZE = "torchao.quantize_affine"
+AFFINE_CHOOSE_QPARAMS = "torchao.choose_qparams_affine"
+
 DEQUANTIZE_OPS = (
     "quantized_decomposed.dequantize_per_tensor",
     "quantized_decomposed.dequantize_per_tensor.tensor",
     "quantized_decomposed.dequantize_per_channel",
+    AFFINE_DEQUANTIZE,
 )
 QUANTIZE_OPS = (
     "quantized_decomposed.quantize_per_tensor",
     "quantized_decomposed.quantize_per_tensor.tensor",
+    AFFINE_QUANTIZE,
 )
-CHOOSE_QPARAMS_OPS = ("quantized_decomposed.choose_qparams.tensor",)
+CHOOSE_QPARAMS_OPS = ("quantized_decomposed.choose_qparams.tensor", AFFINE_CHOOSE_QPARAMS)
 
 # --------------------------------------------------------------------------------- the table
 
