@@ -196,6 +196,26 @@ def _max_pool2d_with_indices(node: Node, options=None) -> str | None:
     return _max_pool2d(node, options)
 
 
+def _max_dim(node: Node, options=None) -> str | None:
+    """``torch.max(x, dim, keepdim=True)`` whose indices are unused: XNNPACK's preprocessing
+    makes it an ``amax`` and defines a max pooling over the whole of dim 2 or 3 (in NHWC). Its
+    visitor reads the dim as written (2 or 3, not -1 or -2) and the size of that dim (static)."""
+    if not node.results[1].is_unused():
+        return "its indices are used (XNNPACK would need an argmax pooling, which stock keeps outside too)"
+    x = node.operands[0]
+    if x.rank != 4:
+        return f"input rank {x.rank} (XNNPACK reduces a 4-D input over dim 2 or 3)"
+    dim = attr(node, "dim")
+    if dim not in (2, 3):
+        return f"dim {dim}: XNNPACK's visitor takes dim 2 or 3 (as written, not negative)"
+    if not attr(node, "keepdim", False):
+        return "keepdim=False (XNNPACK's max pooling keeps the dim)"
+    size = x.shape[dim]
+    if not isinstance(size, int):
+        return f"the reduced dim is symbolic ({size}): XNNPACK's pooling window is fixed"
+    return None
+
+
 def _mean_dim(node: Node, options=None) -> str | None:
     x = node.operands[0]
     dims = attr(node, "dim") or []
@@ -212,7 +232,8 @@ def _mean_dim(node: Node, options=None) -> str | None:
 
 # ops XNNPACK's delegate keeps in channels-last (NHWC) layout, and ops after which it is NCHW again
 CHANNELS_LAST_OPS = ("aten.convolution", "aten.avg_pool2d", "aten.max_pool2d", "aten.max_pool2d_with_indices",
-                     "aten.upsample_bilinear2d.vec", "aten.mean.dim", "aten.prelu", "aten._native_batch_norm_legit_no_training")
+                     "aten.max.dim", "aten.upsample_bilinear2d.vec", "aten.mean.dim", "aten.prelu",
+                     "aten._native_batch_norm_legit_no_training")
 LAYOUT_RESET_OPS = ("aten.view_copy", "aten.permute_copy", "aten.linear", "aten.mm", "aten.addmm", "aten.bmm",
                     "xir.bmm_f32out")
 
@@ -307,10 +328,42 @@ def _same_dtype_convert(node: Node, options=None) -> str | None:
     return None
 
 
+def dim_order_of(value: Value) -> tuple[int, ...] | None:
+    """The dim order of ``value`` as torch.export traced it (``meta["val"].dim_order()`` of the FX
+    node it was imported from), or None when unknown (IR text, a node a pass made and nothing
+    imported again since). The IR's types carry no layout: this is the one place that asks."""
+    fx_node = value.fx_node if value.is_input else (value.producer.fx_node if value.producer is not None else None)
+    meta = getattr(fx_node, "meta", None) or {}
+    val = meta.get("val")
+    if isinstance(val, (tuple, list)):
+        val = val[value.index] if value.index < len(val) else None
+    try:
+        return tuple(val.dim_order())
+    except Exception:  # not a tensor, or strides dim_order() cannot name
+        return None
+
+
 def _clone(node: Node, options=None) -> str | None:
-    memory_format = attr(node, "memory_format")
-    if memory_format is not None and memory_format.name not in ("preserve_format", "contiguous_format"):
-        return f"changes the memory format to {memory_format.name}"
+    """XNNPACK's clone is a plain copy: stock delegates only a clone that keeps its input's dim
+    order, and so does xir (a clone to or from channels-last stays outside as ExecuTorch's own
+    copy). Where the dim orders are unknown, only a clone that preserves the format is taken."""
+    if node.op == "dim_order_ops._clone_dim_order":
+        wanted = attr(node, "dim_order")
+        if wanted is None:
+            return None
+        wanted = tuple(wanted)
+        source = dim_order_of(node.operands[0])
+    else:
+        memory_format = attr(node, "memory_format")
+        if memory_format is None or memory_format.name == "preserve_format":
+            return None
+        source, wanted = dim_order_of(node.operands[0]), dim_order_of(node.results[0])
+        if wanted is None:
+            return f"changes the memory format to {memory_format.name} (the dim orders are unknown)"
+    if source is None:
+        return f"sets the dim order {list(wanted)} and its input's dim order is unknown"
+    if source != wanted:
+        return f"changes the dim order from {list(source)} to {list(wanted)} (XNNPACK's clone only copies)"
     return None
 
 
@@ -393,6 +446,8 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule("aten.max_pool2d", _FS, bf16=False, check=_max_pool2d, bf16_reason=_NO_BF16, constraint="stride <= kernel"),
     OpRule("aten.max_pool2d_with_indices", _FS, bf16=False, check=_max_pool2d_with_indices, bf16_reason=_NO_BF16,
            constraint="indices unused; stride <= kernel", structural=True),
+    OpRule("aten.max.dim", _F, bf16=False, check=_max_dim, bf16_reason=_NO_BF16, structural=True,
+           constraint="4-D input, dim 2 or 3, keepdim, indices unused"),
     OpRule("aten.mean.dim", _FS, bf16=False, check=_mean_dim, bf16_reason=_NO_BF16,
            constraint="4-D input, dims (2, 3), keepdim"),
     OpRule("aten._softmax", _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
@@ -405,7 +460,8 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule("aten.constant_pad_nd", _F, check=_pad, constraint="no negative padding"),
     OpRule("aten.upsample_bilinear2d.vec", _F, bf16=False, check=_upsample_bilinear, bf16_reason=_NO_BF16,
            constraint="4-D, static output size"),
-    OpRule("aten.clone", _F, check=_clone), OpRule("dim_order_ops._clone_dim_order", _F),
+    OpRule("aten.clone", _F, check=_clone, constraint="keeps its input's dim order"),
+    OpRule("dim_order_ops._clone_dim_order", _F, check=_clone, constraint="keeps its input's dim order"),
     OpRule("dim_order_ops._to_dim_order_copy", _FS, check=_same_dtype_convert, constraint="no dtype change"),
     # normalization and others
     OpRule("aten._native_batch_norm_legit_no_training", _F, bf16=False, check=_batch_norm,

@@ -267,6 +267,18 @@ def _reduce(node):
     return [TensorType(x.dtype, shape)]
 
 
+def _max_dim(node):
+    x = _tensor(node.operands[0])
+    dim = _attr(node, "dim")
+    if x is None or not isinstance(dim, int) or x.rank == 0:
+        return None
+    dim %= x.rank
+    keep = _attr(node, "keepdim", False)
+    shape = tuple(1 if i == dim else d for i, d in enumerate(x.shape)) if keep else \
+        tuple(d for i, d in enumerate(x.shape) if i != dim)
+    return [TensorType(x.dtype, shape), TensorType(DType.i64, shape)]
+
+
 def _batch_norm(node):
     x = _tensor(node.operands[0])
     return None if x is None else [x, TensorType(x.dtype, (0,)), TensorType(x.dtype, (0,))]
@@ -518,6 +530,8 @@ define_op("aten.sum", overloads=("dim_IntList",), operands=("input",), attribute
           traits=PURE, infer=_reduce)
 define_op("aten.amax", operands=("input",), attributes={"dim": [], "keepdim": False}, traits=PURE, infer=_reduce)
 define_op("aten.amin", operands=("input",), attributes={"dim": [], "keepdim": False}, traits=PURE, infer=_reduce)
+define_op("aten.max", overloads=("dim",), operands=("input",), attributes={"dim": REQUIRED, "keepdim": False},
+          traits=PURE, infer=_max_dim, doc="the maximum along one dim and its index (values, indices)")
 define_op("aten._softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
           infer=same_as_input)
 define_op("aten._log_softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
@@ -568,7 +582,7 @@ for _name in ("sym_size.int", "scalar_tensor", "full", "arange.start_step", "ful
               "gt.Tensor", "le.Tensor", "ge.Tensor", "ne.Tensor", "bitwise_or.Tensor", "any.dim", "any",
               "logical_and", "logical_or", "select_copy.int", "split_with_sizes_copy", "split_copy.Tensor", "var_mean.correction",
               "native_group_norm", "_native_batch_norm_legit.no_stats", "hardtanh_backward", "repeat", "flip",
-              "index_select", "gather", "sort", "topk", "argmax", "argmin", "max.dim", "min.dim", "cumsum", "tril", "triu",
+              "index_select", "gather", "sort", "topk", "argmax", "argmin", "min.dim", "cumsum", "tril", "triu",
               "upsample_nearest2d.default", "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "native_dropout", "bitwise_and.Tensor",
               "pixel_shuffle", "pixel_unshuffle", "alias", "bucketize.Tensor"):
     _base, _, _overload = _name.partition(".")
