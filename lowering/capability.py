@@ -136,7 +136,7 @@ def float_verdict(node: Node, options: Options, as_fp32: bool = False) -> Verdic
     if problem:
         return problem
     for v in node.operands:
-        if v.producer is not None and v.producer.op in DEQUANTIZE_OPS:
+        if v.producer is not None and v.producer.op in DEQUANTIZE_OPS and not float_gemm_of_dequantized_input(node, options):
             return Verdict(False, "quant", "reads a dequantized tensor but is not a quantized pattern XNNPACK runs "
                                            "(e.g. a quantized op whose output is not quantized)")
     reason = rule.reject_reason(node, options)
@@ -145,6 +145,23 @@ def float_verdict(node: Node, options: Options, as_fp32: bool = False) -> Verdic
     if node.op == "aten.bmm" and node.results[0].dtype is DType.bf16 and not as_fp32:
         return Verdict(False, "bf16", rule.bf16_reason)
     return SUPPORTED
+
+
+def float_gemm_of_dequantized_input(node: Node, options: Options) -> bool:
+    """A conv or linear in fp32 whose activation comes from a dequantize left outside, its weights
+    float constants: what ExecuTorch's stock partitioner delegates when it partitions for fp32 only
+    (``config_precisions=FP32``) a quantized program whose weight dequantizes were folded into
+    constants (``constant_prop_pass``). The delegate reads the dequantized float tensor: the same
+    numbers as eager. Only without static quantization among the precisions (no Q/DQ can then
+    be folded into the op, nor run in XNNPACK beside it as a conversion) and with no weight behind
+    a dequantize (that one would stay outside: not a constant in the delegate)."""
+    if node.op not in GEMM_OPS or STATIC in options.precisions:
+        return False
+    if dequantized_source(node.input) is None:
+        return False
+    weights = node.definition.weights if node.definition is not None else ()
+    return all(node.operand(name) is None or dequantized_source(node.operand(name)) is None for name in weights) and \
+        all(v is node.input or v.producer is None or v.producer.op not in DEQUANTIZE_OPS for v in node.operands)
 
 
 def batch_norm_verdict(node: Node, options: Options) -> Verdict:
@@ -364,13 +381,16 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
     dqs = [_dq_producer(v) for v in tensor_operands]
     gemm = node.op in GEMM_OPS
     layout: list[Node] = []
+    pad = _quantized_conv_pad(node)
     if gemm:
-        data = [linear.input if linear is not None else node.input]
+        data = [linear.input if linear is not None else (pad.input if pad is not None else node.input)]
         weight_dq, layout = _weight_dq(node.weight)
         if weight_dq is None and _dq_producer(data[0]) is None:
             return None, None
         if weight_dq is not None and weight_dq.op == AFFINE_DEQUANTIZE:
             return None, Verdict(False, "quant", AFFINE_DECOMPOSED)
+        if weight_dq is None and float_gemm_of_dequantized_input(node, options):
+            return None, None  # an fp32 op reading a dequantized activation (float_verdict decides)
         if weight_dq is None or _dq_producer(data[0]) is None:
             return None, Verdict(False, "quant", "only one of input and weight is quantized")
         quantized_inputs = [_dq_producer(data[0]), weight_dq]
@@ -381,7 +401,7 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
     if any(d.op in ("quantized_decomposed.dequantize_per_tensor.tensor", AFFINE_DEQUANTIZE) for d in quantized_inputs):
         return None, None  # dynamic pattern (torchao's affine ops: dynamically quantized linears only)
     # output: op -> [relu/hardtanh] -> quantize
-    chain = [node] + (list(linear.nodes) if linear is not None else [])
+    chain = ([pad] if pad is not None else []) + [node] + (list(linear.nodes) if linear is not None else [])
     output = linear.output if linear is not None else node.results[0]
     user = output.single_user()
     if user is not None and user.op in FUSED_ACTIVATIONS and user.operands[0] is output:
@@ -400,7 +420,7 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
     problem = check_rank(node) or next(filter(None, (check_rank(v) for v in (linear.reshapes if linear else ()))), None)
     if problem:
         return None, problem
-    reason = rule.reject_reason(node, options)
+    reason = rule.reject_reason(node, options) or (RULES[pad.op].reject_reason(pad, options) if pad is not None else None)
     if reason:
         return None, Verdict(False, "constraint", reason)
     if node.op in SAME_QPARAMS_OPS and _qparams(quantized_inputs[0]) != _qparams(user):
@@ -421,6 +441,33 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
             return None, Verdict(False, "rank", f"{dq.results[0].rank}-D quantized input")
     implicit = list(dict.fromkeys(quantized_inputs + extra + [user]))
     return Unit(node, list(dict.fromkeys(implicit[:-1] + layout + chain + [user])), STATIC, implicit), None
+
+
+def _quantized_conv_pad(conv: Node) -> Node | None:
+    """The zero padding between a conv's dequantized input and the conv (what ``padding='same'``
+    with an even kernel exports as: ``dequantize -> constant_pad_nd -> convolution``), delegated
+    with the quantized conv as ExecuTorch's stock partitioner does (its ConvolutionConfig takes
+    the pad as the conv's activation dependency). XNNPACK's preprocessing (InsertPadQDQPass) then
+    quantizes the pad's output with its input's parameters, and XNNPACK pads in int8 with the
+    zero point, which dequantizes to exactly 0.0: the same numbers as padding the float tensor.
+
+    Only where that pass applies and the stock rule holds: a non-transposed conv, a pad read by
+    the conv alone, value 0.0, no negative amounts, spatial dims only, its input a per-tensor
+    dequantize (the default overload, which that pass looks for). None otherwise."""
+    if conv.op != "aten.convolution" or conv.attributes.get("transposed", False):
+        return None
+    pad = conv.input.producer
+    if pad is None or pad.op != "aten.constant_pad_nd" or conv.input.single_user() is not conv:
+        return None
+    source = pad.input.producer
+    if source is None or source.op != "quantized_decomposed.dequantize_per_tensor":
+        return None
+    amounts = list(pad.attributes.get("pad") or [])
+    spatial = 2 * (conv.weight.rank - 2)
+    if float(pad.attributes.get("value", 0) or 0) != 0.0 or any(
+            not isinstance(a, int) or a < 0 for a in amounts) or any(amounts[spatial:]):
+        return None
+    return pad
 
 
 # XNNPACK moves quantized elements of these without requantizing: input and output must share qparams
@@ -497,9 +544,12 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
         return None, Verdict(False, "quant", "dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)")
     elif node.op in LINEAR_OPS and _int4_odd_input_channels(weight_dq):
         return None, Verdict(False, "quant", INT4_ODD_INPUT_CHANNELS.format(k=weight_dq.results[0].shape[-1]))
-    if node.op == "aten.convolution" and (node.attributes.get("transposed", False) or node.attributes.get("groups", 1) != 1
-                                          or node.operands[1].rank != 4):
-        return None, Verdict(False, "quant", "dynamically quantized conv must be a plain 2-D, non-grouped conv")
+    if node.op == "aten.convolution":
+        if node.attributes.get("groups", 1) != 1 or node.operands[1].rank != 4:
+            return None, Verdict(False, "quant", "dynamically quantized conv must be a plain 2-D, non-grouped conv")
+        reason = _quantized_conv_reason(node, weight_dq)  # (a transposed one: weight per output channel, axis 1)
+        if reason:
+            return None, Verdict(False, "quant", reason)
     problem = check_rank(node) or check_rank(dq) or check_rank(choose) or \
         next(filter(None, (check_rank(v) for v in (linear.reshapes if linear else ()))), None) or \
         check_float_dtypes(node, options, True, "")
