@@ -280,3 +280,25 @@ def test_per_channel_quantized_slice_stays_outside(via):
     assert max_error(ours.outputs, [expected]) == 0.0
     stock = lower(_export(module, inputs), inputs, "stock", via=via)  # (float64 scales: the same failure)
     assert not stock.ran and "unsupported param type" in stock.error, stock.error
+
+
+def test_stock_per_channel_slice_partition_cannot_be_lowered_even_with_its_scales():
+    """Stock's partition of that slice with its scale constants put in the delegate as well (what
+    a partitioner would have to add to get past the first failure): XNNPACK's serializer then
+    cannot define the per-channel quantized activation the slice writes."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    class WithScales(XnnpackPartitioner):
+        def partition(self, ep):
+            result = super().partition(ep)
+            for node in ep.graph.nodes:
+                tags = {u.meta.get("delegation_tag") for u in node.users} - {None}
+                if node.op == "placeholder" and tags:
+                    node.meta["delegation_tag"] = tags.pop()
+            return result
+
+    inputs = (torch.randn(1, 4, 3),)
+    edge = to_edge(_export(PerChannelSlice(), inputs), compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    with pytest.raises(AssertionError, match="per channel params"):
+        edge.to_backend(WithScales())
