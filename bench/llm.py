@@ -1,6 +1,6 @@
 """Decoder LMs exported as ExecuTorch's LLM flow exports them, lowered with xir and with stock.
 
-    .venv/bin/python -m bench.llm [--quick] [--only NAME ...] [--dtypes float32,bfloat16] [--steps N]
+    .venv/bin/python -m bench.llm [--quick] [--only NAME ...] [--dtypes float32,bfloat16,8da4w,8da8w] [--steps N]
 
 Each decoder (Llama, Qwen2, Gemma, Phi-3, built from transformers configs with random weights) is
 exported twice with transformers' TorchExportableModuleForDecoderOnlyLM and a static KV cache: a
@@ -8,6 +8,8 @@ one-token decode step and a prefill of a few tokens. Both partitioners lower the
 program; the decode programs run interleaved at growing cache positions (each keeps its own KV
 cache), and every output is compared with the exported program run eagerly at the same
 positions. The encoders of the zoo (BERT, ViT, SigLIP) get the same columns for one forward.
+The quantized "dtypes" (8da4w, 8da8w, 8da8w-g32) are the fp32 decoder quantized before export as
+ExecuTorch's LLM export quantizes it (:func:`quantize_decoder`).
 A failure in any phase (export, lower, load, run) is printed in its cell; the run goes on.
 """
 
@@ -29,7 +31,13 @@ warnings.filterwarnings("ignore")
 DECODERS = ("llama", "qwen2", "gemma", "phi3")
 ENCODERS = ("bert", "vit", "siglip")
 QUICK_MODELS = ("llama", "qwen2", "bert")  # --quick without --only
-DTYPES = {"float32": ("fp32", torch.float32), "bfloat16": ("bf16", torch.bfloat16)}
+DTYPES = {"float32": ("fp32", torch.float32), "bfloat16": ("bf16", torch.bfloat16),
+          "8da4w": ("8da4w", torch.float32), "8da8w": ("8da8w", torch.float32), "8da8w-g32": ("8da8w-g32", torch.float32)}
+# quantized schemes: (weight dtype, group size; 0 = per output channel). ExecuTorch's LLM export
+# (extension/llm/export/quantize.py) defaults to groups of 32 for 8da4w and per channel for 8da8w;
+# XNNPACK groups int4 weights only, so int8 weights in groups of 32 (8da8w-g32) lower with neither
+# partitioner (stock: "Only 4b group quantization is supported"; xir: NotLowerable).
+QUANT_SCHEMES = {"8da4w": ("int4", 32), "8da8w": ("int8", 0), "8da8w-g32": ("int8", 32)}
 
 
 # ------------------------------------------------------------------ models and export
@@ -80,6 +88,24 @@ def build_decoder(name: str, s: Sizes, dtype: torch.dtype):
     model = AutoModelForCausalLM.from_config(decoder_config(name, s)).eval().to(dtype)
     model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
                                                cache_config={"batch_size": 1, "max_cache_len": s.cache})
+    return model
+
+
+def quantize_decoder(model, scheme: str):
+    """Quantize ``model``'s linears in place as ExecuTorch's LLM export does for ``scheme`` (8da4w,
+    8da8w): torchao's ``quantize_`` with ``Int8DynamicActivationIntxWeightConfig`` (int8 activations
+    quantized per token at run time; int4 or int8 weights, symmetric, per group of input channels or
+    per output channel, scales chosen by HQQ, ``hqq_scale_only``), on every ``nn.Linear`` whose input
+    channels the group size divides, before ``torch.export``."""
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerAxis, PerGroup
+
+    weight_dtype, group = QUANT_SCHEMES[scheme]
+    config = Int8DynamicActivationIntxWeightConfig(weight_dtype=getattr(torch, weight_dtype),
+                                                   weight_granularity=PerGroup(group) if group else PerAxis(0),
+                                                   intx_choose_qparams_algorithm="hqq_scale_only")
+    quantize_(model, config, filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear)
+              and (group == 0 or m.weight.shape[1] % group == 0))
     return model
 
 
@@ -291,6 +317,8 @@ def run_decoder(name: str, s: Sizes, dtype_name: str, steps: int, runs: int) -> 
     print(f"[{tag}] building ...", file=sys.stderr, flush=True)
     try:
         model = build_decoder(name, s, dtype)
+        if dtype_name in QUANT_SCHEMES:
+            quantize_decoder(model, dtype_name)
     except Exception as e:
         failed = Phase(error=f"build failed: {_first_line(e)}")
         return Result(name, label, s.layers, failed, failed)
@@ -455,6 +483,8 @@ def target_cells(results: list[Result], model: str) -> list[tuple[str, str]]:
              ("bf16 decode <= 1.2x xir fp32", _speed(results, model, ("bf16", "xir"), ("fp32", "xir"), 1.2)),
              ("bf16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16", "xir"), ("bf16", "stock"), 0.8))]
     mine = [r for r in results if r.model == model]
+    for scheme in dict.fromkeys(r.dtype for r in results if r.dtype in QUANT_SCHEMES):  # at least as fast as stock
+        cells.append((f"{scheme} decode <= 1.0x stock {scheme}", _speed(results, model, (scheme, "xir"), (scheme, "stock"), 1.0)))
     for result in mine:
         xir, stock = _lower_total(result, "xir"), _lower_total(result, "stock")
         text = f"{_num(xir, '.1f')} vs {_num(stock, '.1f')}"
@@ -475,6 +505,7 @@ def print_targets(results: list[Result]) -> None:
     targets = list(dict.fromkeys(t for model in models for t in columns[model]))
     print("\ntargets (xir; decode programs; lowering = decode + prefill):")
     rows = [(target, *(columns[m].get(target, "n/a") for m in models)) for target in targets]
+    rows = [row for row in rows if any(v != "n/a" for v in row[1:])]  # (targets of dtypes not run)
     print_table(("target", *models), rows)
     verdicts = [v for row in rows for v in row[1:] if v != "n/a"]
     print(f"met: {sum(v.endswith('yes') for v in verdicts)} of {len(verdicts)} measured")
@@ -510,7 +541,9 @@ def parse_args(argv):
                         help=f"tiny 1-layer decoders, few steps, the zoo's quick encoders; only {' '.join(QUICK_MODELS)} "
                              "unless --only")
     parser.add_argument("--only", nargs="*", help=f"models to run ({' '.join(DECODERS + ENCODERS)})")
-    parser.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32,bfloat16")
+    parser.add_argument("--dtypes", default="float32,bfloat16",
+                        help="comma-separated: float32,bfloat16 and the quantized decoders 8da4w (int4 weights in groups "
+                             "of 32), 8da8w (int8 weights per channel), 8da8w-g32 (int8 in groups of 32; XNNPACK cannot)")
     parser.add_argument("--steps", type=int, default=None, help="decode steps (default 32, quick 8)")
     parser.add_argument("--runs", type=int, default=None, help="timed prefill/encoder runs per program (default 10, quick 3)")
     args = parser.parse_args(argv)
@@ -535,7 +568,8 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     warm_up()
     decoders = [run_decoder(m, sizes, d, args.steps, args.runs) for m in DECODERS if wanted(m) for d in args.dtypes]
-    encoders = [run_encoder(m, args.quick, d, args.runs) for m in ENCODERS if wanted(m) for d in args.dtypes]
+    encoders = [run_encoder(m, args.quick, d, args.runs) for m in ENCODERS if wanted(m) for d in args.dtypes
+                if d not in QUANT_SCHEMES]  # (the quantized schemes are the decoders' only)
     if decoders:
         print(f"decoders: {sizes.layers} layers, hidden {sizes.hidden}, {sizes.heads} heads of {sizes.head_dim}, "
               f"vocab {sizes.vocab}, cache {sizes.cache}; decode = median of {args.steps} one-token steps at positions "
