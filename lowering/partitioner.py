@@ -45,7 +45,7 @@ PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "p
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
 DEFAULT_PIPELINE = ("remove-no-ops,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
-                    "shape-ops-as-views,xnnpack.split-as-slices,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
+                    "shape-ops-as-views,xnnpack.split-as-slices,fold-repeat-into-bmm,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,"
                     "xnnpack.mean-over-last-dims,remove-no-ops,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,"

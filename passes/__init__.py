@@ -9,7 +9,7 @@ from .rewriter import PatternRewritePass, RewritePattern, Rewriter, apply_patter
 
 # built-in passes register themselves on import
 from . import (  # noqa: E402,F401
-    dead_code_elimination, decompose_conv3d, fold_batch_norm, layer_norm_in_fp32, mean_keepdim, remove_no_ops,
+    dead_code_elimination, decompose_conv3d, fold_batch_norm, fold_repeat_into_bmm, layer_norm_in_fp32, mean_keepdim, remove_no_ops,
     shape_ops_as_views,
 )
 

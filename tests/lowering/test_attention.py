@@ -1,7 +1,8 @@
 """Attention as decoder LMs and encoders export it, lowered with xir on the runtime and compared
 with eager: the masked softmax (xnnpack.safe-softmax), grouped-query attention's repeat of K/V
-heads (xnnpack.expand-as-broadcast) and the rotary embeddings' cat of a tensor with itself all
-run inside one XNNPACK delegate, in fp32 and bf16."""
+heads (fold-repeat-into-bmm; xnnpack.expand-as-broadcast where the repeat is read elsewhere too)
+and the rotary embeddings' cat of a tensor with itself all run inside one XNNPACK delegate, in
+fp32 and bf16."""
 
 import pytest
 import torch
@@ -68,6 +69,32 @@ def test_repeated_kv_heads_run_inside(dtype_name):
     assert "aten.expand_copy" not in ours.outside and "aten.expand_copy" not in ours.delegated
     assert ours.delegated["aten.mul.Tensor"] >= 2  # each repeat is a broadcasting multiply by ones
     assert not ours.outside, dict(ours.outside)  # (in bf16 the scale's cast to bf16 folds)
+
+
+class RepeatedHeadsAttention(torch.nn.Module):
+    """transformers' eager attention with repeat_kv, as its decoders export it (the scale on the scores)."""
+
+    def forward(self, q, k, v):
+        batch, kv_heads, length, dim = k.shape
+        groups = q.shape[1] // kv_heads
+        k = k[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
+        v = v[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
+        scores = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * dim ** -0.5, dim=-1)
+        return torch.matmul(scores, v).transpose(1, 2).contiguous()
+
+
+@pytest.mark.parametrize("dtype_name", DTYPES)
+@pytest.mark.parametrize("heads, kv_heads, queries", [(6, 2, 3), (4, 1, 1), (4, 2, 1), (2, 2, 4)],
+                         ids=["gqa-prefill", "mqa-decode", "gqa-decode", "mha"])
+def test_repeated_kv_heads_are_not_copied(dtype_name, heads, kv_heads, queries):
+    """fold-repeat-into-bmm: the query heads of a group are rows of one bmm with the group's K/V,
+    so neither the repeat nor its multiply by ones is left, inside or outside."""
+    q, k, v = torch.randn(2, heads, queries, 8), torch.randn(2, kv_heads, 7, 8), torch.randn(2, kv_heads, 7, 8)
+    ours, _ = lowered(RepeatedHeadsAttention(), (q, k, v), dtype_name)
+    assert ours.delegates == 1 and not ours.outside, (ours.partitioner.report(), dict(ours.outside))
+    assert "aten.expand_copy" not in ours.delegated
+    assert ours.delegated["aten.mul.Tensor"] == 1, dict(ours.delegated)  # the scale; no multiply by ones
+    assert ours.delegated["aten.bmm"] + ours.delegated["xir.bmm_f32out"] == 2
 
 
 class Rotary(torch.nn.Module):
