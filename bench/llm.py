@@ -8,7 +8,7 @@ one-token decode step and a prefill of a few tokens. Both partitioners lower the
 program; the decode programs run interleaved at growing cache positions (each keeps its own KV
 cache), and every output is compared with the exported program run eagerly at the same
 positions. The encoders of the zoo (BERT, ViT, SigLIP) get the same columns for one forward.
-The quantized "dtypes" (8da4w, 8da8w, 8da8w-g32) are the fp32 decoder quantized before export as
+The quantized "dtypes" (8da4w, 8da8w, 8da8w-g32, 8w) are the fp32 decoder quantized before export as
 ExecuTorch's LLM export quantizes it (:func:`quantize_decoder`).
 A failure in any phase (export, lower, load, run) is printed in its cell; the run goes on.
 """
@@ -32,12 +32,16 @@ DECODERS = ("llama", "qwen2", "gemma", "phi3")
 ENCODERS = ("bert", "vit", "siglip")
 QUICK_MODELS = ("llama", "qwen2", "bert")  # --quick without --only
 DTYPES = {"float32": ("fp32", torch.float32), "bfloat16": ("bf16", torch.bfloat16),
-          "8da4w": ("8da4w", torch.float32), "8da8w": ("8da8w", torch.float32), "8da8w-g32": ("8da8w-g32", torch.float32)}
+          "8da4w": ("8da4w", torch.float32), "8da8w": ("8da8w", torch.float32), "8da8w-g32": ("8da8w-g32", torch.float32),
+          "8w": ("8w", torch.float32)}
 # quantized schemes: (weight dtype, group size; 0 = per output channel). ExecuTorch's LLM export
 # (extension/llm/export/quantize.py) defaults to groups of 32 for 8da4w and per channel for 8da8w;
 # XNNPACK groups int4 weights only, so int8 weights in groups of 32 (8da8w-g32) lower with neither
 # partitioner (stock: "Only 4b group quantization is supported"; xir: NotLowerable).
-QUANT_SCHEMES = {"8da4w": ("int4", 32), "8da8w": ("int8", 0), "8da8w-g32": ("int8", 32)}
+# "8w" is int8 weight-only quantization per output channel (IntxWeightOnlyConfig, ExecuTorch's "8w"):
+# fp32 activations, run by XNNPACK as an fp32 x qc8w fully connected.
+QUANT_SCHEMES = {"8da4w": ("int4", 32), "8da8w": ("int8", 0), "8da8w-g32": ("int8", 32), "8w": ("int8", 0)}
+WEIGHT_ONLY_SCHEMES = ("8w",)
 
 
 # ------------------------------------------------------------------ models and export
@@ -93,17 +97,24 @@ def build_decoder(name: str, s: Sizes, dtype: torch.dtype):
 
 def quantize_decoder(model, scheme: str):
     """Quantize ``model``'s linears in place as ExecuTorch's LLM export does for ``scheme`` (8da4w,
-    8da8w): torchao's ``quantize_`` with ``Int8DynamicActivationIntxWeightConfig`` (int8 activations
-    quantized per token at run time; int4 or int8 weights, symmetric, per group of input channels or
-    per output channel, scales chosen by HQQ, ``hqq_scale_only``), on every ``nn.Linear`` whose input
-    channels the group size divides, before ``torch.export``."""
-    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    8da8w, 8w; extension/llm/export/quantize.py): torchao's ``quantize_`` with
+    ``Int8DynamicActivationIntxWeightConfig`` (int8 activations quantized per token at run time; int4
+    or int8 weights, symmetric, per group of input channels or per output channel, scales chosen by
+    HQQ, ``hqq_scale_only``), or for 8w ``IntxWeightOnlyConfig`` (int8 weights per output channel,
+    fp32 activations), on every ``nn.Linear`` whose input channels the group size divides, before
+    ``torch.export``."""
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig, quantize_
     from torchao.quantization.granularity import PerAxis, PerGroup
 
     weight_dtype, group = QUANT_SCHEMES[scheme]
-    config = Int8DynamicActivationIntxWeightConfig(weight_dtype=getattr(torch, weight_dtype),
-                                                   weight_granularity=PerGroup(group) if group else PerAxis(0),
-                                                   intx_choose_qparams_algorithm="hqq_scale_only")
+    granularity = PerGroup(group) if group else PerAxis(0)
+    if scheme in WEIGHT_ONLY_SCHEMES:
+        config = IntxWeightOnlyConfig(weight_dtype=getattr(torch, weight_dtype), granularity=granularity,
+                                      intx_choose_qparams_algorithm="hqq_scale_only")
+    else:
+        config = Int8DynamicActivationIntxWeightConfig(weight_dtype=getattr(torch, weight_dtype),
+                                                       weight_granularity=granularity,
+                                                       intx_choose_qparams_algorithm="hqq_scale_only")
     quantize_(model, config, filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear)
               and (group == 0 or m.weight.shape[1] % group == 0))
     return model
@@ -543,7 +554,8 @@ def parse_args(argv):
     parser.add_argument("--only", nargs="*", help=f"models to run ({' '.join(DECODERS + ENCODERS)})")
     parser.add_argument("--dtypes", default="float32,bfloat16",
                         help="comma-separated: float32,bfloat16 and the quantized decoders 8da4w (int4 weights in groups "
-                             "of 32), 8da8w (int8 weights per channel), 8da8w-g32 (int8 in groups of 32; XNNPACK cannot)")
+                             "of 32), 8da8w (int8 weights per channel), 8da8w-g32 (int8 in groups of 32; XNNPACK cannot), "
+                             "8w (int8 weight-only per channel, fp32 activations)")
     parser.add_argument("--steps", type=int, default=None, help="decode steps (default 32, quick 8)")
     parser.add_argument("--runs", type=int, default=None, help="timed prefill/encoder runs per program (default 10, quick 3)")
     args = parser.parse_args(argv)

@@ -43,10 +43,14 @@ IMPLICIT_QDQ_KEY = "IS_IMPLICIT_Q_DQ_TAG"  # executorch.backends.xnnpack.utils.q
 # ops XNNPACK takes whole: kept from decomposition when (and only when) xir will delegate them
 PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "prelu.default", "upsample_bilinear2d.vec")
 
+# rewrites the plan made for ops_to_not_decompose counts as done when they are in the pipeline
+# (a torchao weight-only linear with a bias is kept whole for xnnpack.weight-only-linear-bias)
+PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
+
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
 DEFAULT_PIPELINE = ("remove-no-ops,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
                     "shape-ops-as-views,xnnpack.split-as-slices,fold-repeat-into-bmm,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
-                    "xnnpack.scalar-operands-as-constants,"
+                    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,remove-no-ops,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
                     "xnnpack.mean-over-last-dims,xnnpack.casts-as-converts,"
@@ -129,8 +133,12 @@ class XnnpackPartitioner(_base()):
             return [_aten_op(name) for name in PRESERVED_OPS], lambda fx_node: False
         graph = xir.from_exported_program(ep)
         # what the plan delegates, not only what the capability allows: an op kept whole that
-        # the plan then leaves outside (e.g. a 0-D result, a repaired group) has no kernel
-        plan = plan_partition(graph, self.options)
+        # the plan then leaves outside (e.g. a 0-D result, a repaired group) has no kernel.
+        # Planned as after the rewrites of the pipeline the capability asks about (they run later,
+        # on the program to_edge makes)
+        names = {getattr(p, "name", None) for p in self.pipeline}
+        plan = plan_partition(graph, attrs.evolve(self.options, rewrites=frozenset(
+            name for name in PLANNED_REWRITES if name in names)))
         plan.raise_if_unlowerable()  # (before the decomposition that would hide why)
         keep = {id(node.fx_node) for node in plan.delegated_nodes}
         # ExecuTorch applies the op list to every node of the op on some of its paths, whatever the
