@@ -317,14 +317,20 @@ def test_groupwise_int4_weight_with_zero_points_is_not_delegated():
 def test_groupwise_int4_linear_decomposed_by_to_edge_is_not_delegated():
     """Through ``to_edge().to_backend()`` a torchao linear is decomposed with its quantize/dequantize
     ops inside the linear's source pattern: XNNPACK's preprocessing rebuilds the linear from the
-    pattern's first input and the raw int8 weight (stock's outputs are garbage). xir keeps it out
-    (so the program, whose affine ops have no kernel, does not lower) and says why."""
+    pattern's first input and the raw int8 weight (stock's outputs are garbage). xir keeps it out,
+    and since its affine ops have no kernel outside XNNPACK, raises NotLowerable saying why (before,
+    the program failed later in to_executorch: "Missing out variants")."""
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    from lowering import XnnpackPartitioner
+
     ep, inputs = _groupwise(17, 64, 92, 32, True, rank=3)
     reference = ep.module()(*inputs)
     stock = lower(ep, inputs, "stock", via="backend", per_op_mode=True, config_precisions=DYNAMIC)
     assert stock.ran and stock.delegates == 1
     assert stock.err([reference]) > 10 * reference.abs().max().item()
     ours = lower(ep, inputs, "xir", via="backend", per_op_mode=True, config_precisions=DYNAMIC)
-    assert not ours.ran and "Missing out variants" in ours.error
-    assert ours.delegates == 0 and ours.outside["aten.addmm"] == 1
-    assert "rebuild the linear from the raw int8 weight" in ours.partitioner.report()
+    assert not ours.ran and ours.error.startswith("NotLowerable")
+    edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    with pytest.raises(NotLowerable, match="rebuild the linear from the raw int8 weight"):
+        edge.to_backend(XnnpackPartitioner(per_op_mode=True, config_precisions=DYNAMIC))
