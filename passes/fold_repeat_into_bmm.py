@@ -10,10 +10,10 @@ every step. But ``bmm(A, B)`` with ``B[g*R + r] == B0[g]`` is::
 since the R query heads of a group read the same keys: they become R*M rows of one matrix
 product. The pass walks back from the bmm's right operand to an ``expand_copy`` that repeats one
 size-1 dim R times, through ops that keep the flat batch index (views whose batch prefix keeps
-its product, permutes that do not move the batch dims, a clone, a multiply or divide by a single
-number), rebuilds that chain on the expand's input with the batch N/R, and rewrites the bmm as
-above. The old chain is left to its other readers (dead-code elimination drops it when it has
-none). Static shapes only. Runs before ``xnnpack.expand-as-broadcast``.
+its product, permutes that do not move the batch dims, a clone, a dtype cast, a multiply or divide
+by a single number), rebuilds that chain on the expand's input with the batch N/R, and rewrites
+the bmm as above. The old chain is erased as far as nothing else reads it; the rest stays for its
+other readers. Static shapes only. Runs before ``xnnpack.expand-as-broadcast``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ import attrs
 
 from xir import Node, TensorType, Value
 
+from .dead_code_elimination import is_dead
 from .remove_no_ops import layout_change
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
 _SCALAR_OPS = ("aten.mul.Scalar", "aten.div.Scalar")
 _TENSOR_OPS = ("aten.mul.Tensor", "aten.div.Tensor")
 _CLONES = ("aten.clone", "dim_order_ops._clone_dim_order", "aten.alias_copy")
+_CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")  # dtype casts: elementwise
 
 
 def _static(value: Value) -> bool:
@@ -63,7 +65,7 @@ def _walk_back(value: Value) -> tuple[Node, list[tuple[Node, int]]] | str:
             return f"{node.op} has a symbolic shape"
         if node.op == "aten.expand_copy":
             return node, steps[::-1]
-        if node.op in ("aten.view_copy", "aten.permute_copy") or (node.op in _CLONES and not layout_change(node)):
+        if node.op in ("aten.view_copy", "aten.permute_copy") or (node.op in _CLONES + _CASTS and not layout_change(node)):
             index = 0
         elif node.op in _SCALAR_OPS + _TENSOR_OPS:
             index = _chain_operand(node)
@@ -118,6 +120,11 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
             suffix = tuple(shape[j:])
         elif node.op in _CLONES:
             continue
+        elif node.op in _CASTS:
+            attributes = dict(node.attributes)
+            if "dim_order" in attributes:
+                attributes["dim_order"] = list(range(1 + len(suffix)))
+            plan.append((node.op, 0, (), attributes))
         else:
             others = tuple(v for i, v in enumerate(node.operands) if i != index)
             if any(v.rank > 1 + len(suffix) for v in others if isinstance(v.type, TensorType)):
@@ -162,6 +169,10 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
     rows_view = rewriter.op_before(node, "aten.view_copy", [a], size=[groups, repeats * rows, inner])
     product = rewriter.op_before(node, "aten.bmm", [rows_view, value])
     rewriter.replace_node(node, [rewriter.op_before(node, "aten.view_copy", [product], size=list(node.result.type.shape))])
+    for old in [step for step, _ in reversed(steps)] + [expand]:  # the repeat, where nothing else reads it
+        if not is_dead(old):
+            break
+        rewriter.erase(old)
     return True
 
 

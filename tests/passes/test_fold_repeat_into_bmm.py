@@ -9,7 +9,7 @@ import pytest
 
 from passes.testing import check_pipeline
 
-PIPELINE = "fold-repeat-into-bmm,dead-code-elimination"
+PIPELINE = "fold-repeat-into-bmm"
 
 
 def case(name, before, expected=None):
