@@ -583,3 +583,42 @@ CONVERT_PAIRS = [
 @pytest.mark.parametrize("before, expected, changed", CONVERT_PAIRS)
 def test_remove_no_ops_drops_a_widening_converted_back(before, expected, changed):
     check_pipeline(before, "remove-no-ops", expected, changed=changed)
+
+
+def _weight_only(block: str = "[1, 64]", quant_min: int = -128, quant_max: int = 127, bias: bool = True) -> str:
+    """A torchao weight-only linear (IntxWeightOnlyConfig): int8 per output channel unless told."""
+    return f"""
+    graph @g {{
+      param %w: i8[32,64]
+      param %s: f32[32,{64 // int(block.split(',')[1].strip(' ]'))}]
+      param %z: i8[32,{64 // int(block.split(',')[1].strip(' ]'))}]
+      param %b: f32[32]
+      input %x: f32[4,64]
+      %d: f32[32,64] = torchao.dequantize_affine(%w, %s, %z) {{block_size={block}, input_dtype=i8, quant_min={quant_min}, quant_max={quant_max}}}
+      %y: f32[4,32] = aten.linear(%x, %d{', %b' if bias else ''})
+      return %y
+    }}"""
+
+
+WEIGHT_ONLY = [
+    case("int8-per-channel", _weight_only(), """
+    graph @g {
+      param %w: i8[32,64]
+      param %s: f32[32,1]
+      param %z: i8[32,1]
+      param %b: f32[32]
+      input %x: f32[4,64]
+      %d: f32[32,64] = torchao.dequantize_affine(%w, %s, %z) {block_size=[1, 64], input_dtype=i8, quant_min=-128, quant_max=127}
+      %l: f32[4,32] = aten.linear(%x, %d)
+      %y: f32[4,32] = aten.add.Tensor(%l, %b)
+      return %y
+    }"""),
+    case("declined-no-bias", _weight_only(bias=False)),
+    case("declined-int4", _weight_only(quant_min=-8, quant_max=7)),
+    case("declined-int8-groups", _weight_only(block="[1, 32]")),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", WEIGHT_ONLY)
+def test_weight_only_linear_bias(before, expected, changed):
+    check_pipeline(before, "xnnpack.weight-only-linear-bias", expected, changed=changed)
