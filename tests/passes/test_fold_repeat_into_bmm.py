@@ -102,6 +102,31 @@ CASES = [
       %8: f32[4,5,8] = aten.view_copy(%7) {size=[4, 5, 8]}
       return %8, %2
     }"""),
+    case("bf16-values-cast-to-f32-as-sdpa-computes-them", """
+    graph @g {
+      input %p: f32[1,4,1,8]
+      input %v: bf16[1,2,8,4]
+      %a: bf16[1,2,1,8,4] = aten.view_copy(%v) {size=[1, 2, 1, 8, 4]}
+      %b: bf16[1,2,2,8,4] = aten.expand_copy(%a) {size=[1, 2, 2, 8, 4]}
+      %c: bf16[1,4,8,4] = aten.view_copy(%b) {size=[1, 4, 8, 4]}
+      %d: f32[1,4,8,4] = dim_order_ops._to_dim_order_copy(%c) {dtype=f32, dim_order=[0, 1, 2, 3]}
+      %e: f32[4,8,4] = aten.view_copy(%d) {size=[4, 8, 4]}
+      %f: f32[4,1,8] = aten.view_copy(%p) {size=[4, 1, 8]}
+      %h: f32[4,1,4] = aten.bmm(%f, %e)
+      return %h
+    }""", """
+    graph @g {
+      input %p: f32[1,4,1,8]
+      input %v: bf16[1,2,8,4]
+      %0: bf16[1,2,1,8,4] = aten.view_copy(%v) {size=[1, 2, 1, 8, 4]}
+      %1: f32[4,1,8] = aten.view_copy(%p) {size=[4, 1, 8]}
+      %2: bf16[2,8,4] = aten.view_copy(%0) {size=[2, 8, 4]}
+      %3: f32[2,8,4] = dim_order_ops._to_dim_order_copy(%2) {dtype=f32, dim_order=[0, 1, 2]}
+      %4: f32[2,2,8] = aten.view_copy(%1) {size=[2, 2, 8]}
+      %5: f32[2,2,4] = aten.bmm(%4, %3)
+      %6: f32[4,1,4] = aten.view_copy(%5) {size=[4, 1, 4]}
+      return %6
+    }"""),
     # declines
     case("the-repeat-is-the-outer-batch-dim", """
     graph @g {
