@@ -22,6 +22,7 @@ Then it prints a side-by-side summary and the tests that pass with stock but fai
     .venv/bin/python scripts/run_executorch_op_tests.py --tests "fp32 and not dynamic"
     .venv/bin/python scripts/run_executorch_op_tests.py --mode stock --keep base/   # once
     .venv/bin/python scripts/run_executorch_op_tests.py --reuse-stock base/          # xir vs that
+    .venv/bin/python scripts/run_executorch_op_tests.py --reuse-stock base/ --reuse-xir new/  # two kept runs
 
 Cost on 2 busy cores: the 238 tests outside test_linear.py take about 20-23 minutes per run;
 test_linear.py alone (26 tests, each looping over many shapes and both lowering paths) is the
@@ -579,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse-stock", metavar="DIR",
                         help="take the stock results from a previous --keep DIR instead of running stock again "
                              "(the stock partitioner does not change while xir does)")
+    parser.add_argument("--reuse-xir", metavar="DIR",
+                        help="take the xir results from a previous --keep DIR (e.g. two runs made side by side)")
     parser.add_argument("--no-transform-passes", action="store_true",
                         help="xir run: do not add xir's transform_passes() before partitioning")
     parser.add_argument("--max-restarts", type=int, default=20,
@@ -601,12 +604,13 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     try:
         for mode in modes:
-            if mode == "stock" and args.reuse_stock:
-                path = os.path.join(args.reuse_stock, "stock.jsonl")
+            reuse = {"stock": args.reuse_stock, "xir": args.reuse_xir}[mode]
+            if reuse:
+                path = os.path.join(reuse, f"{mode}.jsonl")
                 if not os.path.exists(path):
-                    sys.exit(f"--reuse-stock: no {path}")
+                    sys.exit(f"--reuse-{mode}: no {path}")
                 results[mode] = _select(_aggregate(_read_records(path)), files, args)
-                print(f"[stock] reused {len(results[mode])} result(s) from {path}")
+                print(f"[{mode}] reused {len(results[mode])} result(s) from {path}")
                 continue
             if mode == "xir":
                 print(f"[xir] xir source: {_xir_revision()}", flush=True)
