@@ -124,3 +124,28 @@ def test_program_source_is_the_module():
     module_class, make_inputs = instantiate(program.module_source())
     assert len(make_inputs()) == len(program.inputs)
     assert sum(1 for _ in module_class().parameters()) >= 0
+
+
+def test_a_campaign_stopped_early_reports_what_ran(tmp_path):
+    """SIGTERM (or Ctrl-C) after the first program: the campaign reports it and writes summary.json."""
+    import json
+    import signal
+
+    command = [sys.executable, "-m", "xir_fuzz", "--kind", "fp32", "--count", "50", "--seed", "1000", "--jobs", "1",
+               "--max-ops", "2", "--min-ops", "2", "--timeout", "300", "--out", str(tmp_path)]
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in child.stdout:
+            lines.append(line)
+            if line.startswith("[fp32"):
+                child.send_signal(signal.SIGTERM)
+                break
+        rest, _ = child.communicate(timeout=300)
+    finally:
+        child.kill()
+    output = "".join(lines) + rest
+    assert child.returncode == 0, output[-3000:]
+    ran = json.loads((tmp_path / "summary.json").read_text())["programs"]
+    assert 1 <= len(ran) < 50 and f"interrupted: {len(ran)} of 50 programs ran" in output, output[-3000:]
+    assert all(record["kind"] == "fp32" for record in ran)

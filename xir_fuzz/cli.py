@@ -7,7 +7,8 @@ against ExecuTorch's stock one.
 Every program (seed, kind) is generated, exported, lowered with xir and with stock, run on
 ExecuTorch's runtime in a worker process and compared with eager PyTorch. Failures get a
 standalone repro file in the output folder (shrunk first for the failures selected by
---shrink); summary.json holds every program's outcome.
+--shrink); summary.json holds every program's outcome. SIGINT (Ctrl-C) or SIGTERM stops a campaign
+early: the programs that ran are reported and kept in summary.json.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -188,6 +190,10 @@ def report(args) -> int:
     return 0
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def campaign(args) -> int:
     from .pool import Pool
     from .repro import write_repro
@@ -203,11 +209,17 @@ def campaign(args) -> int:
     start = time.monotonic()
     records: dict = {}
     outcomes: dict = {}
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
     with Pool(args.jobs, args.timeout, out / "logs") as pool:
-        for index, (key, outcome) in enumerate(pool.run(keyed), 1):
-            record = _record(key[0], key[1], outcome)
-            records[key], outcomes[key] = record, outcome
-            print(_progress_line(record, index, total), flush=True)
+        try:
+            for index, (key, outcome) in enumerate(pool.run(keyed), 1):
+                record = _record(key[0], key[1], outcome)
+                records[key], outcomes[key] = record, outcome
+                print(_progress_line(record, index, total), flush=True)
+        except KeyboardInterrupt:  # a campaign stopped early still reports and keeps what ran
+            print(f"\ninterrupted: {len(records)} of {total} programs ran; reporting those (repros unshrunk)", flush=True)
+            total, args.shrink = len(records), "none"
+            kinds = [kind for kind in kinds if any(key[0] == kind for key in records)]
         run_seconds = time.monotonic() - start
         failures = [key for key in records if records[key]["label"] not in ("ok", "invalid")]
         if failures:
