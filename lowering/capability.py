@@ -625,7 +625,9 @@ def _int4_odd_input_channels(weight_dq: Node) -> bool:
     """A linear's weight quantized per output channel to 4 bits (XNNPACK's qc4w), with an odd number
     of input channels. (Measured on the runtime: with such a weight, rows 2.. of an input of 2 to
     15 rows come out wrong, by as much as the outputs themselves; 16 rows and more, and 1 row, are
-    right. An even number of input channels is right for every row count.)"""
+    right. An even number of input channels is right for every row count. fp16 activations
+    (qd8-f16-qc4w) alike: wrong on 2 and 5 rows for 3 to 127 odd input channels, so the rule holds
+    for every activation dtype.)"""
     if weight_dq.op != "quantized_decomposed.dequantize_per_channel":
         return False
     a = weight_dq.attributes

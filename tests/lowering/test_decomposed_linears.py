@@ -22,10 +22,12 @@ import functools
 import pytest
 import torch
 from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+from executorch.exir import EdgeCompileConfig, to_edge
 
+import lowering
 from lowering.compare import lower
 from lowering.partition import NotLowerable
-from lowering.programs import max_error, run_pte
+from lowering.programs import delegate_count, max_error, outside_ops, run_pte
 from lowering.quantizer import quantize_pt2e
 
 VIAS = ("etal", "backend")
@@ -209,32 +211,33 @@ def test_shared_dynamic_quantization_chain(per_op_mode, via):
 
 
 @functools.lru_cache(maxsize=None)
-def _int4_per_channel(in_channels: int, out_channels: int, bias: bool):
+def _int4_per_channel(in_channels: int, out_channels: int, bias: bool, dtype: torch.dtype = torch.float):
     torch.manual_seed(0)
-    inputs = (torch.randn(1, 2, in_channels),)
+    inputs = (torch.randn(1, 2, in_channels).to(dtype),)
     dynamic = ({1: torch.export.Dim("batch", max=100)},)
-    converted = quantize_pt2e(Linear(in_channels, out_channels, bias).eval(), inputs, is_per_channel=True,
+    converted = quantize_pt2e(Linear(in_channels, out_channels, bias, dtype).eval(), inputs, is_per_channel=True,
                               is_dynamic=True, weight_qmin=-8, weight_qmax=7)
     return _export(converted, inputs, dynamic), inputs, dynamic
 
 
 @pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("dtype", [torch.float, torch.half], ids=["f32", "f16"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_int4_per_channel_linear(bias, via):
-    """test_linear_qd8_f32_per_channel_int4 with an even number of input channels: delegated."""
-    ep, inputs, dynamic = _int4_per_channel(2, 1, bias)
+def test_int4_per_channel_linear(bias, dtype, via):
+    """test_linear_qd8_{f32,f16}_per_channel_int4 with an even number of input channels: delegated."""
+    ep, inputs, dynamic = _int4_per_channel(2, 1, bias, dtype)
     result = lower(ep, inputs, "xir", via=via, config_precisions=DYNAMIC)
     _assert_linear_delegated(result)
-    _assert_matches(result, ep, inputs, dynamic, atol=5e-2)
+    _assert_matches(result, ep, inputs, dynamic, atol=5e-2, dtype=dtype)
 
 
 @pytest.mark.parametrize("via", VIAS)
 def test_int4_per_channel_weight_with_odd_input_channels_stays_outside(via):
-    """test_linear_qd8_*_per_channel_int4 with 63 input channels: XNNPACK 1.5.1 (qd8 x qc4w) gets
+    """test_linear_qd8_f32_per_channel_int4 with 63 input channels: XNNPACK 1.5.1 (qd8 x qc4w) gets
     every row but the first wrong when the input has 2 to 15 rows. Stock delegates it (wrong by
     about the outputs' own size on 2 rows; ExecuTorch's test passes only when its random batch
     size is 1 or at least 16); xir leaves the linear outside with its Q/DQ, and the program is
-    right on every row count."""
+    right on every row count (1, 2, 5, 17 here)."""
     ep, inputs, _ = _int4_per_channel(63, 127, False)
     reference = ep.module()(*inputs)
     stock, ours = lower(ep, inputs, "stock", via=via, config_precisions=DYNAMIC), \
@@ -245,6 +248,35 @@ def test_int4_per_channel_weight_with_odd_input_channels_stays_outside(via):
     assert ours.delegates == 0 and sum(ours.outside[op] for op in MATMULS) == 1
     assert ours.err([reference]) <= 1e-5
     assert "odd number of input channels (63)" in ours.partitioner.report()
+    for rows in (1, 5, 17):
+        torch.manual_seed(rows)
+        run = (torch.randn(1, rows, 63),)
+        error = max_error(run_pte(ours.buffer, run), [ep.module()(*run)])
+        assert error <= 1e-5, f"max error {error} on {rows} rows"
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_fp16_int4_per_channel_weight_with_odd_input_channels_stays_outside(via):
+    """test_linear_qd8_f16_per_channel_int4 with 63 input channels: XNNPACK 1.5.1's qd8-f16-qc4w
+    kernel is as wrong as the fp32 one (every row but the first of 2 to 15 rows; measured for 3, 5,
+    17, 33, 63 and 127 input channels, right for 2 and 64). Stock's fp16 op test passes only
+    because its random batch sizes (1..100) happen to avoid 2..15. xir keeps the linear outside
+    here too. (Not run: outside a delegate, ExecuTorch's portable choose_qparams.tensor takes fp32
+    inputs only and aborts the process on an fp16 one; so the fp16 program is not runnable either
+    way, and xir's refusal is the safe side of it.)"""
+    ep, inputs, _ = _int4_per_channel(63, 127, False, torch.half)
+    reference = ep.module()(*inputs).float()
+    stock = lower(ep, inputs, "stock", via=via, config_precisions=DYNAMIC)
+    assert stock.ran and stock.delegates == 1
+    assert stock.err([reference]) > 0.2 * reference.abs().max().item()  # 2 rows: wrong
+    partitioner = lowering.XnnpackPartitioner(config_precisions=DYNAMIC)
+    if via == "etal":
+        edge = lowering.to_edge_transform_and_lower(ep, partitioner=[partitioner])
+    else:
+        edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
+        edge = edge.transform(partitioner.transform_passes()).to_backend(partitioner)
+    assert delegate_count(edge) == 0 and sum(outside_ops(edge)[op] for op in MATMULS) == 1
+    assert "odd number of input channels (63)" in partitioner.report()
 
 
 # ---------------------------------------------------------------- torchao group-wise int4
