@@ -136,7 +136,8 @@ def float_verdict(node: Node, options: Options, as_fp32: bool = False) -> Verdic
     if problem:
         return problem
     for v in node.operands:
-        if v.producer is not None and v.producer.op in DEQUANTIZE_OPS and not float_gemm_of_dequantized_input(node, options):
+        if v.producer is not None and v.producer.op in DEQUANTIZE_OPS and not float_gemm_of_dequantized_input(node, options) \
+                and not fp32_of_dequantized_weight(node, options):
             return Verdict(False, "quant", "reads a dequantized tensor but is not a quantized pattern XNNPACK runs "
                                            "(e.g. a quantized op whose output is not quantized)")
     reason = rule.reject_reason(node, options)
@@ -162,6 +163,42 @@ def float_gemm_of_dequantized_input(node: Node, options: Options) -> bool:
     weights = node.definition.weights if node.definition is not None else ()
     return all(node.operand(name) is None or dequantized_source(node.operand(name)) is None for name in weights) and \
         all(v is node.input or v.producer is None or v.producer.op not in DEQUANTIZE_OPS for v in node.operands)
+
+
+# quantized_decomposed's dequantizes with an ExecuTorch kernel (left outside, they run there)
+_KERNEL_DEQUANTIZES = ("quantized_decomposed.dequantize_per_tensor", "quantized_decomposed.dequantize_per_tensor.tensor",
+                       "quantized_decomposed.dequantize_per_channel")
+
+
+def fp32_of_dequantized_weight(node: Node, options: Options) -> bool:
+    """With fp32 alone among the precisions (``config_precisions=FP32``: no static or dynamic
+    quantization), a quantized linear delegated as stock's LinearConfig overwrites its precision:
+
+    - ``to_edge_transform_and_lower``: an fp32 ``aten.linear`` whose activation and weight come from
+      quantized_decomposed dequantizes left outside (the weight one of a constant), the bias absent or a
+      float constant. The delegate reads the dequantized weight as a run-time fp32 tensor, which XNNPACK's
+      fully connected takes (measured on the runtime: static per-tensor and per-channel, dynamic per-channel,
+      ExecuTorch's op-test shapes, within 1.2e-6 of the converted pt2e module);
+    - ``to_edge().to_backend()``: the ``permute_copy`` transposing such a dequantized 2-D constant weight of
+      a decomposed linear (the addmm/mm stays outside: its weight is not a constant), as stock delegates it.
+
+    The Q/DQ stay outside and run on ExecuTorch's quantized kernels."""
+    if STATIC in options.precisions or DYNAMIC in options.precisions or FP32 not in options.precisions:
+        return False
+
+    def dequantized_constant(value: Value) -> bool:
+        producer = value.producer
+        return producer is not None and producer.op in _KERNEL_DEQUANTIZES and producer.operands[0].is_constant
+
+    if node.op == "aten.permute_copy":
+        return node.operands[0].rank == 2 and dequantized_constant(node.operands[0])
+    if node.op != "aten.linear" or not dequantized_constant(node.weight):
+        return False
+    source = node.input.producer
+    if source is None or source.op not in _KERNEL_DEQUANTIZES[:2]:
+        return False
+    bias = node.operand("bias")
+    return bias is None or bias.is_constant
 
 
 def batch_norm_verdict(node: Node, options: Options) -> Verdict:
@@ -377,6 +414,8 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
     """A statically quantized pattern anchored at ``node``: every float operand dequantized, the
     output (after an optional fused activation) quantized. None if ``node`` is not one. For a
     decomposed linear (``linear``), its input and output are those of the whole linear."""
+    if linear is None and fp32_of_dequantized_weight(node, options):
+        return None, None  # fp32 on dequantized tensors left outside (float_verdict decides)
     tensor_operands = [v for v in node.operands if isinstance(v.type, TensorType)]
     dqs = [_dq_producer(v) for v in tensor_operands]
     gemm = node.op in GEMM_OPS
@@ -583,6 +622,8 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
     if choose is None or choose.op != choose_op:
         return None, Verdict(False, "quant", "dynamic quantize without choose_qparams")
     if DYNAMIC not in options.precisions:
+        if linear is None and fp32_of_dequantized_weight(node, options):
+            return None, None  # an fp32 linear on its dequantized input and weight (float_verdict decides)
         return None, Verdict(False, "precision", "dynamic quantization is not among config_precisions")
     weight_dq, layout = _weight_dq(node.weight)
     if weight_dq is None or not weight_dq.operands[0].is_constant:
