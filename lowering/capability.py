@@ -598,6 +598,9 @@ AFFINE_DECOMPOSED = ("a torchao-quantized weight, but not read by a linear whose
 # the rule of a torchao-quantized linear XNNPACK cannot run: its quantize/dequantize ops have no
 # ExecuTorch kernel, so left outside the program cannot run at all (the partitioner raises)
 AFFINE_RULE = "affine"
+# the same for a quantized_decomposed pattern whose ops ExecuTorch's kernels refuse (an fp16
+# dynamically quantized linear XNNPACK gets wrong: choose_qparams aborts on fp16)
+UNRUNNABLE_RULE = "unrunnable"
 
 
 def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None = None) -> tuple[Unit | None, Verdict | None]:
@@ -638,7 +641,12 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
     elif weight_dq.op != "quantized_decomposed.dequantize_per_channel":
         return None, Verdict(False, "quant", "dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)")
     elif node.op in LINEAR_OPS and _int4_odd_input_channels(weight_dq):
-        return None, Verdict(False, "quant", INT4_ODD_INPUT_CHANNELS.format(k=weight_dq.results[0].shape[-1]))
+        reason = INT4_ODD_INPUT_CHANNELS.format(k=weight_dq.results[0].shape[-1])
+        if choose.operands[0].dtype is not DType.f32:  # left outside, it aborts the program at run time
+            return None, Verdict(False, UNRUNNABLE_RULE, f"{reason}; and outside XNNPACK it cannot run either: ExecuTorch's "
+                                                          f"choose_qparams kernel takes an fp32 input, this one is "
+                                                          f"{choose.operands[0].dtype}")
+        return None, Verdict(False, "quant", reason)
     if node.op == "aten.convolution":
         if node.attributes.get("groups", 1) != 1 or node.operands[1].rank != 4:
             return None, Verdict(False, "quant", "dynamically quantized conv must be a plain 2-D, non-grouped conv")

@@ -14,7 +14,7 @@ import attrs
 
 from xir import Graph, Node, TensorType
 
-from .capability import AFFINE_RULE, Capability, Options, Unit, Verdict, analyse
+from .capability import AFFINE_RULE, UNRUNNABLE_RULE, Capability, Options, Unit, Verdict, analyse
 from .rules import DEQUANTIZE_OPS
 
 
@@ -42,7 +42,8 @@ class Rejection:
 
 class NotLowerable(AssertionError):
     """The program cannot be lowered: ops that only XNNPACK runs (torchao's affine quantize and
-    dequantize ops have no ExecuTorch kernel) are in a pattern XNNPACK cannot take. An
+    dequantize ops have no ExecuTorch kernel; ExecuTorch's choose_qparams kernel aborts on fp16) are
+    in a pattern XNNPACK cannot take. An
     AssertionError, as ExecuTorch's own XNNPACK lowering raises for these programs."""
 
 
@@ -54,15 +55,16 @@ class PartitionPlan:
 
     @property
     def unlowerable(self) -> list[Rejection]:
-        """Rejected nodes whose ops run nowhere but in XNNPACK (see :data:`capability.AFFINE_RULE`)."""
-        return [r for r in self.rejected if r.rule == AFFINE_RULE]
+        """Rejected nodes whose ops run nowhere but in XNNPACK (see :data:`capability.AFFINE_RULE`,
+        :data:`capability.UNRUNNABLE_RULE`)."""
+        return [r for r in self.rejected if r.rule in (AFFINE_RULE, UNRUNNABLE_RULE)]
 
     def raise_if_unlowerable(self) -> None:
         """Raise :class:`NotLowerable` naming each such node and why XNNPACK cannot take it."""
         if self.unlowerable:
             lines = "\n".join(f"  {r.node.op} {r.node.results[0].type}: {r.reason}" for r in self.unlowerable)
-            raise NotLowerable(f"XNNPACK cannot run these ops, and their torchao quantize/dequantize ops have no "
-                               f"ExecuTorch kernel outside an XNNPACK delegate:\n{lines}")
+            raise NotLowerable(f"XNNPACK cannot run these ops, and their quantize/dequantize ops cannot run outside an "
+                               f"XNNPACK delegate either (torchao's have no ExecuTorch kernel):\n{lines}")
 
     def group_of(self, node: Node) -> Group | None:
         for group in self.groups:
