@@ -613,6 +613,20 @@ WEIGHT_ONLY = [
       %y: f32[4,32] = aten.add.Tensor(%l, %b)
       return %y
     }"""),
+    case("result-has-several-users", _weight_only().replace("      return %y", """      %r: f32[4,32] = aten.relu(%y)
+      return %y, %r"""), """
+    graph @g {
+      param %w: i8[32,64]
+      param %s: f32[32,1]
+      param %z: i8[32,1]
+      param %b: f32[32]
+      input %x: f32[4,64]
+      %d: f32[32,64] = torchao.dequantize_affine(%w, %s, %z) {block_size=[1, 64], input_dtype=i8, quant_min=-128, quant_max=127}
+      %l: f32[4,32] = aten.linear(%x, %d)
+      %y: f32[4,32] = aten.add.Tensor(%l, %b)
+      %r: f32[4,32] = aten.relu(%y)
+      return %y, %r
+    }"""),
     case("declined-no-bias", _weight_only(bias=False)),
     case("declined-int4", _weight_only(quant_min=-8, quant_max=7)),
     case("declined-int8-groups", _weight_only(block="[1, 32]")),
