@@ -82,17 +82,26 @@ def _boundaries(shape, batch: int) -> list[int]:
     return [j for j in range(len(shape) + 1) if math.prod(shape[:j]) == batch]
 
 
+def _repeated_dim(expand: Node) -> int | None:
+    """The one size-1 dim the expand repeats, or None when it does not repeat exactly one."""
+    source, result = expand.operands[0].type.shape, expand.results[0].type.shape
+    repeated = [i for i, (have, want) in enumerate(zip(source, result)) if have != want]
+    if len(source) != len(result) or len(repeated) != 1 or source[repeated[0]] != 1:
+        return None
+    return repeated[0]
+
+
 def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple] | str:
     """The chain on the unrepeated tensor, as (op, chain-operand index, other operands, attributes):
     its batch dim is dim 0, of size batch / R; its other dims follow the original's past the batch prefix."""
     plan: list[tuple] = []
     source, result = expand.operands[0].type.shape, expand.results[0].type.shape
-    repeated = [i for i, (have, want) in enumerate(zip(source, result)) if have != want]
-    if len(source) != len(result) or len(repeated) != 1 or source[repeated[0]] != 1:
+    dim = _repeated_dim(expand)
+    if dim is None:
         return "the expand does not repeat exactly one size-1 dim"
-    if math.prod(result[:repeated[0] + 1]) != batch:
+    if math.prod(result[:dim + 1]) != batch:
         return "the repeated dim is not the innermost of the bmm's batch"
-    suffix = tuple(source[repeated[0] + 1:])
+    suffix = tuple(source[dim + 1:])
 
     def view_to(shape_suffix):  # suffix: the replayed value's dims after its batch dim
         nonlocal suffix
@@ -146,26 +155,20 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
     plan = _plan(expand, steps, batch)
     if isinstance(plan, str):
         return rewriter.notify_match_failure(node, plan)
-    repeats = expand.results[0].type.shape[[i for i, (have, want) in enumerate(
-        zip(expand.operands[0].type.shape, expand.results[0].type.shape)) if have != want][0]]
+    repeats = expand.results[0].type.shape[_repeated_dim(expand)]
     groups = batch // repeats
     plan.append(("aten.view_copy", 0, (), {"suffix": tuple(b.type.shape[1:])}))  # B0: [groups, K', Y]
 
     value = expand.operands[0]
-    current_suffix = None
     for op, index, others, attributes in plan:
         if op == "aten.view_copy":
-            suffix = attributes["suffix"]
-            if suffix == current_suffix:
-                continue
-            target = [groups, *suffix]
-            value = value if list(value.type.shape) == target else rewriter.op_before(node, op, [value], size=target)
-            current_suffix = suffix
+            target = [groups, *attributes["suffix"]]
+            if list(value.type.shape) != target:  # (a view to the shape it has is none)
+                value = rewriter.op_before(node, op, [value], size=target)
             continue
         operands = list(others)
         operands.insert(index, value)
         value = rewriter.op_before(node, op, operands, **attributes)
-        current_suffix = tuple(value.type.shape[1:])
     rows_view = rewriter.op_before(node, "aten.view_copy", [a], size=[groups, repeats * rows, inner])
     product = rewriter.op_before(node, "aten.bmm", [rows_view, value])
     rewriter.replace_node(node, [rewriter.op_before(node, "aten.view_copy", [product], size=list(node.result.type.shape))])
