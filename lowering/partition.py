@@ -52,6 +52,8 @@ class PartitionPlan:
     groups: list[Group]
     rejected: list[Rejection]
     options: Options
+    # delegated matmuls of a linear that XNNPACK's preprocessing must not rebuild (emit_tags)
+    kept_matmuls: list[str] = attrs.field(factory=list)
 
     @property
     def unlowerable(self) -> list[Rejection]:

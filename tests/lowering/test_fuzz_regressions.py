@@ -267,3 +267,41 @@ def test_transposed_conv_with_output_padding_at_stride_1_stays_outside(dtype):
     assert "aten.convolution" in ours.outside and "aten.convolution" not in ours.delegated
     if dtype is torch.float32:  # (in bf16 it stays bf16: not wrapped in fp32 for a convolution XNNPACK refuses)
         assert "output_padding [1] not below its stride [1]" in ours.partitioner.report()
+
+
+class ConvThenLinearOnA4dView(torch.nn.Module):
+    """fuzz static seed 1160, shrunk: a linear on the 4-D output of a 1x1 conv whose input was
+    pooled and transposed. ``to_edge`` writes that linear as expand -> view -> bmm -> view."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(116008)
+        self.conv = torch.nn.Conv2d(6, 8, 1)
+        torch.manual_seed(116010)
+        self.linear = torch.nn.Linear(2, 2, bias=False)
+
+    def forward(self, x):
+        v = F.adaptive_avg_pool2d(F.avg_pool2d(x, 2, stride=1, padding=1, count_include_pad=False), 1)
+        return self.linear(self.conv(v.transpose(-1, -4)))
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_linear_split_across_a_delegate_edge_is_not_rebuilt_by_xnnpack(via):
+    inputs = (torch.randn(2, 6, 12, 5, generator=torch.Generator().manual_seed(116090)),)
+    ep = torch.export.export(quantize_module(ConvThenLinearOnA4dView().eval(), inputs, mode="static",
+                                             per_channel=True), inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before (to_backend): the linear's input view stayed outside; XNNPACK's preprocessing rebuilt a
+    # linear from the 3-D view to the 4-D output, and the program loaded, then failed at run time:
+    # "Size needs to be equal to the number of dimensions ... Failed to retrieve dim order"
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)[0]
+    assert ours.err([ref]) <= 0.05 * max(1.0, ref.abs().max().item())
+    assert ours.delegated["aten.convolution"] == 1
+    if via == "backend":
+        assert ours.delegated["aten.bmm"] == 1  # run as the bmm it is
+        assert "run as matrix multiplies, not rebuilt into a linear" in ours.partitioner.report()
+        assert not lower(ep, inputs, "stock", via=via).ran
+    else:
+        assert not ours.outside  # the linear kept whole
+        assert "run as matrix multiplies" not in ours.partitioner.report()
