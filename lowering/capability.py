@@ -113,9 +113,11 @@ def check_float_dtypes(node: Node, options: Options, allow_bf16: bool, bf16_reas
     return None
 
 
-def float_verdict(node: Node, options: Options, as_fp32: bool = False) -> Verdict:
+def float_verdict(node: Node, options: Options, as_fp32: bool = False, dequantized_ok: bool = False) -> Verdict:
     """The verdict for ``node`` computed in float (fp32/f16/bf16). With ``as_fp32``: the verdict
-    the same node would get if its bf16 values were fp32 (what a rewrite to fp32 would run)."""
+    the same node would get if its bf16 values were fp32 (what a rewrite to fp32 would run). With
+    ``dequantized_ok``: operands from dequantizes read as the float tensors they are (see
+    :func:`float_between_conversions`)."""
     rule = RULES.get(node.op)
     if rule is None:
         if node.definition is None:
@@ -136,6 +138,8 @@ def float_verdict(node: Node, options: Options, as_fp32: bool = False) -> Verdic
     if problem:
         return problem
     for v in node.operands:
+        if dequantized_ok:
+            break
         if v.producer is not None and v.producer.op in DEQUANTIZE_OPS and not float_gemm_of_dequantized_input(node, options) \
                 and not fp32_of_dequantized_weight(node, options):
             return Verdict(False, "quant", "reads a dequantized tensor but is not a quantized pattern XNNPACK runs "
@@ -363,7 +367,7 @@ def _decomposed_linear(matmul: Node, partition, by_fx: dict[int, Node]) -> Decom
         return None
     if matmul.op == "aten.addmm" and inside(matmul.operand("bias").producer):
         return None
-    if not (isinstance(source.type, TensorType) and isinstance(output.type, TensorType)) or source.rank < 2:
+    if not (isinstance(source.type, TensorType) and isinstance(output.type, TensorType)) or source.rank < 1:
         return None
     if len(source.shape) != len(output.shape) or not all(
             same_dim(a, b) for a, b in zip(source.shape[:-1] + (source.shape[-1], output.shape[-1]),
@@ -793,6 +797,39 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
     return Unit(node, [node], "convert"), SUPPORTED
 
 
+def float_between_conversions(graph: Graph, options: Options, verdicts: dict, unit_of: dict, claim) -> None:
+    """In a statically quantized program, an op that is no quantized pattern XNNPACK runs (its
+    output is not quantized, XNNPACK has no quantized version of it, its input and output are
+    quantized differently, or it mixes dequantized and float operands) runs in fp32: each
+    dequantize it reads runs as a conversion to f32 beside it (or outside), as ExecuTorch's stock
+    partitioner delegates it; the numbers are those of the program (dequantize, op, quantize).
+
+    Only where none of those dequantizes is folded into a quantized op (XNNPACK hands a folded
+    dequantize's readers the int8 tensor), and where each is read by this op alone: XNNPACK's
+    channels-last pass treats a dequantize as the end of a quantized value, and when it converts
+    one for a reader (a graph output after a convolution) it moves every other reader onto the
+    converted copy (measured: "Attempted to resize a static tensor" at load, stock's program too).
+    Not for GEMMs (their weights have rules of their own)."""
+    folded = {id(n) for unit in {id(u): u for u in unit_of.values()}.values() for n in unit.implicit}
+    for node in graph:
+        verdict = verdicts.get(id(node))
+        if id(node) in unit_of or verdict is None or verdict.rule != "quant" or node.op in GEMM_OPS:
+            continue
+        if node.op in QUANTIZE_OPS or node.op in DEQUANTIZE_OPS or node.op in CHOOSE_QPARAMS_OPS:
+            continue
+        dequantizes = [v.producer for v in node.operands if v.producer is not None and v.producer.op in DEQUANTIZE_OPS]
+        if not dequantizes or any(id(dq) in folded or any(u is not node for u in dq.results[0].uses) for dq in dequantizes):
+            continue
+        if STATIC not in options.precisions:
+            continue
+        as_float = float_verdict(node, options, dequantized_ok=True)
+        if as_float.supported:
+            verdicts[id(node)] = as_float
+            claim(Unit(node, [node]))
+        else:  # the reason it cannot run in fp32 either
+            verdicts[id(node)] = Verdict(False, as_float.rule, f"{verdict.reason}; in fp32: {as_float.reason}")
+
+
 # ------------------------------------------------------------------------------ the analysis
 
 def _weight_layout_nodes(node: Node) -> list[Node]:
@@ -855,6 +892,7 @@ def analyse(graph: Graph, options: Options) -> Capability:
         verdicts[id(node)] = verdict
         if verdict.supported:
             claim(Unit(node, _weight_layout_nodes(node) + [node]))
+    float_between_conversions(graph, options, verdicts, unit_of, claim)
     for node in graph:
         if node.op in qdq_ops and id(node) not in unit_of:
             unit, verdict = convert_unit(node, options)

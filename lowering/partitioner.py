@@ -54,7 +54,7 @@ DEFAULT_PIPELINE = ("remove-no-ops,fold-batch-norm,mean-keepdim,xnnpack.decompos
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,remove-no-ops,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
-                    "xnnpack.mean-over-last-dims,xnnpack.casts-as-converts,"
+                    "xnnpack.mean-over-last-dims,xnnpack.casts-as-converts,xnnpack.dequantize-per-float-reader,"
                     "dead-code-elimination")
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}

@@ -129,6 +129,26 @@ def test_fp32_linear_on_8d_input_leaves_its_views_outside():
     assert result.err([ep.module()(*inputs)]) <= 1e-5
 
 
+@pytest.mark.parametrize("mode", ["fp32", "static", "dynamic"])
+def test_linear_on_a_1d_input_is_delegated_with_its_views(mode):
+    """fuzz static seed 1153: ``to_edge`` writes a linear on a 1-D input as ``view -> addmm -> view``.
+    Before, xir did not take it as a decomposed linear (it wanted an input of rank 2 or more): in
+    quantized programs the views and addmm stayed outside ("only one of input and weight is
+    quantized") where stock delegates all of it and runs correctly. (Dynamic: XNNPACK needs a
+    per-channel weight.)"""
+    torch.manual_seed(0)
+    inputs = (torch.randn(31),)
+    module = Linear(31, 6).eval()
+    if mode != "fp32":
+        module = quantize_pt2e(module, inputs, is_per_channel=mode == "dynamic", is_dynamic=mode == "dynamic")
+    ep = _export(module, inputs)
+    result, stock = lower(ep, inputs, "xir", via="backend"), lower(ep, inputs, "stock", via="backend")
+    _assert_linear_delegated(result)
+    assert not result.outside, result.outside
+    assert stock.ran and not stock.outside  # as stock
+    _assert_matches(result, ep, inputs, None, atol=1e-5 if mode == "fp32" else 0.05)
+
+
 # ------------------------------------------------------------------------- static quantized
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,100 @@
+"""IR-text tests of xnnpack.dequantize-per-float-reader: an op that runs in fp32 on a dequantized
+tensor shared with other readers gets a dequantize of its own. One case per graph boundary (the
+dequantized value also a graph output, a dequantize of a graph input, of a constant, several
+readers) and the cases the pass declines. End to end (the programs on the runtime against the
+converted pt2e model): tests/lowering/test_float_between_conversions.py."""
+
+from __future__ import annotations
+
+import pytest
+
+import lowering  # noqa: F401  (registers the xnnpack.* passes)
+from passes.testing import check_pipeline
+
+PIPELINE = "xnnpack.dequantize-per-float-reader"
+Q = "scale=0.5, zero_point=-128, quant_min=-128, quant_max=127, dtype=i8"
+Q2 = "scale=0.25, zero_point=0, quant_min=-128, quant_max=127, dtype=i8"
+
+
+def case(name, before, expected=None):
+    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)
+
+
+CASES = [
+    case("shared-with-a-quantized-add-and-a-graph-output", f"""
+    graph @g {{
+      input %x: f32[2,3]
+      %q: i8[2,3] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
+      %d: f32[2,3] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
+      %a: f32[2,3] = aten.add.Tensor(%d, %d)
+      %b: i8[2,3] = quantized_decomposed.quantize_per_tensor(%a) {{{Q2}}}
+      %c: f32[2,3] = quantized_decomposed.dequantize_per_tensor(%b) {{{Q2}}}
+      %e: f32[2,3] = aten.abs(%d)
+      return %c, %e, %d
+    }}""", f"""
+    graph @g {{
+      input %x: f32[2,3]
+      %0: i8[2,3] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
+      %1: f32[2,3] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
+      %2: f32[2,3] = aten.add.Tensor(%1, %1)
+      %3: i8[2,3] = quantized_decomposed.quantize_per_tensor(%2) {{{Q2}}}
+      %4: f32[2,3] = quantized_decomposed.dequantize_per_tensor(%3) {{{Q2}}}
+      %5: f32[2,3] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
+      %6: f32[2,3] = aten.abs(%5)
+      return %4, %6, %1
+    }}"""),
+    case("dequantize-of-a-graph-input-read-by-two-float-ops", f"""
+    graph @g {{
+      input %q: i8[4]
+      %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
+      %a: f32[4] = aten.abs(%d)
+      %l: f32[4] = aten.log(%d)
+      return %a, %l
+    }}""", f"""
+    graph @g {{
+      input %q: i8[4]
+      %0: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
+      %1: f32[4] = aten.abs(%0)
+      %2: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
+      %3: f32[4] = aten.log(%2)
+      return %1, %3
+    }}"""),
+    case("dequantize-of-a-constant-read-by-a-float-op-and-returned", f"""
+    graph @g {{
+      param %w: i8[4]
+      input %x: f32[4]
+      %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%w) {{{Q}}}
+      %s: f32[4] = aten.sub.Tensor(%x, %d)
+      return %s, %d
+    }}""", f"""
+    graph @g {{
+      param %w: i8[4]
+      input %x: f32[4]
+      %0: f32[4] = quantized_decomposed.dequantize_per_tensor(%w) {{{Q}}}
+      %1: f32[4] = quantized_decomposed.dequantize_per_tensor(%w) {{{Q}}}
+      %2: f32[4] = aten.sub.Tensor(%x, %1)
+      return %2, %0
+    }}"""),
+    case("declined-read-twice-by-one-op", f"""
+    graph @g {{
+      input %q: i8[4]
+      %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
+      %m: f32[4] = aten.mul.Tensor(%d, %d)
+      return %m
+    }}"""),
+    case("declined-shared-by-quantized-ops-only", f"""
+    graph @g {{
+      input %q: i8[4]
+      %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
+      %a: f32[4] = aten.add.Tensor(%d, %d)
+      %b: i8[4] = quantized_decomposed.quantize_per_tensor(%a) {{{Q2}}}
+      %r: f32[4] = aten.relu(%d)
+      %s: i8[4] = quantized_decomposed.quantize_per_tensor(%r) {{{Q}}}
+      return %b, %s
+    }}"""),
+]
+
+
+@pytest.mark.parametrize("before,expected,changed", CASES)
+def test_dequantize_per_float_reader(before, expected, changed):
+    check_pipeline(before, PIPELINE, expected, changed=changed)
