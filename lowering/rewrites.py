@@ -106,6 +106,10 @@ def decompose_gelu_tanh(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "exact GELU (XNNPACK runs it as it is)")
     if not isinstance(x.type, TensorType) or x.dtype not in (DType.f32, DType.bf16):
         return rewriter.notify_match_failure(node, "not f32 or bf16")
+    from .rules import MAX_RANK
+
+    if x.rank > MAX_RANK:  # (decomposed, it would only be more ops outside)
+        return rewriter.notify_match_failure(node, f"{x.rank}-D: it stays outside XNNPACK, whole")
     narrow = x.dtype if x.dtype is not DType.f32 else None
     if narrow is not None:
         x = rewriter.op_before(node, "dim_order_ops._to_dim_order_copy", [x], dtype=DType.f32)
@@ -359,6 +363,10 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
     x = node.operands[0] if node.operands else None
     if x is None or not isinstance(x.type, TensorType) or not x.type.is_static:
         return rewriter.notify_match_failure(node, "not a static tensor")
+    from .rules import MAX_RANK
+
+    if x.rank > MAX_RANK:  # (decomposed, it would only be more ops outside)
+        return rewriter.notify_match_failure(node, f"{x.rank}-D: it stays outside XNNPACK, whole")
     dim = node.attributes.get("dim", 0) % x.rank
     if node.op == "aten.split_with_sizes_copy":
         sizes = list(node.attributes.get("split_sizes") or [])

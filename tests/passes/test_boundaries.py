@@ -1263,6 +1263,12 @@ DECOMPOSE_GELU_TANH = [
       %g: f16[2,8] = aten.gelu(%x) {approximate="tanh"}
       return %g
     }"""),
+    case("7-d-gelu-stays-whole-outside-xnnpack", """
+    graph @g {
+      input %x: f32[2,1,2,1,2,1,3]
+      %g: f32[2,1,2,1,2,1,3] = aten.gelu(%x) {approximate="tanh"}
+      return %g
+    }"""),
 ]
 
 

@@ -475,6 +475,12 @@ SPLITS = [
       %s: f32[s0,4], %t: f32[s0,4] = aten.split_with_sizes_copy(%x) {split_sizes=[4, 4], dim=1}
       return %s, %t
     }"""),
+    case("declined-7-d-stays-whole-outside-xnnpack", """
+    graph @g {
+      input %x: f32[2,1,2,1,2,1,8]
+      %s: f32[2,1,2,1,2,1,4], %t: f32[2,1,2,1,2,1,4] = aten.split_with_sizes_copy(%x) {split_sizes=[4, 4], dim=6}
+      return %s, %t
+    }"""),
 ]
 
 
