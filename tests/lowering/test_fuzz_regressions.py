@@ -202,18 +202,25 @@ class QuantizedUpsampleWithFloatOutput(torch.nn.Module):
         return F.interpolate(self.linear(self.conv(torch.cat([x, x], dim=1))), scale_factor=2, mode="bilinear")
 
 
-def test_an_op_left_outside_does_not_fail_executorchs_final_check():
+@pytest.mark.parametrize("precisions", ["default", "static-only"])
+def test_an_op_left_outside_does_not_fail_executorchs_final_check(precisions):
+    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+
     torch.manual_seed(0)
     inputs = (torch.randn(1, 4, 1, 5),)
     module = quantize_module(QuantizedUpsampleWithFloatOutput().eval(), inputs, mode="static", per_channel=True)
     ep = torch.export.export(module, inputs)
-    ours = lower(ep, inputs, "xir")
+    options = {} if precisions == "default" else {"config_precisions": ConfigPrecisionType.STATIC_QUANT}
+    ours = lower(ep, inputs, "xir", **options)
     # before: asked again after lowering, xir said the upsample left outside was supported:
     # "was not decomposed or delegated"
     assert ours.ran, ours.error
     ref = reference(ep, inputs)[0]
     assert ours.err([ref]) <= 0.1 * max(1.0, ref.abs().max().item())
-    assert ours.outside["aten.upsample_bilinear2d.vec"] == 1  # quantized input, float output: outside
+    if precisions == "default":  # quantized input, float output: in fp32 between conversions
+        assert ours.delegated["aten.upsample_bilinear2d.vec"] == 1 and not ours.outside
+    else:  # no fp32 among the precisions: outside
+        assert ours.outside["aten.upsample_bilinear2d.vec"] == 1
 
 
 class UpcastLeavingTheDelegate(torch.nn.Module):
@@ -285,23 +292,27 @@ class ConvThenLinearOnA4dView(torch.nn.Module):
         return self.linear(self.conv(v.transpose(-1, -4)))
 
 
-@pytest.mark.parametrize("via", ["backend", "etal"])
-def test_a_linear_split_across_a_delegate_edge_is_not_rebuilt_by_xnnpack(via):
+@pytest.mark.parametrize("via,per_op_mode", [("backend", True), ("backend", False), ("etal", False)])
+def test_a_linear_split_across_a_delegate_edge_is_not_rebuilt_by_xnnpack(via, per_op_mode):
     inputs = (torch.randn(2, 6, 12, 5, generator=torch.Generator().manual_seed(116090)),)
     ep = torch.export.export(quantize_module(ConvThenLinearOnA4dView().eval(), inputs, mode="static",
                                              per_channel=True), inputs)
-    ours = lower(ep, inputs, "xir", via=via)
+    ours = lower(ep, inputs, "xir", via=via, per_op_mode=per_op_mode)
     # before (to_backend): the linear's input view stayed outside; XNNPACK's preprocessing rebuilt a
     # linear from the 3-D view to the 4-D output, and the program loaded, then failed at run time:
-    # "Size needs to be equal to the number of dimensions ... Failed to retrieve dim order"
+    # "Size needs to be equal to the number of dimensions ... Failed to retrieve dim order". Since
+    # float ops run between conversions the default mode delegates the whole linear; per op, its
+    # bmm is alone in a delegate.
     assert ours.ran, ours.error
     ref = reference(ep, inputs)[0]
     assert ours.err([ref]) <= 0.05 * max(1.0, ref.abs().max().item())
     assert ours.delegated["aten.convolution"] == 1
+    kept = "run as matrix multiplies, not rebuilt into a linear" in ours.partitioner.report()
+    if per_op_mode:
+        assert ours.delegated["aten.bmm"] == 1 and kept  # run as the bmm it is
+    else:
+        assert not kept  # the whole linear in one delegate: rebuilt exactly
     if via == "backend":
-        assert ours.delegated["aten.bmm"] == 1  # run as the bmm it is
-        assert "run as matrix multiplies, not rebuilt into a linear" in ours.partitioner.report()
-        assert not lower(ep, inputs, "stock", via=via).ran
+        assert not lower(ep, inputs, "stock", via=via, per_op_mode=per_op_mode).ran
     else:
         assert not ours.outside  # the linear kept whole
-        assert "run as matrix multiplies" not in ours.partitioner.report()
