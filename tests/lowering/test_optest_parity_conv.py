@@ -114,7 +114,8 @@ PAD_IR = """graph @g {{
 ])
 def test_pad_goes_with_the_quantized_conv_only_when_it_pads_spatial_dims_with_zero(pad, value, padded, out, delegated):
     """The rule (IR level): the pad joins the quantized conv only as stock's ConvolutionConfig takes
-    it (value 0, spatial dims, no negative amounts); otherwise both stay outside, no Q/DQ folded."""
+    it (value 0, spatial dims, no negative amounts); otherwise the conv stays outside, no Q/DQ
+    folded, and the pad runs in fp32 between conversions (its input dequantize a conversion)."""
     from lowering.capability import Options
     from lowering.partition import plan_partition
     from xir import parse_graph
@@ -131,7 +132,10 @@ def test_pad_goes_with_the_quantized_conv_only_when_it_pads_spatial_dims_with_ze
         assert group is not None and pad_node in group.nodes
         assert {n.op for n in group.implicit} == set(QDQ)  # weight and input dq, output q
     else:
-        assert group is None and plan.group_of(pad_node) is None
+        assert group is None
+        pad_group = plan.group_of(pad_node)
+        assert pad_group is not None and conv not in pad_group.nodes
+        assert pad_node.operands[0].producer in pad_group.nodes  # its dequantize, as a conversion
         assert not any(n.op in QDQ for g in plan.groups for n in g.implicit)
 
 
@@ -266,8 +270,8 @@ def test_per_channel_quantized_slice_stays_outside(via):
     """Stock tags the slice with its per-channel Q/DQ folded (what the op test asserts, on a fake
     program) and then cannot lower it: XNNPACK's preprocessing fails on the scales ("unsupported
     param type", both ways; with the scales in the delegate too, its serializer cannot define a
-    per-channel quantized activation). xir leaves the slice and its Q/DQ outside: the program
-    runs and matches eager."""
+    per-channel quantized activation). xir leaves the per-channel Q/DQ outside and runs the slice
+    in fp32 on the dequantized tensor: the program runs and matches eager exactly."""
     torch.manual_seed(0)
     inputs = (torch.randn(1, 4, 3) * 3,)
     stock = lower(_export(PerChannelSlice(), inputs), inputs, "stock", via=via)
@@ -276,7 +280,8 @@ def test_per_channel_quantized_slice_stays_outside(via):
     expected = module(*inputs)
     ours = lower(_export(module, inputs), inputs, "xir", via=via)
     assert ours.ran, ours.error
-    assert ours.delegated == {} and ours.outside["aten.slice_copy.Tensor"] == 1
+    assert ours.delegated == {"aten.slice_copy.Tensor": 1}
+    assert not ours.outside["aten.slice_copy.Tensor"] and ours.outside["quantized_decomposed.dequantize_per_channel"]
     assert max_error(ours.outputs, [expected]) == 0.0
     stock = lower(_export(module, inputs), inputs, "stock", via=via)  # (float64 scales: the same failure)
     assert not stock.ran and "unsupported param type" in stock.error, stock.error
