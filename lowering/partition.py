@@ -113,7 +113,10 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
       stays outside;
     * a dequantize folded into a group is read only inside it (XNNPACK hands a folded
       dequantize's readers the int8 data);
-    * no 0-D result leaves a group.
+    * no 0-D result leaves a group;
+    * no copy leaves a group whose operand is the group's input or leaves it too (XNNPACK's
+      preprocessing drops identity clones, and the delegate would return its input or one value
+      twice).
     """
     capability = capability or analyse(graph, options)
     order = graph.order()
@@ -127,7 +130,10 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
         for dq, reader in leaking:
             _drop_unit(capability, dq, Verdict(False, "quant", f"its dequantize is folded into a quantized op but also "
                                                                f"read by {reader.op} outside that op's delegate"))
-        if escaping or leaking:
+        passing = [n for g in groups for n in _clones_passing_through(g)]
+        for node in passing:
+            _drop_unit(capability, node, Verdict(False, "unit", CLONE_PASSES_THROUGH))
+        if escaping or leaking or passing:
             continue
         cycle = _groups_in_a_cycle(graph, groups)
         if not cycle:
@@ -168,6 +174,31 @@ def _groups(graph: Graph, options: Options, capability: Capability, order: dict[
         implicit = [n for u in unit_list for n in u.implicit]
         groups.append(Group(i, nodes, implicit, unit_list))
     return groups
+
+
+CLONE_OPS = ("aten.clone", "dim_order_ops._clone_dim_order")
+CLONE_PASSES_THROUGH = ("a copy whose result leaves the delegate while its operand comes from outside it or leaves "
+                        "it too: XNNPACK's preprocessing drops the copy, and the delegate would pass a value "
+                        "through (ExecuTorch refuses that)")
+
+
+def _clones_passing_through(group: Group) -> list[Node]:
+    """The clones of ``group`` that XNNPACK's preprocessing (RemoveCloneOpsTransform) would turn
+    into a pass-through: the result leaves the group, and the operand is an input of the group
+    or leaves it as well."""
+    inside = {id(n) for n in group.nodes}
+
+    def leaves(value) -> bool:
+        return any(user.is_return or id(user) not in inside for user in value.users)
+
+    found = []
+    for node in group.nodes:
+        if node.op not in CLONE_OPS or not node.operands or not leaves(node.results[0]):
+            continue
+        source = node.operands[0]
+        if source.producer is None or id(source.producer) not in inside or leaves(source):
+            found.append(node)
+    return found
 
 
 def _folded_read_outside(group: Group) -> list[tuple[Node, Node]]:

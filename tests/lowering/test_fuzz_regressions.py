@@ -316,3 +316,37 @@ def test_a_linear_split_across_a_delegate_edge_is_not_rebuilt_by_xnnpack(via, pe
         assert not lower(ep, inputs, "stock", via=via, per_op_mode=per_op_mode).ran
     else:
         assert not ours.outside  # the linear kept whole
+
+
+class CloneBeforeGroupNorm(torch.nn.Module):
+    """fuzz fp32 seed 10951, shrunk: a slice read by a group norm (through the contiguous clone
+    torch.export writes before it) and by a subtraction."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1095104)
+        self.w = torch.nn.Parameter(torch.randn(8, 2) / 2.828)
+        torch.manual_seed(1095109)
+        self.gn = torch.nn.GroupNorm(1, 1)
+        torch.nn.init.uniform_(self.gn.weight, 0.5, 1.5)
+        torch.nn.init.uniform_(self.gn.bias, -0.5, 0.5)
+
+    def forward(self, x):
+        v = torch.matmul(torch.cat([x, x], dim=1), self.w)[:, 6:7]
+        first, _ = torch.split(v, [1, 1], dim=3)
+        return self.gn(first) - first
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_copy_at_a_delegate_edge_beside_its_operand_stays_outside(via):
+    inputs = (torch.randn(1, 4, 11, 8, generator=torch.Generator().manual_seed(1095190)),)
+    ep = torch.export.export(CloneBeforeGroupNorm().eval(), inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before (to_backend): the clone was delegated as the delegate's output while the slice it
+    # copies left the delegate too; XNNPACK's preprocessing dropped the clone and lowering failed:
+    # "Output node 'aten_slice_copy_tensor_1' is already in the inputs"
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) <= 1e-5
+    assert "dim_order_ops._clone_dim_order" not in ours.delegated
+    assert ours.delegated["aten.mm"] + ours.delegated["aten.linear"] == 1 and ours.delegated["aten.sub.Tensor"] == 1
+    assert lower(ep, inputs, "stock", via=via).ran

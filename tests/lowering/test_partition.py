@@ -203,3 +203,22 @@ def test_quantized_slice_with_different_input_and_output_quantization_runs_in_fp
     (group,) = different.groups
     assert "aten.slice_copy.Tensor" in group.ops() and not group.implicit
     assert not different.rejected
+
+
+@pytest.mark.parametrize("returned", ["operand-is-an-input", "operand-also-leaves", "operand-inside"])
+def test_a_copy_that_would_pass_a_value_through_a_delegate_stays_outside(returned):
+    """XNNPACK's preprocessing drops identity clones: a delegated clone whose result leaves the
+    delegate must not have an operand that is the delegate's input or leaves it as well."""
+    body = {
+        "operand-is-an-input": "%c: f32[2,3] = aten.clone(%x)\n  %r: f32[2,3] = aten.relu(%c)\n  return %r, %c",
+        "operand-also-leaves": "%a: f32[2,3] = aten.abs(%x)\n  %c: f32[2,3] = aten.clone(%a)\n  return %a, %c",
+        "operand-inside": "%a: f32[2,3] = aten.abs(%x)\n  %c: f32[2,3] = aten.clone(%a)\n  return %c",
+    }[returned]
+    graph = parse_graph(f"graph @g {{\n  input %x: f32[2,3]\n  {body}\n}}\n")
+    plan = plan_partition(graph, Options())
+    clone = next(n for n in graph if n.op == "aten.clone")
+    if returned == "operand-inside":
+        assert plan.group_of(clone) is not None
+    else:
+        assert plan.group_of(clone) is None
+        assert any("pass a value through" in r.reason for r in plan.rejected if r.node is clone)
