@@ -114,9 +114,8 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
     * a dequantize folded into a group is read only inside it (XNNPACK hands a folded
       dequantize's readers the int8 data);
     * no 0-D result leaves a group;
-    * no copy leaves a group whose operand is the group's input or leaves it too (XNNPACK's
-      preprocessing drops identity clones, and the delegate would return its input or one value
-      twice).
+    * no copy leaves a group whose operand is computed in the group and leaves it too (XNNPACK's
+      preprocessing drops identity clones, and the delegate would return one value twice).
     """
     capability = capability or analyse(graph, options)
     order = graph.order()
@@ -177,15 +176,17 @@ def _groups(graph: Graph, options: Options, capability: Capability, order: dict[
 
 
 CLONE_OPS = ("aten.clone", "dim_order_ops._clone_dim_order")
-CLONE_PASSES_THROUGH = ("a copy whose result leaves the delegate while its operand comes from outside it or leaves "
-                        "it too: XNNPACK's preprocessing drops the copy, and the delegate would pass a value "
-                        "through (ExecuTorch refuses that)")
+CLONE_PASSES_THROUGH = ("a copy whose result leaves the delegate while the value it copies leaves it too: XNNPACK's "
+                        "preprocessing drops the copy, and the delegate would return one value twice (ExecuTorch "
+                        "refuses that)")
 
 
 def _clones_passing_through(group: Group) -> list[Node]:
-    """The clones of ``group`` that XNNPACK's preprocessing (RemoveCloneOpsTransform) would turn
-    into a pass-through: the result leaves the group, and the operand is an input of the group
-    or leaves it as well."""
+    """The clones of ``group`` that XNNPACK's preprocessing (RemoveCloneOpsTransform) would drop
+    where the delegate then returns one value twice: the result leaves the group, and the operand
+    is computed in the group and leaves it as well. (A copy of a delegate input to a delegate
+    output is kept by XNNPACK's preprocessing; one of a value used only inside is dropped, the
+    value returned in its place.)"""
     inside = {id(n) for n in group.nodes}
 
     def leaves(value) -> bool:
@@ -196,7 +197,7 @@ def _clones_passing_through(group: Group) -> list[Node]:
         if node.op not in CLONE_OPS or not node.operands or not leaves(node.results[0]):
             continue
         source = node.operands[0]
-        if source.producer is None or id(source.producer) not in inside or leaves(source):
+        if source.producer is not None and id(source.producer) in inside and leaves(source):
             found.append(node)
     return found
 
