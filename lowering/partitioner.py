@@ -49,7 +49,7 @@ PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "p
 PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = ("remove-no-ops,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
+DEFAULT_PIPELINE = ("remove-no-ops,xnnpack.merge-clamps,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
                     "shape-ops-as-views,xnnpack.split-as-slices,fold-repeat-into-bmm,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,remove-no-ops,"

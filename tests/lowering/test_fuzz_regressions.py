@@ -350,3 +350,35 @@ def test_a_copy_at_a_delegate_edge_beside_its_operand_stays_outside(via):
     assert "dim_order_ops._clone_dim_order" not in ours.delegated
     assert ours.delegated["aten.mm"] + ours.delegated["aten.linear"] == 1 and ours.delegated["aten.sub.Tensor"] == 1
     assert lower(ep, inputs, "stock", via=via).ran
+
+
+class BatchNormRelu6Relu(torch.nn.Module):
+    """fuzz fp32 seed 11037, shrunk: relu after relu6 after a batch norm (folded into a multiply
+    and an add), the result also read by an 8-D multiply left outside."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1103701)
+        self.bn = torch.nn.BatchNorm1d(32)
+        self.bn.running_mean.uniform_(-1.0, 1.0)
+        self.bn.running_var.uniform_(0.5, 2.0)
+        torch.nn.init.uniform_(self.bn.weight, 0.5, 2.0)
+        torch.nn.init.uniform_(self.bn.bias, -1.0, 1.0)
+
+    def forward(self, x):
+        v = F.relu(F.relu6(self.bn(x)))
+        return v, (v * x.reshape(-1, 2, 1, 2, 2, 2, 2, 1))[:1]
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_consecutive_activations_keep_both_bounds(via):
+    inputs = (torch.randn(2, 32, generator=torch.Generator().manual_seed(1103791)) * 4,)
+    ep = torch.export.export(BatchNormRelu6Relu().eval(), inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before: XNNPACK's preprocessing fused the relu6 into the add and then the relu over it: the
+    # program ran relu(x * w + b), without the upper bound 6 (wrong by 0.8 on the fuzzer's input)
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)
+    assert ref[0].max().item() == 6.0  # the upper bound matters on this input
+    assert ours.err(ref) <= 1e-5
+    assert ours.delegated["aten.hardtanh"] == 1 and "aten.relu" not in ours.delegated  # one activation, both bounds
