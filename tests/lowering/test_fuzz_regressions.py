@@ -382,3 +382,22 @@ def test_consecutive_activations_keep_both_bounds(via):
     assert ref[0].max().item() == 6.0  # the upper bound matters on this input
     assert ours.err(ref) <= 1e-5
     assert ours.delegated["aten.hardtanh"] == 1 and "aten.relu" not in ours.delegated  # one activation, both bounds
+
+
+class AddAndSubWithAlpha(torch.nn.Module):
+    """fuzz fp32 seed 10978, reduced: an add with alpha whose first operand is broadcast."""
+
+    def forward(self, x, y):
+        return torch.add(x, y, alpha=2.0), torch.sub(x, y, alpha=3.0)
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_alpha_of_an_add_is_a_multiply(via):
+    inputs = (torch.randn(1, generator=torch.Generator().manual_seed(0)), torch.randn(3, generator=torch.Generator().manual_seed(1)))
+    ep = torch.export.export(AddAndSubWithAlpha().eval(), inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: left outside, ExecuTorch's portable add/sub computed it wrong (as stock's program does)
+    ref = reference(ep, inputs)
+    assert ours.ran and ours.err(ref) <= 1e-6
+    assert ours.delegated == {"aten.mul.Tensor": 2, "aten.add.Tensor": 1, "aten.sub.Tensor": 1} and not ours.outside
+    assert stock.ran and stock.err(ref) > 0.1
