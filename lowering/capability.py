@@ -797,6 +797,12 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
     return Unit(node, [node], "convert"), SUPPORTED
 
 
+# XNNPACK's preprocessing (InsertPadQDQPass) quantizes the output of a pad that reads a dequantize,
+# folded or not: a pad between conversions would get an f32 input and an int8 output (measured:
+# "Failed to create StaticConstantPad node" at load; fuzz static seeds 1074, 1098)
+NOT_BETWEEN_CONVERSIONS = ("aten.constant_pad_nd",)
+
+
 def float_between_conversions(graph: Graph, options: Options, verdicts: dict, unit_of: dict, claim) -> None:
     """In a statically quantized program, an op that is no quantized pattern XNNPACK runs (its
     output is not quantized, XNNPACK has no quantized version of it, its input and output are
@@ -809,13 +815,15 @@ def float_between_conversions(graph: Graph, options: Options, verdicts: dict, un
     channels-last pass treats a dequantize as the end of a quantized value, and when it converts
     one for a reader (a graph output after a convolution) it moves every other reader onto the
     converted copy (measured: "Attempted to resize a static tensor" at load, stock's program too).
-    Not for GEMMs (their weights have rules of their own)."""
+    Not for GEMMs (their weights have rules of their own), nor pads (:data:`NOT_BETWEEN_CONVERSIONS`)."""
     folded = {id(n) for unit in {id(u): u for u in unit_of.values()}.values() for n in unit.implicit}
     for node in graph:
         verdict = verdicts.get(id(node))
         if id(node) in unit_of or verdict is None or verdict.rule != "quant" or node.op in GEMM_OPS:
             continue
         if node.op in QUANTIZE_OPS or node.op in DEQUANTIZE_OPS or node.op in CHOOSE_QPARAMS_OPS:
+            continue
+        if node.op in NOT_BETWEEN_CONVERSIONS:
             continue
         dequantizes = [v.producer for v in node.operands if v.producer is not None and v.producer.op in DEQUANTIZE_OPS]
         if not dequantizes or any(id(dq) in folded or any(u is not node for u in dq.results[0].uses) for dq in dequantizes):

@@ -401,3 +401,28 @@ def test_alpha_of_an_add_is_a_multiply(via):
     assert ours.ran and ours.err(ref) <= 1e-6
     assert ours.delegated == {"aten.mul.Tensor": 2, "aten.add.Tensor": 1, "aten.sub.Tensor": 1} and not ours.outside
     assert stock.ran and stock.err(ref) > 0.1
+
+
+class PadAfterQuantizedLinear(torch.nn.Module):
+    """fuzz static seed 1074, shrunk: a zero pad of a quantized linear's 5-D output."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(107401)
+        self.linear = torch.nn.Linear(6, 2)
+
+    def forward(self, x):
+        return F.pad(self.linear(x), (1, 1, 0, 1, 1, 0))[:, :3:2]
+
+
+def test_a_pad_reading_a_dequantize_is_not_run_between_conversions():
+    inputs = (torch.randn(1, 3, 2, 3, 6, generator=torch.Generator().manual_seed(107490)),)
+    ep = torch.export.export(quantize_module(PadAfterQuantizedLinear().eval(), inputs, mode="static"), inputs)
+    ours = lower(ep, inputs, "xir")
+    # before (while float ops ran between conversions and pads with them): XNNPACK's preprocessing
+    # quantized the pad's output, its input an f32 conversion: "Failed to create StaticConstantPad"
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)[0]
+    assert ours.err([ref]) <= 0.05 * max(1.0, ref.abs().max().item())
+    assert ours.delegated["aten.linear"] == 1 and ours.outside["aten.constant_pad_nd"] == 1
+    assert not lower(ep, inputs, "stock").ran  # stock delegates the pad and fails to load the same way
