@@ -137,9 +137,7 @@ def float_verdict(node: Node, options: Options, as_fp32: bool = False, dequantiz
     problem = check_rank(node) or check_float_dtypes(node, options, rule.bf16 or as_fp32, rule.bf16_reason)
     if problem:
         return problem
-    for v in node.operands:
-        if dequantized_ok:
-            break
+    for v in () if dequantized_ok else node.operands:
         if v.producer is not None and v.producer.op in DEQUANTIZE_OPS and not float_gemm_of_dequantized_input(node, options) \
                 and not fp32_of_dequantized_weight(node, options):
             return Verdict(False, "quant", "reads a dequantized tensor but is not a quantized pattern XNNPACK runs "
@@ -803,6 +801,13 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
 NOT_BETWEEN_CONVERSIONS = ("aten.constant_pad_nd",)
 
 
+def may_run_between_conversions(node: Node) -> bool:
+    """The ops :func:`float_between_conversions` considers (and xnnpack.dequantize-per-float-reader
+    gives a dequantize of their own): not a GEMM, not a quantize/dequantize, not a pad."""
+    return node.op not in GEMM_OPS and node.op not in NOT_BETWEEN_CONVERSIONS and node.op not in QUANTIZE_OPS \
+        and node.op not in DEQUANTIZE_OPS and node.op not in CHOOSE_QPARAMS_OPS
+
+
 def float_between_conversions(graph: Graph, options: Options, verdicts: dict, unit_of: dict, claim) -> None:
     """In a statically quantized program, an op that is no quantized pattern XNNPACK runs (its
     output is not quantized, XNNPACK has no quantized version of it, its input and output are
@@ -816,19 +821,15 @@ def float_between_conversions(graph: Graph, options: Options, verdicts: dict, un
     one for a reader (a graph output after a convolution) it moves every other reader onto the
     converted copy (measured: "Attempted to resize a static tensor" at load, stock's program too).
     Not for GEMMs (their weights have rules of their own), nor pads (:data:`NOT_BETWEEN_CONVERSIONS`)."""
+    if STATIC not in options.precisions:
+        return
     folded = {id(n) for unit in {id(u): u for u in unit_of.values()}.values() for n in unit.implicit}
     for node in graph:
         verdict = verdicts.get(id(node))
-        if id(node) in unit_of or verdict is None or verdict.rule != "quant" or node.op in GEMM_OPS:
-            continue
-        if node.op in QUANTIZE_OPS or node.op in DEQUANTIZE_OPS or node.op in CHOOSE_QPARAMS_OPS:
-            continue
-        if node.op in NOT_BETWEEN_CONVERSIONS:
+        if id(node) in unit_of or verdict is None or verdict.rule != "quant" or not may_run_between_conversions(node):
             continue
         dequantizes = [v.producer for v in node.operands if v.producer is not None and v.producer.op in DEQUANTIZE_OPS]
         if not dequantizes or any(id(dq) in folded or any(u is not node for u in dq.results[0].uses) for dq in dequantizes):
-            continue
-        if STATIC not in options.precisions:
             continue
         as_float = float_verdict(node, options, dequantized_ok=True)
         if as_float.supported:

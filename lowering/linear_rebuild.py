@@ -20,13 +20,11 @@ import torch
 
 from xir.fx_import import op_name
 
-from .capability import same_dim
+from .capability import MATMUL_OPS, TRANSPOSE_OPS, same_dim
 
 # what the walk may pass through and still be the decomposition of one linear
 _VIEWS = ("aten.view_copy", "aten.expand_copy", "aten.clone", "aten._unsafe_view", "aten.squeeze_copy.dims",
           "aten.unsqueeze_copy")
-_TRANSPOSES = ("aten.permute_copy", "aten.t_copy")
-_MATMULS = ("aten.mm", "aten.addmm", "aten.bmm")
 
 
 _MATMUL_SOURCES = {"aten.mm": torch.mm, "aten.addmm": torch.addmm, "aten.bmm": torch.bmm}
@@ -51,7 +49,7 @@ def _walk(node, members, allowed, on_transpose=None):
     outside ``members``; None when a node on the way is not in ``allowed``."""
     while isinstance(node, torch.fx.Node) and node in members:
         name = _name(node)
-        if name in _TRANSPOSES and on_transpose is not None:
+        if name in TRANSPOSE_OPS and on_transpose is not None:
             if not on_transpose(node):
                 return None
         elif name == "aten.mul.Tensor" and on_transpose is not None and _is_ones(node.args[1]):
@@ -68,7 +66,7 @@ def rebuild_is_exact(matmul: torch.fx.Node, partition_nodes: list, tag: str) -> 
     delegate: the walks stop where the delegate's inputs are."""
     members = {n for n in partition_nodes
                if n.op == "call_function" and n.meta.get("delegation_tag") == tag and _shape(n) is not None}
-    if sum(1 for n in members if _name(n) in _MATMULS) != 1:
+    if sum(1 for n in members if _name(n) in MATMUL_OPS) != 1:
         return False
     nodes = list(members)
     outputs = [n for n in nodes if any(u not in members and "sym_size" not in str(u.target) for u in n.users)]
@@ -81,7 +79,7 @@ def rebuild_is_exact(matmul: torch.fx.Node, partition_nodes: list, tag: str) -> 
         x_arg, w_arg, bias = matmul.args[1], matmul.args[2], matmul.args[0]
     else:
         x_arg, w_arg = matmul.args[0], matmul.args[1]
-    extra = [n for n in nodes if n is not matmul and _name(n) not in _VIEWS + _TRANSPOSES + ("aten.mul.Tensor",)]
+    extra = [n for n in nodes if n is not matmul and _name(n) not in _VIEWS + TRANSPOSE_OPS + ("aten.mul.Tensor",)]
     if name == "aten.mm" and len(matmul.users) == 1:
         add = next(iter(matmul.users))
         if add in members and _name(add) == "aten.add.Tensor" and add is output:
@@ -117,7 +115,7 @@ def keep_inexact_matmuls(graph_module: torch.fx.GraphModule, exact=()) -> list[t
     from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
 
     tagged = [n for n in graph_module.graph.nodes
-              if n.op == "call_function" and _name(n) in _MATMULS and n.meta.get("delegation_tag")]
+              if n.op == "call_function" and _name(n) in MATMUL_OPS and n.meta.get("delegation_tag")]
     if not tagged:
         return []
     partition_of = {}

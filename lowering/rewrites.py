@@ -496,15 +496,13 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     op on the same operands: the same values). A dequantize shared with a quantized op is folded
     into it, and XNNPACK would hand the other readers the int8 tensor; one shared with a graph
     output after a convolution is moved by XNNPACK's channels-last pass for all its readers."""
-    from .capability import GEMM_OPS, NOT_BETWEEN_CONVERSIONS, Options, float_verdict, static_unit
-    from .rules import CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, QUANTIZE_OPS
+    from .capability import Options, float_verdict, may_run_between_conversions, static_unit
 
     result = node.results[0]
     if len(result.users) < 2:
         return rewriter.notify_match_failure(node, "read by one op")
     options = Options()
-    readers = [r for r in result.users if not r.is_return and r.op not in GEMM_OPS and r.op not in NOT_BETWEEN_CONVERSIONS
-               and r.op not in QUANTIZE_OPS and r.op not in DEQUANTIZE_OPS and r.op not in CHOOSE_QPARAMS_OPS
+    readers = [r for r in result.users if not r.is_return and may_run_between_conversions(r)
                and static_unit(r, options)[0] is None and float_verdict(r, options, dequantized_ok=True).supported]
     if len(readers) == len(result.users):
         readers = readers[1:]  # the first keeps the original
