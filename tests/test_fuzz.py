@@ -149,3 +149,35 @@ def test_a_campaign_stopped_early_reports_what_ran(tmp_path):
     ran = json.loads((tmp_path / "summary.json").read_text())["programs"]
     assert 1 <= len(ran) < 50 and f"interrupted: {len(ran)} of 50 programs ran" in output, output[-3000:]
     assert all(record["kind"] == "fp32" for record in ran)
+
+
+def test_a_campaign_resumes_where_it_stopped(tmp_path):
+    """Every finished program is journalled (programs.jsonl) as it finishes; --resume runs only the
+    seeds not yet run and reports all of them; other settings are refused by name."""
+    import json
+
+    base = [sys.executable, "-m", "xir_fuzz", "--kind", "fp32", "--seed", "1000", "--jobs", "1", "--max-ops", "2",
+            "--min-ops", "2", "--timeout", "300", "--out", str(tmp_path)]
+
+    def run(*extra):
+        done = subprocess.run(base + list(extra), cwd=ROOT, capture_output=True, text=True, timeout=600)
+        return done.returncode, done.stdout + done.stderr
+
+    code, output = run("--count", "1")
+    assert code == 0, output[-3000:]
+    journal = (tmp_path / "programs.jsonl").read_text().splitlines()
+    assert len(journal) == 2 and "campaign" in json.loads(journal[0]), journal
+    first = json.loads(journal[1])["record"]
+    # a campaign killed while writing its last line: that line is dropped, the rest kept
+    with open(tmp_path / "programs.jsonl", "a") as f:
+        f.write('{"record": {"kind": "fp32", "se')
+    code, output = run("--count", "2", "--resume")
+    assert code == 0, output[-3000:]
+    assert "resumed: 1 ran before" in output and "[fp32       2/2] seed 1001" in output, output[-3000:]
+    assert "seed 1000 " not in output.split("resumed", 1)[1].split("\n\n", 1)[0], output[-3000:]  # not run again
+    programs = json.loads((tmp_path / "summary.json").read_text())["programs"]
+    assert sorted(r["seed"] for r in programs) == [1000, 1001]
+    assert next(r for r in programs if r["seed"] == 1000)["xir"] == first["xir"]
+    assert len((tmp_path / "programs.jsonl").read_text().splitlines()) == 3
+    code, output = run("--count", "3", "--resume", "--max-ops", "3")
+    assert code == 2 and "ran with max_ops 2, this run has 3" in output, output[-3000:]

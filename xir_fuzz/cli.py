@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import statistics
+import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -194,6 +195,65 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def source_commit() -> str | None:
+    """The git commit of the xir checkout this fuzzer runs from ("<sha>+dirty" with uncommitted
+    changes to tracked files), or None outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "") if sha else None
+
+
+RESUMABLE_ARGS = ("max_ops", "min_ops", "timeout")
+
+
+class CampaignError(Exception):
+    pass
+
+
+def _journal(out: Path, args, commit: str | None) -> tuple[dict, dict]:
+    """``out/programs.jsonl``: a header line (the campaign's settings and commit), then one line per
+    finished program, written as it finishes, so that a campaign killed without warning (a machine
+    shut down) loses nothing. Without --resume it is started afresh; with --resume its programs are
+    read back (records and outcomes by key) and the settings must match."""
+    path = out / "programs.jsonl"
+    settings = {"commit": commit, **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
+    records, outcomes = {}, {}
+    if not args.resume or not path.exists():
+        if args.resume:
+            print(f"--resume: no {path} yet; starting the campaign", flush=True)
+        path.write_text(json.dumps({"campaign": settings}) + "\n")
+        return records, outcomes
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0]).get("campaign", {}) if lines else {}
+    for name, value in settings.items():
+        if header.get(name) != value:
+            raise CampaignError(f"--resume: the campaign in {out} ran with {name} {header.get(name)!r}, this run has "
+                                f"{value!r}; resume it with the same settings (and checkout), or use another --out")
+    for number, line in enumerate(lines[1:], 2):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # the last line of a campaign killed while writing it
+            if number == len(lines):
+                break
+            raise CampaignError(f"--resume: {path} line {number} is not JSON")
+        record = entry["record"]
+        key = (record["kind"], record["seed"])
+        records[key] = record
+        outcomes[key] = {"xir": record.get("xir"), "stock": record.get("stock"), "prepare": record.get("prepare"),
+                         "seconds": record.get("seconds"), "program": entry.get("program")}
+    path.write_text("\n".join([lines[0]] + [json.dumps({"record": records[k], "program": outcomes[k]["program"]})
+                                             for k in records]) + "\n")
+    return records, outcomes
+
+
 def campaign(args) -> int:
     from .pool import Pool
     from .repro import write_repro
@@ -202,23 +262,31 @@ def campaign(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     kinds = list(KINDS) if args.kind == "all" else [args.kind]
     seeds = list(range(args.seed, args.seed + args.count))
-    keyed = [((kind, seed), _task(kind, seed, args)) for kind in kinds for seed in seeds]
-    total = len(keyed)
+    commit = source_commit()
+    try:
+        records, outcomes = _journal(out, args, commit)
+    except CampaignError as error:
+        print(f"xir_fuzz: {error}", file=sys.stderr)
+        return 2
+    keyed = [((kind, seed), _task(kind, seed, args)) for kind in kinds for seed in seeds if (kind, seed) not in records]
+    done = sum(1 for kind in kinds for seed in seeds if (kind, seed) in records)
+    total = len(keyed) + done
     print(f"xir_fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}), {args.jobs} workers, "
-          f"timeout {args.timeout:g} s per phase, output in {out}/", flush=True)
+          f"timeout {args.timeout:g} s per phase, output in {out}/, xir at {commit or 'an unknown commit'}"
+          + (f"; resumed: {done} ran before" if done else ""), flush=True)
     start = time.monotonic()
-    records: dict = {}
-    outcomes: dict = {}
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
-    with Pool(args.jobs, args.timeout, out / "logs") as pool:
+    with Pool(args.jobs, args.timeout, out / "logs") as pool, open(out / "programs.jsonl", "a") as journal:
         try:
-            for index, (key, outcome) in enumerate(pool.run(keyed), 1):
+            for index, (key, outcome) in enumerate(pool.run(keyed), done + 1):
                 record = _record(key[0], key[1], outcome)
                 records[key], outcomes[key] = record, outcome
+                journal.write(json.dumps({"record": record, "program": outcome.get("program")}, default=str) + "\n")
+                journal.flush()
                 print(_progress_line(record, index, total), flush=True)
         except KeyboardInterrupt:  # a campaign stopped early still reports and keeps what ran
             print(f"\ninterrupted: {len(records)} of {total} programs ran; reporting those (repros unshrunk)", flush=True)
-            total, args.shrink = len(records), "none"
+            total, args.shrink = len(records), "none"  # records: this run's and a resumed campaign's
             kinds = [kind for kind in kinds if any(key[0] == kind for key in records)]
         run_seconds = time.monotonic() - start
         failures = [key for key in records if records[key]["label"] not in ("ok", "invalid")]
@@ -252,11 +320,15 @@ def campaign(args) -> int:
     by_kind = defaultdict(list)
     for (kind, _), record in records.items():
         by_kind[kind].append(record)
+    kinds = [kind for kind in KINDS if by_kind[kind]]
     print_report(kinds, list(records.values()))
-    print(f"\n{total} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, total):.1f} worker-s/program), "
-          f"total with shrinking {total_seconds:.0f} s; summary: {out / 'summary.json'}")
+    ran = len(records) - done
+    print(f"\n{ran} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, ran):.1f} worker-s/program)"
+          + (f" (and {done} before resuming)" if done else "")
+          + f", total with shrinking {total_seconds:.0f} s; summary: {out / 'summary.json'}")
     summary = {
         "args": {k: v for k, v in vars(args).items() if k != "run"},
+        "commit": commit,
         "seconds": round(total_seconds, 1),
         "programs": list(records.values()),
         "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
@@ -314,6 +386,9 @@ def parser() -> argparse.ArgumentParser:
                    help="shrink at most N failures of each signature (xir's class and error site, stock's class); "
                         "the others get unshrunk repros (default: 2)")
     p.add_argument("--shrink-time", type=float, default=600.0, help="seconds per shrink at most (default: 600)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the campaign in --out (its programs.jsonl): run only the seeds not yet run, then "
+                        "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same")
     p.add_argument("--replay", type=int, metavar="SEED", help="re-run one program (with --kind): print its source and outcomes")
     p.add_argument("--report", metavar="DIR", help="print the tables of a finished campaign (DIR/summary.json)")
     return p
