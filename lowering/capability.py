@@ -68,6 +68,7 @@ class Capability:
     units: list[Unit]
     verdicts: dict[int, Verdict]  # by id(node)
     unit_of: dict[int, Unit]
+    linears: dict[int, "DecomposedLinear"] = attrs.field(factory=dict)  # decomposed_linears(graph)
 
     def verdict(self, node: Node) -> Verdict:
         return self.verdicts.get(id(node), Verdict(False, "op", "not analysed"))
@@ -908,4 +909,4 @@ def analyse(graph: Graph, options: Options) -> Capability:
             verdicts[id(node)] = verdict
             if unit is not None:
                 claim(unit)
-    return Capability(list(units.values()), verdicts, unit_of)
+    return Capability(list(units.values()), verdicts, unit_of, linears)

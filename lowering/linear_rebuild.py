@@ -110,8 +110,8 @@ def rebuild_is_exact(matmul: torch.fx.Node, partition_nodes: list, tag: str) -> 
 
 def keep_inexact_matmuls(graph_module: torch.fx.GraphModule, exact=()) -> list[torch.fx.Node]:
     """Take the linear's source off every delegated matmul whose rebuild would not be exact;
-    returns those matmuls. ``exact``: matmuls known to be rebuilt exactly (the decomposed linears
-    the partition plan delegated whole, :func:`lowering.capability.decomposed_linears`)."""
+    returns those matmuls. ``exact``: matmuls known to be rebuilt exactly (of the decomposed linears
+    the partition plan delegated whole, :attr:`lowering.partition.PartitionPlan.whole_linears`)."""
     from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
 
     tagged = [n for n in graph_module.graph.nodes

@@ -54,6 +54,18 @@ class PartitionPlan:
     options: Options
     # delegated matmuls of a linear that XNNPACK's preprocessing must not rebuild (emit_tags)
     kept_matmuls: list[str] = attrs.field(factory=list)
+    # the decomposed linears of the graph (capability.decomposed_linears), by id of the matmul
+    linears: dict = attrs.field(factory=dict)
+
+    @property
+    def whole_linears(self) -> list:
+        """The decomposed linears delegated whole: matmul, views and weight transpose in one group
+        (XNNPACK's preprocessing rebuilds these into the linear they were)."""
+        group_of = {id(n): g.tag for g in self.groups for n in g.nodes}
+        return [lin for lin in self.linears.values()
+                if group_of.get(id(lin.matmul)) is not None
+                and all(group_of.get(id(n)) == group_of[id(lin.matmul)]
+                        for n in list(lin.reshapes) + [lin.transpose])]
 
     @property
     def unlowerable(self) -> list[Rejection]:
@@ -151,7 +163,7 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
         if id(node) not in in_group:
             verdict: Verdict = capability.verdict(node)
             rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported"))
-    return PartitionPlan(groups, rejected, options)
+    return PartitionPlan(groups, rejected, options, linears=capability.linears)
 
 
 ZERO_D_OUTPUT = ("its 0-D result would leave the delegate (ExecuTorch 1.5.1 cannot return a 0-D tensor from an "

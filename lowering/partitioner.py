@@ -26,7 +26,7 @@ import xir
 from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
 
 from . import rewrites  # noqa: F401  (registers the partition-aware rewrite passes)
-from .capability import Options, decomposed_linears
+from .capability import Options
 from .linear_rebuild import keep_inexact_matmuls
 from .partition import PartitionPlan, plan_partition
 from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC
@@ -165,8 +165,7 @@ class XnnpackPartitioner(_base()):
         plan = plan_partition(graph, options)
         self.last_plan, self.last_graph = plan, graph
         plan.raise_if_unlowerable()  # (ops that run nowhere else, in a pattern XNNPACK cannot take)
-        tags = emit_tags(plan, exported_program, options,
-                         exact_linears={lin.matmul.fx_node for lin in decomposed_linears(graph).values()})
+        tags = emit_tags(plan, exported_program, options)
         if self.verbose:
             logger.warning("%s", plan.report())
         return PartitionResult(tagged_exported_program=exported_program,
@@ -202,10 +201,9 @@ def _aten_op(name: str):
     return getattr(getattr(torch.ops.aten, op), overload)
 
 
-def emit_tags(plan: PartitionPlan, ep: Any, options: Options, exact_linears=frozenset()) -> list[str]:
+def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
     """Write the plan into the FX graph: delegation tags on the ops (and their getitems and
-    constants), and the Q/DQ fold marks for the groups that really were taken. ``exact_linears``:
-    the matmuls of decomposed linears that XNNPACK rebuilds exactly when delegated whole."""
+    constants), and the Q/DQ fold marks for the groups that really were taken."""
     signature = ep.graph_signature
     constant_names = {spec.arg.name for spec in signature.input_specs
                       if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and hasattr(spec.arg, "name")}
@@ -242,7 +240,7 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options, exact_linears=froz
         for node in group.implicit:
             node.fx_node.meta[IMPLICIT_QDQ_KEY] = True
     # a matmul XNNPACK's preprocessing would rebuild into a linear of the wrong shape runs as itself
-    plan.kept_matmuls = [n.name for n in keep_inexact_matmuls(ep.graph_module, exact_linears)]
+    plan.kept_matmuls = [n.name for n in keep_inexact_matmuls(ep.graph_module, exact={lin.matmul.fx_node for lin in plan.whole_linears})]
     return tags
 
 
