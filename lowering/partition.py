@@ -14,8 +14,10 @@ import attrs
 
 from xir import Graph, Node, TensorType
 
-from .capability import AFFINE_RULE, UNRUNNABLE_RULE, Capability, Options, Unit, Verdict, analyse
-from .rules import DEQUANTIZE_OPS
+from .capability import AFFINE_RULE, LINEAR_OPS, UNRUNNABLE_RULE, Capability, Options, Unit, Verdict, analyse
+from .rules import (
+    CHANNELS_LAST_OPS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, LAYOUT_RESET_OPS, after_channels_last_op,
+)
 
 
 @attrs.define(eq=False)
@@ -127,7 +129,10 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
       dequantize's readers the int8 data);
     * no 0-D result leaves a group;
     * no copy leaves a group whose operand is computed in the group and leaves it too (XNNPACK's
-      preprocessing drops identity clones, and the delegate would return one value twice).
+      preprocessing drops identity clones, and the delegate would return one value twice);
+    * a dynamically quantized linear or conv that XNNPACK's channels-last pass would break in a
+      shared delegate is in one of its own (:func:`_dynamic_units_misread_by_channels_last`), and
+      so is a pad XNNPACK would pad with 0 (:func:`_pads_of_computed_conversions`).
     """
     capability = capability or analyse(graph, options)
     order = graph.order()
@@ -144,7 +149,13 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
         passing = [n for g in groups for n in _clones_passing_through(g)]
         for node in passing:
             _drop_unit(capability, node, Verdict(False, "unit", CLONE_PASSES_THROUGH))
-        if escaping or leaking or passing:
+        # dynamically quantized linears and convs XNNPACK's channels-last pass would break: each in
+        # a delegate of its own (their input arrives contiguous)
+        channels_last = [u for g in groups if len(g.units) > 1 for u in _dynamic_units_misread_by_channels_last(g)]
+        alone.update(id(u) for u in channels_last)
+        pads = [u for g in groups if len(g.units) > 1 for u in _pads_of_computed_conversions(g)]
+        alone.update(id(u) for u in pads)
+        if escaping or leaking or passing or channels_last or pads:
             continue
         cycle = _groups_in_a_cycle(graph, groups)
         if not cycle:
@@ -212,6 +223,75 @@ def _clones_passing_through(group: Group) -> list[Node]:
         if source.producer is not None and id(source.producer) in inside and leaves(source):
             found.append(node)
     return found
+
+
+def _dynamic_units_misread_by_channels_last(group: Group) -> list[Unit]:
+    """The dynamically quantized units of ``group`` that XNNPACK's channels-last pass would break
+    unless they are in a delegate of their own (where their activation arrives contiguous, as a
+    delegate input):
+
+    * a linear whose 4-D activation comes, through ops that keep the layout, from an op the
+      delegate computes channels-last (a conv, a pooling, ...) in the same group: the pass puts a
+      contiguous copy between the activation's dynamic dequantize and the linear (it re-quantizes
+      around such a copy only for static dequantizes), and the linear, no longer reading a
+      dequantize, fails to lower: "Weight and Input should both be quantized" (fuzz dynamic seed
+      30012);
+    * a conv whose activation is computed in the same group and not already channels-last: to
+      convert it, the pass follows first arguments from the dequantize up to a graph input and
+      converts that input for all its readers (fuzz dynamic seed 30116: through a linear to its
+      1-D bias, "required rank 4 tensor to use channels_last format")."""
+    inside = {id(n) for n in group.nodes}
+    found = []
+    for unit in group.units:
+        if unit.kind != DYNAMIC:
+            continue
+        choose = next((n for n in unit.nodes if n.op in CHOOSE_QPARAMS_OPS), None)
+        if choose is None:
+            continue
+        activation = choose.operands[0]
+        if any(n.op in LINEAR_OPS for n in unit.nodes):
+            if activation.rank == 4 and after_channels_last_op(activation, within=inside) is not None:
+                found.append(unit)
+        elif any(n.op == "aten.convolution" for n in unit.nodes):
+            if activation.producer is not None and id(activation.producer) in inside and not _channels_last_chain(activation, inside):
+                found.append(unit)
+    return found
+
+
+def _pads_of_computed_conversions(group: Group) -> list[Unit]:
+    """The units of ``group`` whose pad, with a padding value other than 0, reads an ``xir.convert``
+    of the group that converts a value also computed in the group. XNNPACK pads such a value with
+    0 (measured: bf16 relu -> convert to f32 -> pad with -1 gives 0 in the padding; a convert of a
+    delegate input, or another op between convert and pad, pads right; fuzz bf16 seed 20194). In
+    a delegate of its own, the pad reads the converted value as a delegate input."""
+    inside = {id(n) for n in group.nodes}
+    found = []
+    for unit in group.units:
+        for node in unit.nodes:
+            if node.op != "aten.constant_pad_nd" or float(node.attributes.get("value", 0.0) or 0.0) == 0.0:
+                continue
+            convert = node.operands[0].producer
+            if (convert is not None and convert.op == "xir.convert" and id(convert) in inside
+                    and convert.operands[0].producer is not None and id(convert.operands[0].producer) in inside):
+                found.append(unit)
+                break
+    return found
+
+
+def _channels_last_chain(value, inside: set) -> bool:
+    """Whether ``value`` is computed, in the group ``inside``, by an op XNNPACK keeps channels-last,
+    or from one by a chain of ops with a single tensor operand that keep the layout."""
+    seen = set()
+    while value.producer is not None and id(value.producer) in inside and id(value.producer) not in seen:
+        node = value.producer
+        seen.add(id(node))
+        if node.op in CHANNELS_LAST_OPS:
+            return True
+        operands = [v for v in node.operands if isinstance(v.type, TensorType) and not v.is_constant]
+        if node.op in LAYOUT_RESET_OPS or len(operands) != 1:
+            return False
+        value = operands[0]
+    return False
 
 
 def _folded_read_outside(group: Group) -> list[tuple[Node, Node]]:

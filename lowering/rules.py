@@ -232,19 +232,20 @@ def _mean_dim(node: Node, options=None) -> str | None:
 
 # ops XNNPACK's delegate keeps in channels-last (NHWC) layout, and ops after which it is NCHW again
 CHANNELS_LAST_OPS = ("aten.convolution", "aten.avg_pool2d", "aten.max_pool2d", "aten.max_pool2d_with_indices",
-                     "aten.max.dim", "aten.upsample_bilinear2d.vec", "aten.mean.dim", "aten.prelu",
+                     "aten.max.dim", "aten.amax", "aten.upsample_bilinear2d.vec", "aten.mean.dim", "aten.prelu",
                      "aten._native_batch_norm_legit_no_training")
 LAYOUT_RESET_OPS = ("aten.view_copy", "aten.permute_copy", "aten.linear", "aten.mm", "aten.addmm", "aten.bmm",
                     "xir.bmm_f32out")
 
 
-def _after_channels_last_op(value: Value, limit: int = 256) -> Node | None:
-    """A conv/pool/... upstream of ``value`` through layout-preserving ops, if any."""
+def after_channels_last_op(value: Value, limit: int = 256, within: set | None = None) -> Node | None:
+    """A conv/pool/... upstream of ``value`` through layout-preserving ops, if any (only through
+    the nodes whose ids are in ``within``, when given: a delegate's inputs arrive contiguous)."""
     seen, stack = set(), [value]
     while stack and len(seen) < limit:
         v = stack.pop()
         p = v.producer
-        if p is None or id(p) in seen:
+        if p is None or id(p) in seen or (within is not None and id(p) not in within):
             continue
         seen.add(id(p))
         if p.op in CHANNELS_LAST_OPS:
@@ -260,7 +261,7 @@ def _softmax(node: Node, options=None) -> str | None:
     if dim not in (-1, rank - 1):
         return f"softmax over dim {dim}, not the last dim"
     if rank == 4:
-        source = _after_channels_last_op(node.operands[0])
+        source = after_channels_last_op(node.operands[0])
         if source is not None:
             return (f"4-D softmax after {source.op}: XNNPACK keeps that tensor channels-last and would normalize "
                     "over the channels instead of the last dim")

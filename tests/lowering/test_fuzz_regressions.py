@@ -426,3 +426,107 @@ def test_a_pad_reading_a_dequantize_is_not_run_between_conversions():
     assert ours.err([ref]) <= 0.05 * max(1.0, ref.abs().max().item())
     assert ours.delegated["aten.linear"] == 1 and ours.outside["aten.constant_pad_nd"] == 1
     assert not lower(ep, inputs, "stock").ran  # stock delegates the pad and fails to load the same way
+
+
+class ConvPadLinear(torch.nn.Module):
+    """fuzz dynamic seed 30012, reduced: a linear on the 4-D output of a conv (through ops that keep
+    its layout: an activation and a pad)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3001201)
+        self.conv = torch.nn.Conv2d(2, 3, 2)
+        self.linear = torch.nn.Linear(12, 5)
+
+    def forward(self, x):
+        y = F.pad(F.leaky_relu(self.conv(x), 0.2), (1, 2, 1, 1))
+        return self.linear(y), y
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_dynamically_quantized_linear_after_a_conv_gets_its_own_delegate(via):
+    inputs = (torch.randn(1, 2, 11, 10, generator=torch.Generator().manual_seed(3001290)),)
+    ep = torch.export.export(quantize_module(ConvPadLinear().eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: one delegate; XNNPACK's channels-last pass kept the pad's output NHWC and put a copy
+    # between the linear and its dynamic dequantize: "Weight and Input should both be quantized"
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)
+    assert ours.err(ref) <= 0.05 * max(1.0, max(r.abs().max().item() for r in ref))
+    assert not ours.outside, ours.outside
+    assert ours.delegates == 2  # conv, activation and pad; the linear with its dynamic quantization
+    assert "Weight and Input should both be quantized" in stock.error  # stock: one delegate, as xir before
+
+
+class LinearSliceConv(torch.nn.Module):
+    """fuzz dynamic seed 30116, reduced: a conv on a slice of a linear's 4-D output."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3011601)
+        self.linear = torch.nn.Linear(11, 4)
+        self.conv = torch.nn.Conv2d(3, 2, (3, 1), bias=False)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y[..., :3], self.conv(y[..., 3:])
+
+
+class ConvReluConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv1 = torch.nn.Conv2d(3, 4, 3)
+        self.conv2 = torch.nn.Conv2d(4, 2, 3)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.conv1(x)))
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_dynamically_quantized_conv_on_a_computed_activation_gets_its_own_delegate(via):
+    inputs = (torch.randn(1, 3, 7, 11, generator=torch.Generator().manual_seed(3011690)),)
+    ep = torch.export.export(quantize_module(LinearSliceConv().eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before: one delegate; XNNPACK's channels-last pass followed first arguments from the conv's
+    # dequantize up through the slice and the linear to its 1-D bias, and tried to make that
+    # channels-last: "required rank 4 tensor to use channels_last format"
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)
+    assert ours.err(ref) <= 0.05 * max(1.0, max(r.abs().max().item() for r in ref))
+    assert not ours.outside and ours.delegates == 2, (ours.outside, ours.delegates)
+
+
+def test_a_dynamically_quantized_conv_after_a_conv_shares_its_delegate():
+    """The conv's activation is already channels-last (computed from a conv): nothing to convert,
+    one delegate, as stock."""
+    inputs = (torch.randn(1, 3, 9, 9, generator=torch.Generator().manual_seed(1)),)
+    ep = torch.export.export(quantize_module(ConvReluConv().eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ours, stock = lower(ep, inputs, "xir"), lower(ep, inputs, "stock")
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)
+    assert ours.err(ref) <= 0.05 * max(1.0, ref[0].abs().max().item())
+    assert ours.delegated["aten.convolution"] == 2 and ours.delegates == 1 and not ours.outside
+    assert stock.ran and stock.delegates == 1
+
+
+class Bf16ReluFloatPad(torch.nn.Module):
+    """fuzz bf16 seed 20194, reduced: a pad with -1 of a bf16 result cast to fp32 (the relu's
+    result also returned)."""
+
+    def forward(self, x):
+        y = torch.relu(x)
+        return F.pad(y.float(), (0, 2), value=-1.0), y
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_pad_of_a_converted_result_pads_with_its_value(via):
+    inputs = (torch.randn(4, 3, 6, 8, generator=torch.Generator().manual_seed(2019490)).to(BF16),)
+    ep = torch.export.export(Bf16ReluFloatPad().eval(), inputs)
+    ours = lower(ep, inputs, "xir", via=via, enable_bf16=True)
+    # before: relu, convert and pad in one delegate, and XNNPACK padded with 0 instead of -1
+    # (wrong by 1.0; stock keeps the cast outside and is right)
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) == 0.0
+    assert ours.delegated == {"aten.relu": 1, "xir.convert": 1, "aten.constant_pad_nd": 1} and not ours.outside
+    assert ours.delegates == 2  # the pad in a delegate of its own, reading the converted value as an input
