@@ -231,11 +231,13 @@ def _mean_dim(node: Node, options=None) -> str | None:
 
 
 # ops XNNPACK's delegate keeps in channels-last (NHWC) layout, and ops after which it is NCHW again
+# (its channels-last pass gives them contiguous inputs; a permute is not one of them: it permutes
+# the channels-last tensor, and its result stays channels-last, fuzz bf16 seed 20342)
 CHANNELS_LAST_OPS = ("aten.convolution", "aten.avg_pool2d", "aten.max_pool2d", "aten.max_pool2d_with_indices",
                      "aten.max.dim", "aten.amax", "aten.upsample_bilinear2d.vec", "aten.mean.dim", "aten.prelu",
                      "aten._native_batch_norm_legit_no_training")
-LAYOUT_RESET_OPS = ("aten.view_copy", "aten.permute_copy", "aten.linear", "aten.mm", "aten.addmm", "aten.bmm",
-                    "xir.bmm_f32out")
+LAYOUT_RESET_OPS = ("aten.view_copy", "aten.squeeze_copy", "aten.unsqueeze_copy", "aten.linear", "aten.mm",
+                    "aten.addmm", "aten.bmm", "xir.bmm_f32out")
 
 
 def after_channels_last_op(value: Value, limit: int = 256, within: set | None = None) -> Node | None:

@@ -530,3 +530,29 @@ def test_a_pad_of_a_converted_result_pads_with_its_value(via):
     assert ours.err(reference(ep, inputs)) == 0.0
     assert ours.delegated == {"aten.relu": 1, "xir.convert": 1, "aten.constant_pad_nd": 1} and not ours.outside
     assert ours.delegates == 2  # the pad in a delegate of its own, reading the converted value as an input
+
+
+class ConvTransposeSoftmax(torch.nn.Module):
+    """fuzz bf16 seed 20342, reduced: a softmax over the last dim of a conv's output transposed."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(2034204)
+        self.conv = torch.nn.Conv2d(3, 6, 2, groups=3)
+
+    def forward(self, x):
+        return F.softmax(self.conv(x).transpose(-2, -1), dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16])
+def test_a_softmax_after_a_permuted_conv_output_stays_outside(dtype):
+    inputs = (torch.randn(1, 3, 9, 7, generator=torch.Generator().manual_seed(2034290)).to(dtype),)
+    ep = torch.export.export(ConvTransposeSoftmax().to(dtype).eval(), inputs)
+    ours, stock = lower(ep, inputs, "xir", enable_bf16=True), lower(ep, inputs, "stock", enable_bf16=True)
+    # before: xir took a permute for an op after which the tensor is contiguous again, and delegated
+    # the softmax; XNNPACK permutes the channels-last tensor and normalized over the channels
+    ref = reference(ep, inputs)
+    assert ours.ran and ours.err(ref) <= (1e-5 if dtype == torch.float32 else 0.02)
+    assert ours.outside["aten._softmax"] == 1 and ours.delegated["aten.convolution"] == 1
+    if dtype == torch.float32:
+        assert stock.ran and stock.err(ref) > 0.1  # stock delegates the softmax and is wrong
