@@ -177,8 +177,9 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
     return PartitionPlan(groups, rejected, options, linears=capability.linears)
 
 
-ZERO_D_OUTPUT = ("its 0-D result would leave the delegate (ExecuTorch 1.5.1 cannot return a 0-D tensor from an "
-                 "XNNPACK delegate: 'Size needs to be equal to the number of dimensions')")
+ZERO_D_OUTPUT = ("its 0-D result, computed from a 0-D constant, would leave the delegate (XNNPACK makes it 1-D "
+                 "and ExecuTorch 1.5.1 cannot resize the 0-D output to it: 'Size needs to be equal to the number "
+                 "of dimensions')")
 NOT_CONVEX = ("its pattern (the op with its Q/DQ) is not convex: a path leaves it and comes back through a node "
               "outside, so it cannot be one delegate")
 
@@ -383,10 +384,26 @@ def _is_convex(nodes: list[Node], order: dict[int, int]) -> bool:
 
 
 def _zero_d_outputs(group: Group) -> list[Node]:
-    """Nodes of ``group`` whose 0-D tensor result is read outside it (or returned)."""
+    """Nodes of ``group`` whose 0-D tensor result is read outside it (or returned) and is computed,
+    in the group, from a 0-D constant. XNNPACK's static tensors have at least one dim, so such a
+    result comes out 1-D and the runtime cannot resize the 0-D output to it ("Size needs to be
+    equal to the number of dimensions"). A 0-D result computed from 0-D delegate inputs alone
+    comes out 0-D (measured: abs, tanh of a sum; as stock delegates them)."""
     inside = {id(n) for n in group.nodes}
+    from_constant: dict[int, bool] = {}
+
+    def reads_0d_constant(node: Node) -> bool:
+        if id(node) not in from_constant:
+            from_constant[id(node)] = False  # (a graph has no cycles; this only guards the recursion)
+            from_constant[id(node)] = any(
+                (v.is_constant and isinstance(v.type, TensorType) and v.rank == 0)
+                or (v.producer is not None and id(v.producer) in inside and reads_0d_constant(v.producer))
+                for v in node.operands)
+        return from_constant[id(node)]
+
     return [n for n in group.nodes for r in n.results
-            if isinstance(r.type, TensorType) and r.rank == 0 and any(id(u) not in inside for u in r.uses)]
+            if isinstance(r.type, TensorType) and r.rank == 0 and any(id(u) not in inside for u in r.uses)
+            and reads_0d_constant(n)]
 
 
 def _drop_unit(capability: Capability, node: Node, verdict: Verdict) -> None:
