@@ -16,7 +16,8 @@ from xir import Graph, Node, TensorType
 
 from .capability import AFFINE_RULE, LINEAR_OPS, UNRUNNABLE_RULE, Capability, Options, Unit, Verdict, analyse
 from .rules import (
-    CHANNELS_LAST_OPS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, LAYOUT_RESET_OPS, after_channels_last_op,
+    CHANNELS_LAST_OPS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, LAYOUT_RESET_OPS, STATIC_OPERAND_OPS,
+    after_channels_last_op,
 )
 
 
@@ -177,7 +178,7 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
     return PartitionPlan(groups, rejected, options, linears=capability.linears)
 
 
-ZERO_D_OUTPUT = ("its 0-D result, computed from a 0-D constant, would leave the delegate (XNNPACK makes it 1-D "
+ZERO_D_OUTPUT = ("its 0-D result, computed from a 0-D static tensor, would leave the delegate (XNNPACK makes it 1-D "
                  "and ExecuTorch 1.5.1 cannot resize the 0-D output to it: 'Size needs to be equal to the number "
                  "of dimensions')")
 NOT_CONVEX = ("its pattern (the op with its Q/DQ) is not convex: a path leaves it and comes back through a node "
@@ -385,10 +386,12 @@ def _is_convex(nodes: list[Node], order: dict[int, int]) -> bool:
 
 def _zero_d_outputs(group: Group) -> list[Node]:
     """Nodes of ``group`` whose 0-D tensor result is read outside it (or returned) and is computed,
-    in the group, from a 0-D constant. XNNPACK's static tensors have at least one dim, so such a
-    result comes out 1-D and the runtime cannot resize the 0-D output to it ("Size needs to be
+    in the group, from a 0-D static tensor. XNNPACK's static tensors have at least one dim, so such
+    a result comes out 1-D and the runtime cannot resize the 0-D output to it ("Size needs to be
     equal to the number of dimensions"). A 0-D result computed from 0-D delegate inputs alone
-    comes out 0-D (measured: abs, tanh of a sum; as stock delegates them)."""
+    comes out 0-D (measured: abs, tanh of a sum; as stock delegates them), and other 0-D constants
+    are delegate inputs (emit_tags tags a 0-D constant only as the operand of a
+    :data:`STATIC_OPERAND_OPS` op: the dequantize of a quantized scalar)."""
     inside = {id(n) for n in group.nodes}
     from_constant: dict[int, bool] = {}
 
@@ -396,7 +399,7 @@ def _zero_d_outputs(group: Group) -> list[Node]:
         if id(node) not in from_constant:
             from_constant[id(node)] = False  # (a graph has no cycles; this only guards the recursion)
             from_constant[id(node)] = any(
-                (v.is_constant and isinstance(v.type, TensorType) and v.rank == 0)
+                (v.is_constant and isinstance(v.type, TensorType) and v.rank == 0 and node.op in STATIC_OPERAND_OPS)
                 or (v.producer is not None and id(v.producer) in inside and reads_0d_constant(v.producer))
                 for v in node.operands)
         return from_constant[id(node)]

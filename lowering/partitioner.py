@@ -29,12 +29,8 @@ from . import rewrites  # noqa: F401  (registers the partition-aware rewrite pas
 from .capability import Options
 from .linear_rebuild import keep_inexact_matmuls
 from .partition import PartitionPlan, plan_partition
-from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC
+from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC, STATIC_OPERAND_OPS
 
-# ops whose constant operands must be static tensors inside XNNPACK (weights, biases, statistics)
-STATIC_OPERAND_OPS = ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution", "aten.prelu",
-                      "quantized_decomposed.dequantize_per_channel", "quantized_decomposed.dequantize_per_tensor",
-                      "aten._native_batch_norm_legit_no_training", "aten.permute_copy")
 FLOAT_LINEARS = ("aten.linear", "aten.addmm", "aten.mm")
 
 logger = logging.getLogger("xir")
@@ -235,6 +231,7 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
                 if (value.is_constant and placeholder is not None and placeholder.name in constant_names
                         and placeholder.name not in mutated and id(value) not in untagged_operands
                         and (placeholder.name not in shared_names or id(value) in static_operands)
+                        and (value.rank != 0 or id(value) in static_operands)  # (see partition._zero_d_outputs)
                         and "delegation_tag" not in placeholder.meta):
                     placeholder.meta["delegation_tag"] = tag
         for node in group.implicit:

@@ -230,6 +230,13 @@ def _mean_dim(node: Node, options=None) -> str | None:
     return None
 
 
+# ops whose constant operands must be static tensors inside XNNPACK (weights, biases, statistics);
+# other 0-D constants are passed to the delegate as inputs (lowering.partitioner.emit_tags)
+STATIC_OPERAND_OPS = ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution", "aten.prelu",
+                      "quantized_decomposed.dequantize_per_channel", "quantized_decomposed.dequantize_per_tensor",
+                      "aten._native_batch_norm_legit_no_training", "aten.permute_copy")
+
+
 # ops XNNPACK's delegate keeps in channels-last (NHWC) layout, and ops after which it is NCHW again
 # (its channels-last pass gives them contiguous inputs; a permute is not one of them: it permutes
 # the channels-last tensor, and its result stays channels-last, fuzz bf16 seed 20342)
