@@ -221,13 +221,27 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+@rewrite_pattern("aten.mean.dim")
+def mean_over_last_dims_not_bf16(node: Node, rewriter: Rewriter) -> bool:
+    """:func:`mean_over_last_dims`, except for bf16 means (without ``enable_bf16`` they stay outside
+    XNNPACK, and their views would only add ops there)."""
+    if node.result.dtype is DType.bf16:
+        return rewriter.notify_match_failure(node, "a bf16 mean, and bf16 is not enabled")
+    return mean_over_last_dims(node, rewriter)
+
+
 @attrs.frozen
 class MeanOverLastDims(PatternRewritePass):
-    """Rewrite a mean over a tensor's trailing dims as a 4-D spatial mean between two views (XNNPACK runs it)."""
+    """Rewrite a mean over a tensor's trailing dims as a 4-D spatial mean between two views (XNNPACK
+    runs it); bf16 means only with ``enable_bf16`` (the partitioner sets it from its own)."""
 
     name = "xnnpack.mean-over-last-dims"
 
+    enable_bf16: bool = True
     rules = (mean_over_last_dims,)
+
+    def patterns(self):
+        return (mean_over_last_dims,) if self.enable_bf16 else (mean_over_last_dims_not_bf16,)
 
 
 def _float_constant(rewriter: Rewriter, base: str, value_type: TensorType, number: float, shape=()):
