@@ -185,9 +185,9 @@ class XnnpackPartitioner(_base()):
 
 def _with_partitioner_options(p: Pass, options: Options) -> Pass:
     """Passes that create ops only XNNPACK runs take their settings from the partitioner."""
-    from .rewrites import Bf16Rewrite, MeanOverLastDims
+    from .rewrites import Bf16Rewrite, DelegatedDtypeRewrite
 
-    if isinstance(p, (Bf16Rewrite, MeanOverLastDims)):
+    if isinstance(p, (Bf16Rewrite, DelegatedDtypeRewrite)):
         return attrs.evolve(p, enable_bf16=options.enable_bf16)
     return p
 

@@ -12,6 +12,7 @@ import math
 import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
+from passes.rewriter import RewritePattern
 from passes.pass_base import RENAMED_PASSES
 from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
@@ -30,6 +31,31 @@ class Bf16Rewrite(PatternRewritePass, register=False):
 
     def patterns(self):
         return self.rules if self.enable_bf16 else ()
+
+
+class _NotBf16(RewritePattern):
+    """``rule``, declined on nodes with a bf16 operand or result."""
+
+    def __init__(self, rule: RewritePattern):
+        self.rule, self.ops, self.name = rule, rule.ops, rule.name
+
+    def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
+        values = list(node.operands) + list(node.results)
+        if any(isinstance(v.type, TensorType) and v.type.dtype is DType.bf16 for v in values):
+            return rewriter.notify_match_failure(node, "bf16, and bf16 is not enabled: it stays outside XNNPACK")
+        return self.rule.match_and_rewrite(node, rewriter)
+
+
+@attrs.frozen
+class DelegatedDtypeRewrite(PatternRewritePass, register=False):
+    """A rewrite into ops for XNNPACK that declines bf16 nodes without ``enable_bf16`` (the
+    partitioner sets it from its own): those stay outside XNNPACK, and rewritten they would only be
+    more ops there (a mean as view -> mean -> view, a split as slices; fuzz fp32 10045, 10015)."""
+
+    enable_bf16: bool = True
+
+    def patterns(self):
+        return self.rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in self.rules)
 
 
 @rewrite_pattern("aten.bmm")
@@ -221,27 +247,13 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
-@rewrite_pattern("aten.mean.dim")
-def mean_over_last_dims_not_bf16(node: Node, rewriter: Rewriter) -> bool:
-    """:func:`mean_over_last_dims`, except for bf16 means (without ``enable_bf16`` they stay outside
-    XNNPACK, and their views would only add ops there)."""
-    if node.result.dtype is DType.bf16:
-        return rewriter.notify_match_failure(node, "a bf16 mean, and bf16 is not enabled")
-    return mean_over_last_dims(node, rewriter)
-
-
 @attrs.frozen
-class MeanOverLastDims(PatternRewritePass):
-    """Rewrite a mean over a tensor's trailing dims as a 4-D spatial mean between two views (XNNPACK
-    runs it); bf16 means only with ``enable_bf16`` (the partitioner sets it from its own)."""
+class MeanOverLastDims(DelegatedDtypeRewrite):
+    """Rewrite a mean over a tensor's trailing dims as a 4-D spatial mean between two views (XNNPACK runs it)."""
 
     name = "xnnpack.mean-over-last-dims"
 
-    enable_bf16: bool = True
     rules = (mean_over_last_dims,)
-
-    def patterns(self):
-        return (mean_over_last_dims,) if self.enable_bf16 else (mean_over_last_dims_not_bf16,)
 
 
 def _float_constant(rewriter: Rewriter, base: str, value_type: TensorType, number: float, shape=()):
@@ -424,7 +436,7 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
 
 
 @attrs.frozen
-class SplitAsSlices(PatternRewritePass):
+class SplitAsSlices(DelegatedDtypeRewrite):
     """Rewrite a static split as the slices of its used pieces."""
 
     name = "xnnpack.split-as-slices"

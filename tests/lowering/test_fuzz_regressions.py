@@ -584,19 +584,21 @@ def test_a_softmax_after_a_permuted_conv_output_stays_outside(dtype):
 
 
 class Bf16RowMean(torch.nn.Module):
-    """fuzz fp32 seed 10045, reduced: x + x.mean(-1, keepdim=True) in bf16."""
+    """fuzz fp32 seeds 10045, 10015, reduced: x + x.mean(-1, keepdim=True) and a split, in bf16."""
 
     def forward(self, x):
-        return x + x.mean(dim=-1, keepdim=True)
+        a, b = x.split([2, 4], dim=1)
+        return x + x.mean(dim=-1, keepdim=True), a, b
 
 
 @pytest.mark.parametrize("enable_bf16", [False, True])
-def test_a_bf16_mean_is_rewritten_only_where_bf16_is_delegated(enable_bf16):
+def test_a_bf16_mean_or_split_is_rewritten_only_where_bf16_is_delegated(enable_bf16):
     inputs = (torch.randn(3, 6, 32, generator=torch.Generator().manual_seed(0)).to(BF16),)
     ep = torch.export.export(Bf16RowMean().eval(), inputs)
     ours = lower(ep, inputs, "xir", enable_bf16=enable_bf16)
     assert ours.ran and ours.err(reference(ep, inputs)) <= 0.05
     if enable_bf16:  # as a spatial mean in fp32 between conversions
         assert ours.delegated["aten.mean.dim"] == 1 and not ours.outside, ours.outside
-    else:  # before: written as view -> mean -> view, all three left outside (stock: the mean alone)
-        assert ours.outside == {"aten.mean.dim": 1, "aten.add.Tensor": 1} and not ours.delegated
+    else:  # before: the mean written as view -> mean -> view and the split as slices, all outside
+        assert ours.outside == {"aten.mean.dim": 1, "aten.add.Tensor": 1, "aten.split_with_sizes_copy": 1}
+        assert not ours.delegated
