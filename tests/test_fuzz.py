@@ -168,6 +168,12 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     journal = (tmp_path / "programs.jsonl").read_text().splitlines()
     assert len(journal) == 2 and "campaign" in json.loads(journal[0]), journal
     first = json.loads(journal[1])["record"]
+    # a campaign killed before its report: --report reads the journal
+    (tmp_path / "summary.json").unlink()
+    report = subprocess.run([sys.executable, "-m", "xir_fuzz", "--report", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0 and "1 programs, seeds 1000..1000, xir at" in report.stdout, report.stdout + report.stderr
+    assert "kind fp32: 1 programs" in report.stdout, report.stdout
     # a campaign killed while writing its last line: that line is dropped, the rest kept
     with open(tmp_path / "programs.jsonl", "a") as f:
         f.write('{"record": {"kind": "fp32", "se')

@@ -185,8 +185,26 @@ def print_report(kinds: list, records: list) -> None:
 
 def report(args) -> int:
     """Print the tables of a finished campaign from its summary.json."""
-    summary = json.loads((Path(args.report) / "summary.json").read_text())
+    folder = Path(args.report)
+    if (folder / "summary.json").exists():
+        summary = json.loads((folder / "summary.json").read_text())
+    elif (folder / "programs.jsonl").exists():  # a campaign still running, or stopped without its report
+        lines = [line for line in (folder / "programs.jsonl").read_text().splitlines() if line.strip()]
+        header = json.loads(lines[0]).get("campaign", {}) if lines else {}
+        programs = []
+        for line in lines[1:]:
+            try:
+                programs.append(json.loads(line)["record"])
+            except (json.JSONDecodeError, KeyError):
+                pass  # a line cut short
+        summary = {"commit": header.get("commit"), "programs": programs}
+    else:
+        print(f"xir_fuzz: no summary.json nor programs.jsonl in {folder}", file=sys.stderr)
+        return 2
     kinds = [k for k in KINDS if any(r["kind"] == k for r in summary["programs"])]
+    seeds = sorted(r["seed"] for r in summary["programs"])
+    if seeds:
+        print(f"{len(seeds)} programs, seeds {seeds[0]}..{seeds[-1]}, xir at {summary.get('commit') or 'an unknown commit'}")
     print_report(kinds, summary["programs"])
     return 0
 
@@ -390,7 +408,8 @@ def parser() -> argparse.ArgumentParser:
                    help="continue the campaign in --out (its programs.jsonl): run only the seeds not yet run, then "
                         "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same")
     p.add_argument("--replay", type=int, metavar="SEED", help="re-run one program (with --kind): print its source and outcomes")
-    p.add_argument("--report", metavar="DIR", help="print the tables of a finished campaign (DIR/summary.json)")
+    p.add_argument("--report", metavar="DIR", help="print the tables of a campaign (DIR/summary.json, or the programs "
+                                                   "journalled so far in DIR/programs.jsonl)")
     return p
 
 
