@@ -49,7 +49,7 @@ DEFAULT_PIPELINE = ("remove-no-ops,xnnpack.merge-clamps,fold-batch-norm,mean-kee
                     "shape-ops-as-views,xnnpack.split-as-slices,fold-repeat-into-bmm,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,remove-no-ops,"
-                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
+                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
                     "xnnpack.mean-over-last-dims,xnnpack.casts-as-converts,xnnpack.dequantize-per-float-reader,"
                     "dead-code-elimination")
 
