@@ -15,7 +15,7 @@ from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from passes.rewriter import RewritePattern
 from passes.pass_base import RENAMED_PASSES
 from passes.remove_no_ops import layout_change
-from xir import DType, Node, TensorType
+from xir import DType, Node, TensorType, Value
 
 # xir's own ops (xir.bmm_f32out, xir.convert) are defined in xir.op_definitions; their torch ops and
 # XNNPACK visitors (lowering.xnnpack_ops) register when lowering.writeback is imported: this module stays torch-free
@@ -360,36 +360,49 @@ class SafeSoftmax(PatternRewritePass):
     rules = (safe_softmax,)
 
 
-@rewrite_pattern("aten.native_layer_norm")
-def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
-    """fp32 layer norm => mean, subtract, mean of squares, add eps, rsqrt, multiply (weight),
-    add (bias): XNNPACK has no layer norm but runs each of these (the means over the trailing dims
-    through xnnpack.mean-over-last-dims, which runs after this pass). bf16 layer norms are fp32
-    ones by then (layer-norm-in-fp32)."""
+def _norm_input_problem(node: Node, x: Value, min_rank: int, what: str) -> str | None:
+    """Why the fp32 norm ``node`` of ``x`` is not decomposed, or None."""
     from .rules import MAX_RANK
 
-    x = node.input
     if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
-        return rewriter.notify_match_failure(node, "not an f32 layer norm (layer-norm-in-fp32 widens bf16 ones first)")
-    if not x.type.is_static or not 1 <= x.rank <= MAX_RANK:
-        return rewriter.notify_match_failure(node, "symbolic shape or rank above 6")
+        return f"not an f32 {what}"
+    if not x.type.is_static or not min_rank <= x.rank <= MAX_RANK:
+        return f"symbolic shape or rank not {min_rank} to {MAX_RANK}"
     if not all(r.is_unused() for r in node.results[1:]):
-        return rewriter.notify_match_failure(node, "its mean/rstd outputs are used")
-    dims = list(range(x.rank - len(node.attribute("normalized_shape")), x.rank))
+        return "its mean/rstd outputs are used"
+    return None
 
+
+def _normalize(node: Node, rewriter: Rewriter, x: Value, dims: list, base: str) -> Value:
+    """(x - mean(x)) * rsqrt(mean((x - mean(x))**2) + eps) over ``dims``, before ``node``, with
+    ``node``'s eps as a constant named after ``base``."""
     def op(name, operands, **attributes):
         return rewriter.op_before(node, name, operands, **attributes)
 
     mean = op("aten.mean.dim", [x], dim=dims, keepdim=True)
     centered = op("aten.sub.Tensor", [x, mean])
     variance = op("aten.mean.dim", [op("aten.mul.Tensor", [centered, centered])], dim=dims, keepdim=True)
-    eps = _float_constant(rewriter, "layer_norm_eps", x.type, float(node.attribute("eps")))
-    result = op("aten.mul.Tensor", [centered, op("aten.rsqrt", [op("aten.add.Tensor", [variance, eps])])])
+    eps = _float_constant(rewriter, base, x.type, float(node.attribute("eps")))
+    return op("aten.mul.Tensor", [centered, op("aten.rsqrt", [op("aten.add.Tensor", [variance, eps])])])
+
+
+@rewrite_pattern("aten.native_layer_norm")
+def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
+    """fp32 layer norm => mean, subtract, mean of squares, add eps, rsqrt, multiply (weight),
+    add (bias): XNNPACK has no layer norm but runs each of these (the means over the trailing dims
+    through xnnpack.mean-over-last-dims, which runs after this pass). bf16 layer norms are fp32
+    ones by then (layer-norm-in-fp32)."""
+    x = node.input
+    problem = _norm_input_problem(node, x, 1, "layer norm (layer-norm-in-fp32 widens bf16 ones first)")
+    if problem:
+        return rewriter.notify_match_failure(node, problem)
+    dims = list(range(x.rank - len(node.attribute("normalized_shape")), x.rank))
+    result = _normalize(node, rewriter, x, dims, "layer_norm_eps")
     weight, bias = node.operand("weight"), node.operand("bias")
     if weight is not None:
-        result = op("aten.mul.Tensor", [result, weight])
+        result = rewriter.op_before(node, "aten.mul.Tensor", [result, weight])
     if bias is not None:
-        result = op("aten.add.Tensor", [result, bias])
+        result = rewriter.op_before(node, "aten.add.Tensor", [result, bias])
     rewriter.replace_node(node, [result, None, None])
     return True
 
@@ -411,41 +424,26 @@ def decompose_group_norm(node: Node, rewriter: Rewriter) -> bool:
     xnnpack.mean-over-last-dims, which runs after this pass). ExecuTorch's portable group norm,
     where it stays otherwise, is also less accurate (fuzz fp32 11651: off by 2.6e-4 of the
     output's size)."""
-    from .rules import MAX_RANK
-
     if len(node.operands) not in (1, 3):  # (the input; with a weight and a bias)
         return rewriter.notify_match_failure(node, "a weight without a bias, or a bias without a weight")
     x, weight, bias = (list(node.operands) + [None, None])[:3]
-    if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
-        return rewriter.notify_match_failure(node, "not an f32 group norm")
-    if not x.type.is_static or not 2 <= x.rank <= MAX_RANK:
-        return rewriter.notify_match_failure(node, "symbolic shape or rank not 2 to 6")
-    if not all(r.is_unused() for r in node.results[1:]):
-        return rewriter.notify_match_failure(node, "its mean/rstd outputs are used")
+    problem = _norm_input_problem(node, x, 2, "group norm")
+    if problem:
+        return rewriter.notify_match_failure(node, problem)
     n, c, groups = x.shape[0], x.shape[1], int(node.attribute("group"))
     if groups < 1 or c % groups:
         return rewriter.notify_match_failure(node, f"{c} channels in {groups} groups")
     if any(v is not None and (not v.is_constant or v.data is None) for v in (weight, bias)):
         return rewriter.notify_match_failure(node, "a weight or bias that is not a constant")
-    size = 1
-    for d in x.shape[1:]:
-        size *= d
-
-    def op(name, operands, **attributes):
-        return rewriter.op_before(node, name, operands, **attributes)
-
-    grouped = op("aten.view_copy", [x], size=[n, groups, size // groups])
-    mean = op("aten.mean.dim", [grouped], dim=[2], keepdim=True)
-    centered = op("aten.sub.Tensor", [grouped, mean])
-    variance = op("aten.mean.dim", [op("aten.mul.Tensor", [centered, centered])], dim=[2], keepdim=True)
-    eps = _float_constant(rewriter, "group_norm_eps", x.type, float(node.attribute("eps")))
-    normed = op("aten.mul.Tensor", [centered, op("aten.rsqrt", [op("aten.add.Tensor", [variance, eps])])])
-    result = op("aten.view_copy", [normed], size=list(x.shape))
+    size = math.prod(x.shape[1:])
+    grouped = rewriter.op_before(node, "aten.view_copy", [x], size=[n, groups, size // groups])
+    normed = _normalize(node, rewriter, grouped, [2], "group_norm_eps")
+    result = rewriter.op_before(node, "aten.view_copy", [normed], size=list(x.shape))
     per_channel = (c,) + (1,) * (x.rank - 2)
     for value, name, base in ((weight, "aten.mul.Tensor", "group_norm_weight"), (bias, "aten.add.Tensor", "group_norm_bias")):
         if value is not None:
             constant = rewriter.add_constant(base, TensorType(DType.f32, per_channel), value.data.reshape(per_channel))
-            result = op(name, [result, constant])
+            result = rewriter.op_before(node, name, [result, constant])
     rewriter.replace_node(node, [result, None, None])
     return True
 
