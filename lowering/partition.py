@@ -150,13 +150,11 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
         passing = [n for g in groups for n in _clones_passing_through(g)]
         for node in passing:
             _drop_unit(capability, node, Verdict(False, "unit", CLONE_PASSES_THROUGH))
-        # dynamically quantized linears and convs XNNPACK's channels-last pass would break: each in
-        # a delegate of its own (their input arrives contiguous)
-        channels_last = [u for g in groups if len(g.units) > 1 for u in _dynamic_units_misread_by_channels_last(g)]
-        alone.update(id(u) for u in channels_last)
-        pads = [u for g in groups if len(g.units) > 1 for u in _pads_of_computed_conversions(g)]
-        alone.update(id(u) for u in pads)
-        if escaping or leaking or passing or channels_last or pads:
+        # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
+        isolated = [u for g in groups if len(g.units) > 1
+                    for check in (_dynamic_units_misread_by_channels_last, _pads_of_computed_conversions) for u in check(g)]
+        alone.update(id(u) for u in isolated)
+        if escaping or leaking or passing or isolated:
             continue
         cycle = _groups_in_a_cycle(graph, groups)
         if not cycle:
@@ -393,16 +391,18 @@ def _zero_d_outputs(group: Group) -> list[Node]:
     are delegate inputs (emit_tags tags a 0-D constant only as the operand of a
     :data:`STATIC_OPERAND_OPS` op: the dequantize of a quantized scalar)."""
     inside = {id(n) for n in group.nodes}
-    from_constant: dict[int, bool] = {}
 
-    def reads_0d_constant(node: Node) -> bool:
-        if id(node) not in from_constant:
-            from_constant[id(node)] = False  # (a graph has no cycles; this only guards the recursion)
-            from_constant[id(node)] = any(
-                (v.is_constant and isinstance(v.type, TensorType) and v.rank == 0 and node.op in STATIC_OPERAND_OPS)
-                or (v.producer is not None and id(v.producer) in inside and reads_0d_constant(v.producer))
-                for v in node.operands)
-        return from_constant[id(node)]
+    def reads_0d_constant(start: Node) -> bool:  # (a walk up the group, without recursion: groups are large)
+        seen, stack = {id(start)}, [start]
+        while stack:
+            node = stack.pop()
+            for v in node.operands:
+                if v.is_constant and isinstance(v.type, TensorType) and v.rank == 0 and node.op in STATIC_OPERAND_OPS:
+                    return True
+                if v.producer is not None and id(v.producer) in inside and id(v.producer) not in seen:
+                    seen.add(id(v.producer))
+                    stack.append(v.producer)
+        return False
 
     return [n for n in group.nodes for r in n.results
             if isinstance(r.type, TensorType) and r.rank == 0 and any(id(u) not in inside for u in r.uses)
