@@ -46,7 +46,7 @@ PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
 DEFAULT_PIPELINE = ("remove-no-ops,xnnpack.merge-clamps,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
-                    "shape-ops-as-views,xnnpack.split-as-slices,fold-repeat-into-bmm,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
+                    "shape-ops-as-views,xnnpack.split-as-slices,fold-repeat-into-bmm,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,remove-no-ops,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
