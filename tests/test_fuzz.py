@@ -187,3 +187,19 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     assert len((tmp_path / "programs.jsonl").read_text().splitlines()) == 3
     code, output = run("--count", "3", "--resume", "--max-ops", "3")
     assert code == 2 and "ran with max_ops 2, this run has 3" in output, output[-3000:]
+
+
+def test_the_report_counts_where_xir_is_worse_than_stock():
+    """A failure both share by the label, with xir's the worse outcome (wrong numbers where stock
+    refuses the program: fuzz bf16 20645), is counted in the kind's table and listed."""
+    from xir_fuzz.cli import _table, _worse
+
+    def record(seed, xir, stock):
+        outcome = {"xir": {"status": xir, "error": ""}, "stock": {"status": stock, "error": ""}}
+        return {"kind": "bf16", "seed": seed, "label": label(outcome), **outcome}
+
+    records = [record(1, "wrong-result", "load-failed"), record(2, "wrong-result", "wrong-result"),
+               record(3, "ok", "load-failed"), record(4, "lower-failed", "lower-failed")]
+    assert [r["seed"] for r in _worse(records)] == [1]
+    table = _table("bf16", records)
+    assert "xir's own failures: 0" in table and "stock refuses the program): 1" in table, table

@@ -119,6 +119,13 @@ def shrink_failure(pool, program: Program, outcome: dict, args, log=print):
     return small, latest[small.module_source()], evals
 
 
+def _worse(records: list) -> list:
+    """Failures shared by the label's definition where xir's outcome is the worse one: silently wrong
+    numbers (or a crash) where stock refuses the program."""
+    return [r for r in records if r["label"] == "shared" and r["xir"]["status"] in ("wrong-result", "crashed")
+            and r["stock"]["status"] not in ("wrong-result", "crashed")]
+
+
 def _table(kind: str, records: list) -> str:
     counts = {side: Counter((r[side] or {}).get("status", "-") for r in records) for side in SIDES}
     labels = Counter(r["label"] for r in records)
@@ -134,6 +141,7 @@ def _table(kind: str, records: list) -> str:
             lines.append(f"  {status:<15}{counts['xir'][status]:>6}{counts['stock'][status]:>7}")
     lines.append(f"  xir's own failures: {labels['xir-own']}"
                  + (f" ({', '.join(f'{k} {v}' for k, v in sorted(own.items()))})" if own else ""))
+    lines.append(f"  xir worse than stock (wrong or crashed where stock refuses the program): {len(_worse(records))}")
     lines.append(f"  shared failures: {labels['shared']}   stock fails, xir ok: {labels['stock-only']}   "
                  f"invalid (non-finite reference): {labels['invalid']}")
     both = [(r["xir"], r["stock"]) for r in records if r["label"] == "ok" and (r["xir"] or {}).get("outside") is not None
@@ -155,9 +163,8 @@ def print_report(kinds: list, records: list) -> None:
         if by_kind[kind]:
             print(_table(kind, by_kind[kind]))
             print()
-    worse = [r for r in records if r["label"] == "shared" and r["xir"]["status"] in ("wrong-result", "crashed")
-             and r["stock"]["status"] not in ("wrong-result", "crashed")]
-    if worse:  # shared by the definition, but xir's outcome is the worse one: silently wrong numbers
+    worse = _worse(records)
+    if worse:
         print("shared failures where xir gives wrong results (or crashes) and stock refuses the program:")
         for r in worse:
             print(f"  {r['kind']} seed {r['seed']} ({r.get('via')}): xir {r['xir']['status']}: {_short(r['xir'], 120)}; "
