@@ -249,7 +249,9 @@ LAYOUT_RESET_OPS = ("aten.view_copy", "aten.squeeze_copy", "aten.unsqueeze_copy"
 
 def after_channels_last_op(value: Value, limit: int = 256, within: set | None = None) -> Node | None:
     """A conv/pool/... upstream of ``value`` through layout-preserving ops, if any (only through
-    the nodes whose ids are in ``within``, when given: a delegate's inputs arrive contiguous)."""
+    the nodes whose ids are in ``within``, when given: a delegate's inputs arrive contiguous). One
+    its rule rejects stays outside XNNPACK, and its result arrives contiguous too (a mean over
+    dims 0 and 1 before a 4-D softmax; fuzz static seed 1011)."""
     seen, stack = set(), [value]
     while stack and len(seen) < limit:
         v = stack.pop()
@@ -258,6 +260,9 @@ def after_channels_last_op(value: Value, limit: int = 256, within: set | None = 
             continue
         seen.add(id(p))
         if p.op in CHANNELS_LAST_OPS:
+            rule = RULES.get(p.op)
+            if rule is not None and rule.reject_reason(p) is not None:
+                continue
             return p
         if p.op not in LAYOUT_RESET_OPS:
             stack.extend(p.operands)

@@ -160,13 +160,31 @@ def write_back(graph: Graph, ep: Any) -> None:
 
 
 def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, imported: set) -> Any:
-    """``nn_module_stack`` for a node a pass made (reports group nodes by module): that of an erased
-    node that read the same value (the node it replaced), else of a node it reads that the pass made
-    too, else of the program's node that reads it, else of the one it reads."""
+    """``nn_module_stack`` for a node a pass made (reports group nodes by module, and source
+    partitions, XNNPACK's linear rebuild among them, follow it): that of the erased node it replaced,
+    else of a node it reads that the pass made too, else of the program's node that reads it, else
+    of the one it reads.
+
+    The node it replaced is found from a program node that reads it: that node read the erased one
+    in its place (its FX arguments are not rewritten yet). Failing that, an erased node that read
+    the same value. Either way several may qualify (a dequantize shared by three linears, each
+    reading it through its own unsqueeze; fuzz dynamic seeds 30466, 30307): the wrong one would put
+    the node in another linear's source partition, and neither linear would be recognised."""
     def meta(fx_node):
         return fx_node.meta.get("nn_module_stack") if fx_node is not None else None
 
     values = list(node.inputs())
+    sources = {fx_of(value) for value in values}
+    replaced = [read for user in node.users if not user.is_return and user.fx_node in imported
+                for read in user.fx_node.all_input_nodes if read.op == "call_function" and read not in imported]
+    same_inputs = [read for read in replaced if sources & set(read.all_input_nodes)]
+    if same_inputs or len(set(replaced)) == 1:
+        return meta((same_inputs or replaced)[0])
+    readers = {user.fx_node for user in node.users if not user.is_return and user.fx_node is not None}
+    for value in values:
+        for erased in erased_readers.get(fx_of(value), ()):
+            if meta(erased) and readers & set(erased.users):
+                return meta(erased)
     for value in values:
         for erased in erased_readers.get(fx_of(value), ()):
             if meta(erased):

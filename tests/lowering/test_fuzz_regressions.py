@@ -668,3 +668,91 @@ def test_a_bmm_reading_one_permute_twice_reads_two(dtype, via, of_input, returne
         assert stock.ran and stock.err(ref) <= 1e-5  # a permute that is also a delegate output is right
     else:
         assert stock.ran and stock.err(ref) > 0.5, stock.error  # stock delegates one permute and is wrong
+
+
+class LinearsOfOneInput(torch.nn.Module):
+    """fuzz dynamic seed 30466, reduced: three linears of one 1-D input, two without a bias (each an
+    unsqueeze -> mm -> squeeze in the edge program), the input also returned."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = (torch.nn.Linear(20, n, bias=n == 3) for n in (2, 8, 3))
+
+    def forward(self, x):
+        return self.a(x), self.b(x), self.c(x), x
+
+
+class LinearThenVectorMatmul(torch.nn.Module):
+    """fuzz dynamic seed 30307, reduced: a linear without a bias of a 1-D input, its result times a
+    matrix (both unsqueeze -> mm -> squeeze in the edge program, the second reading the first)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(5, 16, bias=False)
+        self.w = torch.nn.Parameter(torch.randn(16, 4))
+
+    def forward(self, x):
+        return torch.matmul(self.a(x), self.w)
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_matmul_of_a_1d_linear_result_leaves_the_linear_whole(via):
+    inputs = (torch.randn(5, generator=torch.Generator().manual_seed(0)),)
+    ep = torch.export.export(quantize_module(LinearThenVectorMatmul().eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: the view that replaced the matmul's unsqueeze took the linear's module from the view it
+    # reads, joined the linear's source partition, and the linear was not recognised: its matmul and
+    # quantization stayed outside (5 ops, against stock's 2)
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.outside == {}, ours.outside
+    assert ours.delegated["quantized_decomposed.choose_qparams.tensor"] == 1
+    assert stock.ran
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_linears_sharing_a_dynamically_quantized_input_share_a_delegate(via):
+    inputs = (torch.randn(20, generator=torch.Generator().manual_seed(0)),)
+    ep = torch.export.export(quantize_module(LinearsOfOneInput().eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: write-back gave the view that replaced the second linear's unsqueeze the module of the
+    # first (both read the shared dequantize), so the second linear was not recognised, its matmul
+    # stayed outside, and with it the shared quantization and the other linears: 14 ops outside
+    # against stock's 0
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.outside == {} and ours.delegates == 1, ours.outside
+    assert ours.delegated["quantized_decomposed.choose_qparams.tensor"] >= 1
+    assert stock.ran and stock.outside == {}
+
+
+class SoftmaxAfterARejectedMean(torch.nn.Module):
+    """fuzz static seed 1011, reduced: a 4-D softmax over the last dim of a value computed from a
+    mean XNNPACK does not take (over dims 0 and 1), that mean also returned."""
+
+    def forward(self, x):
+        m = torch.mean(x, dim=(0, 1))
+        return F.softmax(m + x * 2.0, dim=-1), m
+
+
+@pytest.mark.parametrize("mode", ["fp32", "static"])
+def test_a_softmax_after_a_mean_left_outside_is_delegated(mode):
+    inputs = (torch.randn(1, 1, 12, 10, generator=torch.Generator().manual_seed(0)),)
+    module = SoftmaxAfterARejectedMean().eval()
+    if mode == "static":
+        module = quantize_module(module, inputs, mode="static")
+    ep = torch.export.export(module, inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via="backend"), lower(ep, inputs, "stock", via="backend")
+    # before: the softmax stayed outside as "after aten.mean.dim" (channels-last in XNNPACK), but that
+    # mean is outside XNNPACK and its result arrives contiguous; stock delegates the softmax and is right
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= (0.02 if mode == "static" else 1e-5)
+    assert ours.delegated["aten._softmax"] == 1 and "aten._softmax" not in ours.outside, ours.delegated
+    assert ours.outside["aten.mean.dim"] == 1
+    assert stock.ran and stock.err(ref) <= (0.02 if mode == "static" else 1e-5)
+    assert stock.delegated["aten._softmax"] == 1
