@@ -651,8 +651,11 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
                                                           f"{choose.operands[0].dtype}")
         return None, Verdict(False, "quant", reason)
     if node.op == "aten.convolution":
-        if node.attributes.get("groups", 1) != 1 or node.operands[1].rank != 4:
-            return None, Verdict(False, "quant", "dynamically quantized conv must be a plain 2-D, non-grouped conv")
+        groups, kernel = node.attributes.get("groups", 1), node.operands[1]
+        if kernel.rank != 4:
+            return None, Verdict(False, "quant", "a dynamically quantized conv must be 2-D")
+        if groups != 1 and _depthwise(kernel.shape, groups, bool(node.attributes.get("transposed", False))):
+            return None, Verdict(False, "quant", "a dynamically quantized conv cannot be depthwise")
         reason = _quantized_conv_reason(node, weight_dq)  # (a transposed one: weight per output channel, axis 1)
         if reason:
             return None, Verdict(False, "quant", reason)
@@ -667,6 +670,17 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
         return None, Verdict(False, "constraint", reason)
     nodes = [choose, q, dq, weight_dq] + layout + [node] + (linear.nodes if linear is not None else [])
     return Unit(node, nodes, DYNAMIC, [q, dq, weight_dq]), None
+
+
+def _depthwise(kernel_shape, groups: int, transposed: bool) -> bool:
+    """One input channel per group and a whole multiple of it out (XNNPACK's depthwise conv, which
+    has no dynamically quantized version). The kernel is (out, in/groups, ...), or (in, out/groups,
+    ...) transposed."""
+    if transposed:
+        per_group_in, per_group_out = kernel_shape[0] // groups, kernel_shape[1]
+    else:
+        per_group_in, per_group_out = kernel_shape[1], kernel_shape[0] // groups
+    return per_group_in == 1 and per_group_out % per_group_in == 0
 
 
 INT4_ODD_INPUT_CHANNELS = ("int4 weight (range [-8, 7]) per output channel with an odd number of input channels ({k}): "

@@ -756,3 +756,24 @@ def test_a_softmax_after_a_mean_left_outside_is_delegated(mode):
     assert ours.outside["aten.mean.dim"] == 1
     assert stock.ran and stock.err(ref) <= (0.02 if mode == "static" else 1e-5)
     assert stock.delegated["aten._softmax"] == 1
+
+
+@pytest.mark.parametrize("cin,cout,groups,transposed", [(8, 8, 4, False), (4, 12, 2, False)],
+                         ids=["groups-4", "groups-2-widening"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_grouped_dynamically_quantized_conv_is_delegated(via, cin, cout, groups, transposed):
+    """fuzz dynamic seed 30286: a 2-D conv with groups=4, dynamically quantized. Before: xir kept
+    every grouped one outside (with its quantization: 5 ops); stock delegates it and is right.
+    XNNPACK has no dynamically quantized depthwise conv (the quantizer makes none, nor a
+    dynamically quantized transposed conv)."""
+    torch.manual_seed(0)
+    conv = (torch.nn.ConvTranspose2d if transposed else torch.nn.Conv2d)(cin, cout, 3, groups=groups)
+    inputs = (torch.randn(1, cin, 7, 7, generator=torch.Generator().manual_seed(1)),)
+    ep = torch.export.export(quantize_module(torch.nn.Sequential(conv).eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.outside == {} and ours.delegated["quantized_decomposed.choose_qparams.tensor"] == 1, ours.outside
+    assert ours.delegated["aten.convolution"] == 1
+    assert stock.ran and stock.outside == {}
