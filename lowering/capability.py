@@ -810,16 +810,25 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
     return Unit(node, [node], "convert"), SUPPORTED
 
 
-# XNNPACK's preprocessing (InsertPadQDQPass) quantizes the output of a pad that reads a dequantize,
-# folded or not: a pad between conversions would get an f32 input and an int8 output (measured:
-# "Failed to create StaticConstantPad node" at load; fuzz static seeds 1074, 1098)
-NOT_BETWEEN_CONVERSIONS = ("aten.constant_pad_nd",)
+def quantized_by_preprocessing(pad: Node) -> bool:
+    """Whether XNNPACK's preprocessing (InsertPadQDQPass) would quantize the output of this pad when
+    it reads a dequantize, folded or not: padding value 0.0 and no negative amount (what that pass
+    looks for). Such a pad between conversions would get an f32 input and an int8 output (measured:
+    "Failed to create StaticConstantPad node" at load, with stock's program too; fuzz static seeds
+    1074, 1098). Another value is left alone, and the pad runs in fp32 like the other ops (fuzz
+    static seed 1243: stock delegates a pad with -1 and is right)."""
+    amounts = list(pad.attributes.get("pad") or [])
+    return float(pad.attributes.get("value", 0) or 0) == 0.0 and not any(
+        not isinstance(a, int) or a < 0 for a in amounts)
 
 
 def may_run_between_conversions(node: Node) -> bool:
     """The ops :func:`float_between_conversions` considers (and xnnpack.dequantize-per-float-reader
-    gives a dequantize of their own): not a GEMM, not a quantize/dequantize, not a pad."""
-    return node.op not in GEMM_OPS and node.op not in NOT_BETWEEN_CONVERSIONS and node.op not in QUANTIZE_OPS \
+    gives a dequantize of their own): not a GEMM, not a quantize/dequantize, not a pad XNNPACK's
+    preprocessing would quantize (:func:`quantized_by_preprocessing`)."""
+    if node.op == "aten.constant_pad_nd" and quantized_by_preprocessing(node):
+        return False
+    return node.op not in GEMM_OPS and node.op not in QUANTIZE_OPS \
         and node.op not in DEQUANTIZE_OPS and node.op not in CHOOSE_QPARAMS_OPS
 
 
@@ -835,7 +844,7 @@ def float_between_conversions(graph: Graph, options: Options, verdicts: dict, un
     channels-last pass treats a dequantize as the end of a quantized value, and when it converts
     one for a reader (a graph output after a convolution) it moves every other reader onto the
     converted copy (measured: "Attempted to resize a static tensor" at load, stock's program too).
-    Not for GEMMs (their weights have rules of their own), nor pads (:data:`NOT_BETWEEN_CONVERSIONS`)."""
+    Not for GEMMs (their weights have rules of their own), nor zero pads (:func:`quantized_by_preprocessing`)."""
     if STATIC not in options.precisions:
         return
     folded = {id(n) for unit in {id(u): u for u in unit_of.values()}.values() for n in unit.implicit}
