@@ -107,34 +107,38 @@ PAD_IR = """graph @g {{
 """
 
 
-@pytest.mark.parametrize("pad, value, padded, out, delegated", [
-    ([1, 2, 1, 2], 0.0, "[1,2,11,11]", "8,8", True),
-    ([1, 2, 1, 2], 0.5, "[1,2,11,11]", "8,8", False),  # pads with 0.5, not the zero point
-    ([1, 2, 1, 2, 1, 0], 0.0, "[1,3,11,11]", "8,8", False),  # pads the channels too
+@pytest.mark.parametrize("pad, value, padded, out, where", [
+    ([1, 2, 1, 2], 0.0, "[1,2,11,11]", "8,8", "with-the-conv"),
+    ([1, 2, 1, 2], 0.5, "[1,2,11,11]", "8,8", "between-conversions"),  # pads with 0.5, not the zero point
+    ([1, 2, 1, 2, 1, 0], 0.0, "[1,3,11,11]", "8,8", "outside"),  # pads the channels too
 ])
-def test_pad_goes_with_the_quantized_conv_only_when_it_pads_spatial_dims_with_zero(pad, value, padded, out, delegated):
+def test_pad_goes_with_the_quantized_conv_only_when_it_pads_spatial_dims_with_zero(pad, value, padded, out, where):
     """The rule (IR level): the pad joins the quantized conv only as stock's ConvolutionConfig takes
-    it (value 0, spatial dims, no negative amounts); otherwise both stay outside, no Q/DQ folded
-    (not in fp32 between conversions either: XNNPACK's preprocessing quantizes the output of a pad
-    that reads a dequantize)."""
+    it (value 0, spatial dims, no negative amounts); otherwise the conv stays outside, no Q/DQ
+    folded. The pad then runs in fp32 between conversions unless it pads with 0 (XNNPACK's
+    preprocessing quantizes the output of a zero pad that reads a dequantize)."""
     from lowering.capability import Options
     from lowering.partition import plan_partition
     from xir import parse_graph
 
     text = PAD_IR.format(pad=pad, value=value, padded=padded, out=out)
-    if not delegated and len(pad) == 6:
+    if len(pad) == 6:
         text = text.replace("%w: i8[4,2,4,4]", "%w: i8[4,3,4,4]").replace("f32[4,2,4,4]", "f32[4,3,4,4]")
     graph = parse_graph(text)
     plan = plan_partition(graph, Options())
     conv = next(n for n in graph if n.op == "aten.convolution")
     pad_node = next(n for n in graph if n.op == "aten.constant_pad_nd")
     group = plan.group_of(conv)
-    if delegated:
+    if where == "with-the-conv":
         assert group is not None and pad_node in group.nodes
         assert {n.op for n in group.implicit} == set(QDQ)  # weight and input dq, output q
-    else:
-        assert group is None and plan.group_of(pad_node) is None
-        assert not any(n.op in QDQ for g in plan.groups for n in g.implicit)
+        return
+    assert group is None and not any(n.op in QDQ for g in plan.groups for n in g.implicit)
+    pad_group = plan.group_of(pad_node)
+    if where == "outside":
+        assert pad_group is None
+    else:  # with its input's dequantize as a conversion to f32
+        assert pad_group is not None and pad_node.operands[0].producer in pad_group.nodes
 
 
 # ------------------------------------------------------------ dynamic: transposed convolutions
