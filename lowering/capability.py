@@ -558,10 +558,8 @@ def _quantized_conv_pad(conv: Node) -> Node | None:
     source = pad.input.producer
     if source is None or source.op != "quantized_decomposed.dequantize_per_tensor":
         return None
-    amounts = list(pad.attributes.get("pad") or [])
     spatial = 2 * (conv.weight.rank - 2)
-    if float(pad.attributes.get("value", 0) or 0) != 0.0 or any(
-            not isinstance(a, int) or a < 0 for a in amounts) or any(amounts[spatial:]):
+    if not quantized_by_preprocessing(pad) or any(list(pad.attributes.get("pad") or [])[spatial:]):
         return None
     return pad
 
@@ -673,14 +671,9 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
 
 
 def _depthwise(kernel_shape, groups: int, transposed: bool) -> bool:
-    """One input channel per group and a whole multiple of it out (XNNPACK's depthwise conv, which
-    has no dynamically quantized version). The kernel is (out, in/groups, ...), or (in, out/groups,
-    ...) transposed."""
-    if transposed:
-        per_group_in, per_group_out = kernel_shape[0] // groups, kernel_shape[1]
-    else:
-        per_group_in, per_group_out = kernel_shape[1], kernel_shape[0] // groups
-    return per_group_in == 1 and per_group_out % per_group_in == 0
+    """One input channel per group (XNNPACK's depthwise conv, which has no dynamically quantized
+    version). The kernel is (out, in/groups, ...), or (in, out/groups, ...) transposed."""
+    return (kernel_shape[0] // groups if transposed else kernel_shape[1]) == 1
 
 
 INT4_ODD_INPUT_CHANNELS = ("int4 weight (range [-8, 7]) per output channel with an odd number of input channels ({k}): "

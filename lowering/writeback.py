@@ -166,8 +166,9 @@ def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, importe
     of the one it reads.
 
     The node it replaced is found from a program node that reads it: that node read the erased one
-    in its place (its FX arguments are not rewritten yet). Failing that, an erased node that read
-    the same value. Either way several may qualify (a dequantize shared by three linears, each
+    in its place (its FX arguments are not rewritten yet); one that also read one of this node's
+    inputs, or the only one. Failing that, an erased node that read the same value. Several may
+    qualify (a dequantize shared by three linears, each
     reading it through its own unsqueeze; fuzz dynamic seeds 30466, 30307): the wrong one would put
     the node in another linear's source partition, and neither linear would be recognised."""
     def meta(fx_node):
@@ -180,11 +181,6 @@ def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, importe
     same_inputs = [read for read in replaced if sources & set(read.all_input_nodes)]
     if same_inputs or len(set(replaced)) == 1:
         return meta((same_inputs or replaced)[0])
-    readers = {user.fx_node for user in node.users if not user.is_return and user.fx_node is not None}
-    for value in values:
-        for erased in erased_readers.get(fx_of(value), ()):
-            if meta(erased) and readers & set(erased.users):
-                return meta(erased)
     for value in values:
         for erased in erased_readers.get(fx_of(value), ()):
             if meta(erased):
