@@ -129,6 +129,8 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
     * a dequantize folded into a group is read only inside it (XNNPACK hands a folded
       dequantize's readers the int8 data);
     * no 0-D result leaves a group;
+    * one dynamically quantized activation read by both a conv and a linear stays outside
+      (:func:`_conv_and_linear_share_dynamic_activation`);
     * no copy leaves a group whose operand is computed in the group and leaves it too (XNNPACK's
       preprocessing drops identity clones, and the delegate would return one value twice);
     * a dynamically quantized linear or conv that XNNPACK's channels-last pass would break in a
@@ -136,6 +138,9 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
       so is a pad XNNPACK would pad with 0 (:func:`_pads_of_computed_conversions`).
     """
     capability = capability or analyse(graph, options)
+    for unit in [u for u in capability.units if _conv_and_linear_share_dynamic_activation(u)]:
+        conv = next(n for n in unit.nodes if n.op == "aten.convolution")
+        _drop_unit(capability, conv, Verdict(False, "quant", CONV_AND_LINEAR_SHARE_ACTIVATION))
     order = graph.order()
     alone: set[int] = set()  # ids of units that may not be merged with others
     while True:
@@ -223,6 +228,20 @@ def _clones_passing_through(group: Group) -> list[Node]:
         if source.producer is not None and id(source.producer) in inside and leaves(source):
             found.append(node)
     return found
+
+
+CONV_AND_LINEAR_SHARE_ACTIVATION = (
+    "a conv and a linear read one dynamically quantized activation: XNNPACK's channels-last pass "
+    "converts the activation for the conv and moves the linear onto the converted copy, which then "
+    "reaches the linear through a contiguous copy instead of a dequantize ('Weight and Input should "
+    "both be quantized', stock's program too)")
+
+
+def _conv_and_linear_share_dynamic_activation(unit: Unit) -> bool:
+    """A dynamically quantized unit in which one choose_qparams/quantize/dequantize feeds both a
+    conv and a linear (fuzz dynamic seed 30349): no delegate can hold it."""
+    return unit.kind == DYNAMIC and any(n.op == "aten.convolution" for n in unit.nodes) \
+        and any(n.op in LINEAR_OPS for n in unit.nodes)
 
 
 def _dynamic_units_misread_by_channels_last(group: Group) -> list[Unit]:

@@ -792,3 +792,39 @@ def test_a_pad_with_a_nonzero_value_runs_between_conversions(via):
     assert ours.err(ref) <= 1e-5
     assert ours.delegated["aten.constant_pad_nd"] == 1 and ours.outside == {}, ours.outside
     assert stock.ran and stock.err(ref) <= 1e-5 and stock.delegated["aten.constant_pad_nd"] == 1
+
+
+class ConvAndLinearOfOneInput(torch.nn.Module):
+    """fuzz dynamic seed 30349, reduced: a grouped conv and a linear read one 4-D value, so one
+    dynamic quantization (choose_qparams, quantize, dequantize) feeds both."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(6, 2, 3, padding="same", groups=2)
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.conv(x), self.linear(x) - 0.5
+
+
+@pytest.mark.parametrize("computed", [False, True], ids=["input", "computed"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside(via, computed):
+    module = ConvAndLinearOfOneInput().eval()
+    if computed:  # the activation computed in the delegate (an unsqueeze, as in the fuzz program)
+        module.forward = lambda x, _m=module: ConvAndLinearOfOneInput.forward(_m, x.unsqueeze(2))
+        inputs = (torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(1)),)
+    else:
+        inputs = (torch.randn(2, 6, 3, 8, generator=torch.Generator().manual_seed(1)),)
+    ep = torch.export.export(quantize_module(module, inputs, mode="dynamic", per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: the conv and the linear were delegated together and XNNPACK's channels-last pass broke
+    # the linear ("required rank 4 tensor to use channels_last format" through the unsqueeze, or
+    # "Weight and Input should both be quantized"); stock fails the same way
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert "aten.convolution" in ours.outside and "quantized_decomposed.choose_qparams.tensor" in ours.outside
+    assert ours.delegated.get("aten.sub.Tensor") == 1, ours.delegated
+    assert not stock.ran
