@@ -800,7 +800,30 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
     float_side = node.operands[0] if node.op == "quantized_decomposed.quantize_per_tensor" else node.results[0]
     if float_side.dtype is not DType.f32:
         return None, Verdict(False, "dtype", f"{float_side.dtype} float side (XNNPACK converts f32)")
+    if node.op == "quantized_decomposed.quantize_per_tensor" and _quantizes_float_conv1d(node):
+        return None, Verdict(False, "quant", QUANTIZED_FLOAT_CONV1D)
     return Unit(node, [node], "convert"), SUPPORTED
+
+
+QUANTIZED_FLOAT_CONV1D = (
+    "it quantizes the result of an fp32 1-D conv: in a delegate with that conv, XNNPACK's "
+    "preprocessing (Conv1dUnsqueezePass) folds a quantization into the conv's output, and XNNPACK "
+    "cannot make a conv of fp32 input and weight with an int8 output ('Failed to create "
+    "deconvolution node', stock's program too; fuzz static seed 1301)")
+
+
+def _quantizes_float_conv1d(quantize: Node) -> bool:
+    """Whether ``quantize`` reads a 1-D conv (kernel of rank 3) with no dequantized weight, every
+    reader of which quantizes. XNNPACK's Conv1dUnsqueezePass puts an implicit quantize/dequantize
+    pair after such a conv, making its output int8. Outside the delegate, the quantize leaves the
+    conv's result fp32 at the delegate's edge, and the conv runs in XNNPACK."""
+    conv = quantize.operands[0].producer
+    if conv is None or conv.op != "aten.convolution" or conv.operands[1].rank != 3:
+        return False
+    weight = conv.operands[1].producer
+    if weight is not None and weight.op in DEQUANTIZE_OPS:
+        return False  # a quantized conv: its quantize is folded into its unit
+    return all(user.op in QUANTIZE_OPS for user in conv.results[0].users)
 
 
 def quantized_by_preprocessing(pad: Node) -> bool:

@@ -828,3 +828,40 @@ def test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside(via, compute
     assert "aten.convolution" in ours.outside and "quantized_decomposed.choose_qparams.tensor" in ours.outside
     assert ours.delegated.get("aten.sub.Tensor") == 1, ours.delegated
     assert not stock.ran
+
+
+class FloatDeconv1dBeforeQuantizedConv(torch.nn.Module):
+    """fuzz static seed 1301, reduced: a depthwise transposed 1-D conv, which the quantizer leaves
+    fp32, whose result is quantized for the quantized conv after it."""
+
+    def __init__(self, returned):
+        super().__init__()
+        torch.manual_seed(0)
+        self.returned = returned
+        self.deconv = torch.nn.ConvTranspose1d(3, 3, 3, stride=2, padding=1, groups=3)
+        self.conv = torch.nn.Conv1d(3, 1, 3, stride=2, dilation=2)
+
+    def forward(self, x):
+        y = self.deconv(x.transpose(1, 2))
+        return (self.conv(y), y) if self.returned else self.conv(y)
+
+
+@pytest.mark.parametrize("returned", [False, True], ids=["quantized-only", "also-returned"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_the_quantize_of_a_float_conv1d_stays_outside(via, returned):
+    inputs = (torch.randn(1, 10, 3, generator=torch.Generator().manual_seed(1)),)
+    module = FloatDeconv1dBeforeQuantizedConv(returned).eval()
+    ep = torch.export.export(quantize_module(module, inputs, mode="static", per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: the quantize was delegated with the fp32 deconv; XNNPACK's Conv1dUnsqueezePass then
+    # made the deconv's output int8: "Failed to create deconvolution node" at load (stock too)
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.delegated["aten.convolution"] == 2, ours.delegated
+    if returned:  # the deconv's result leaves the delegate in fp32 as well: no quantization is folded into it
+        assert "quantized_decomposed.quantize_per_tensor" not in ours.outside, ours.outside
+        assert stock.ran and stock.err(ref) <= 1e-5
+    else:
+        assert ours.outside == {"quantized_decomposed.quantize_per_tensor": 1}, ours.outside
+        assert not stock.ran and "load failed" in stock.error
