@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(VENV)/bin/xir demo
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(VENV)/bin/pip install --quiet -e '.[test,bench]'
