@@ -203,3 +203,31 @@ def test_the_report_counts_where_xir_is_worse_than_stock():
     assert [r["seed"] for r in _worse(records)] == [1]
     table = _table("bf16", records)
     assert "xir's own failures: 0" in table and "stock refuses the program): 1" in table, table
+
+
+def test_the_cia_op_list_is_memoized_until_a_library_adds_one():
+    """case.memoize_cia_ops (the workers' speed-up) answers what torch's uncached function answers,
+    also after a library registers a new CompositeImplicitAutograd op."""
+    import torch
+    from torch._export import utils
+    from torch.export import decomp_utils, exported_program
+
+    modules = (utils, decomp_utils, exported_program)
+    original = utils._collect_all_valid_cia_ops
+    library = None
+    try:
+        case.memoize_cia_ops()
+        memo = utils._collect_all_valid_cia_ops
+        assert memo is not original and all(m._collect_all_valid_cia_ops is memo for m in modules)
+        first = memo()
+        assert first == original() and memo() is first
+        library = torch.library.Library("xir_fuzz_memo_test", "DEF")
+        library.define("twice(Tensor x) -> Tensor")
+        library.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+        after = memo()
+        assert torch.ops.xir_fuzz_memo_test.twice.default in after and after == original()
+    finally:
+        for module in modules:
+            module._collect_all_valid_cia_ops = original
+        if library is not None:
+            library._destroy()

@@ -96,6 +96,39 @@ def memoize_pattern_exports():
     qat_utils._get_aten_graph_module_for_pattern = cached
 
 
+def memoize_cia_ops():
+    """Speed only. Each export decomposition (``run_decompositions``: to_edge, to_backend's and
+    ExecuTorch's passes) lists every CompositeImplicitAutograd op of every op namespace anew
+    (torch's ``_collect_all_valid_cia_ops``, uncached because a library can register more): about
+    a fifth of a program's time in a worker. The list is memoized here under a key that changes
+    when it can: the op namespaces and the number of CompositeImplicitAutograd registrations."""
+    from torch._export import utils
+    from torch.export import decomp_utils, exported_program
+
+    original = utils._collect_all_valid_cia_ops
+    if getattr(original, "memoized", False):
+        return
+    cache = {}
+
+    def state():
+        return (tuple(torch.ops._dir),
+                len(torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")))
+
+    def cached():
+        key = state()
+        if key not in cache:
+            ops = frozenset(original())
+            cache.clear()
+            cache[state()] = ops  # listing the ops makes the namespaces it visits: the key after that
+            return ops
+        return cache[key]
+
+    cached.memoized = True
+    cached.original = original
+    for module in (utils, decomp_utils, exported_program):
+        module._collect_all_valid_cia_ops = cached
+
+
 def prepare(make_module, make_inputs, kind, per_channel):
     """The module to export and its inputs: eval mode; bf16: module and float inputs cast;
     static/dynamic: quantized with pt2e (xir's helper, ExecuTorch's XNNPACKQuantizer)."""

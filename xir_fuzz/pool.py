@@ -39,6 +39,7 @@ def _worker_main(conn, log_path: str) -> None:
     import lowering.partitioner  # noqa: F401  (imports ahead of the first task: torch, ExecuTorch)
     from xir_fuzz import case
 
+    case.memoize_cia_ops()
     conn.send(("ready",))
     while True:
         try:
