@@ -818,9 +818,9 @@ def _quantizes_float_conv1d(quantize: Node) -> bool:
     pair after such a conv, making its output int8. Outside the delegate, the quantize leaves the
     conv's result fp32 at the delegate's edge, and the conv runs in XNNPACK."""
     conv = quantize.operands[0].producer
-    if conv is None or conv.op != "aten.convolution" or conv.operands[1].rank != 3:
+    if conv is None or conv.op != "aten.convolution" or conv.weight.rank != 3:
         return False
-    weight = conv.operands[1].producer
+    weight = conv.weight.producer
     if weight is not None and weight.op in DEQUANTIZE_OPS:
         return False  # a quantized conv: its quantize is folded into its unit
     return all(user.op in QUANTIZE_OPS for user in conv.results[0].users)

@@ -124,7 +124,6 @@ def memoize_cia_ops():
         return cache[key]
 
     cached.memoized = True
-    cached.original = original
     for module in (utils, decomp_utils, exported_program):
         module._collect_all_valid_cia_ops = cached
 

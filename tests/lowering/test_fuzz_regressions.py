@@ -798,25 +798,25 @@ class ConvAndLinearOfOneInput(torch.nn.Module):
     """fuzz dynamic seed 30349, reduced: a grouped conv and a linear read one 4-D value, so one
     dynamic quantization (choose_qparams, quantize, dequantize) feeds both."""
 
-    def __init__(self):
+    def __init__(self, computed):
         super().__init__()
         torch.manual_seed(0)
+        self.computed = computed  # the activation an unsqueeze computed in the delegate, as in the fuzz program
         self.conv = torch.nn.Conv2d(6, 2, 3, padding="same", groups=2)
         self.linear = torch.nn.Linear(8, 4)
 
     def forward(self, x):
+        if self.computed:
+            x = x.unsqueeze(2)
         return self.conv(x), self.linear(x) - 0.5
 
 
 @pytest.mark.parametrize("computed", [False, True], ids=["input", "computed"])
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside(via, computed):
-    module = ConvAndLinearOfOneInput().eval()
-    if computed:  # the activation computed in the delegate (an unsqueeze, as in the fuzz program)
-        module.forward = lambda x, _m=module: ConvAndLinearOfOneInput.forward(_m, x.unsqueeze(2))
-        inputs = (torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(1)),)
-    else:
-        inputs = (torch.randn(2, 6, 3, 8, generator=torch.Generator().manual_seed(1)),)
+    module = ConvAndLinearOfOneInput(computed).eval()
+    shape = (2, 6, 8) if computed else (2, 6, 3, 8)
+    inputs = (torch.randn(*shape, generator=torch.Generator().manual_seed(1)),)
     ep = torch.export.export(quantize_module(module, inputs, mode="dynamic", per_channel=True), inputs)
     ref = reference(ep, inputs)
     ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
