@@ -89,6 +89,8 @@ def write_back(graph: Graph, ep: Any) -> None:
     cursor = placeholders[-1] if placeholders else None
     # the FX nodes the IR erased, by what they read: a node a pass made takes the module of the one it replaced
     imported = {n.fx_node for n in graph if n.fx_node is not None and n.fx_node.graph is fx_graph}
+    # (a getitem of an imported node is that node's result, not a node the IR erased)
+    imported |= {n for n in fx_graph.nodes if n.target is operator.getitem and n.args[0] in imported}
     erased_readers: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     for fx_node in fx_graph.nodes:
         if fx_node.op == "call_function" and fx_node not in imported:

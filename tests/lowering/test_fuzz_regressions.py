@@ -865,3 +865,35 @@ def test_the_quantize_of_a_float_conv1d_stays_outside(via, returned):
     else:
         assert ours.outside == {"quantized_decomposed.quantize_per_tensor": 1}, ours.outside
         assert not stock.ran and "load failed" in stock.error
+
+
+class UnsqueezedLinearIntoDynamicLinear(torch.nn.Module):
+    """fuzz dynamic seed 30689, reduced: a bias-free linear of a 1-D input (to_edge writes it
+    unsqueeze -> mm -> squeeze) whose result is unsqueezed for a dynamically quantized linear."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.first = torch.nn.Linear(24, 6, bias=False)
+        self.second = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.second(self.first(x).unsqueeze(0))
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_view_after_a_decomposed_linear_is_not_given_the_linears_module(via):
+    inputs = (torch.randn(24, generator=torch.Generator().manual_seed(1)),)
+    ep = torch.export.export(quantize_module(UnsqueezedLinearIntoDynamicLinear().eval(), inputs, mode="dynamic",
+                                             per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: the view xir writes for the second unsqueeze took the first linear's nn_module_stack
+    # (the dynamic quantize reading it also reads choose_qparams' getitems, which write-back took for
+    # erased nodes), so the first linear's source partition ran past its output, it was not
+    # recognised, and via to_backend its dynamic quantization stayed outside (5 ops against stock's 1)
+    assert ours.ran and stock.ran, (ours.error, stock.error)
+    assert ours.err(ref) <= 1e-5
+    assert not ours.outside, ours.outside
+    assert ours.delegated.get("quantized_decomposed.choose_qparams.tensor") == 2, ours.delegated
+    assert sum(stock.outside.values()) == 1, stock.outside
