@@ -897,3 +897,26 @@ def test_a_view_after_a_decomposed_linear_is_not_given_the_linears_module(via):
     assert not ours.outside, ours.outside
     assert ours.delegated.get("quantized_decomposed.choose_qparams.tensor") == 2, ours.delegated
     assert sum(stock.outside.values()) == 1, stock.outside
+
+
+class SoftmaxAfterAmax(torch.nn.Module):
+    """fuzz fp32 seed 11190, reduced: a 4-D softmax over the last dim of what an amax (which
+    XNNPACK does not run) computes."""
+
+    def forward(self, x):
+        return torch.softmax(x.amax(dim=2, keepdim=True) * 2.0, dim=-1)
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_softmax_after_an_amax_left_outside_is_delegated(via):
+    inputs = (torch.randn(2, 3, 5, 4, generator=torch.Generator().manual_seed(1)),)
+    ep = torch.export.export(SoftmaxAfterAmax().eval(), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: the softmax stayed outside as if the amax were a channels-last op inside XNNPACK;
+    # the amax stays outside, so its result reaches the delegate contiguous
+    assert ours.ran and stock.ran, (ours.error, stock.error)
+    assert ours.err(ref) <= 1e-6
+    assert ours.outside == {"aten.amax": 1}, ours.outside
+    assert ours.delegated.get("aten._softmax") == 1, ours.delegated
+    assert stock.delegated.get("aten._softmax") == 1, stock.delegated
