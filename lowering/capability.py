@@ -840,12 +840,29 @@ def quantized_by_preprocessing(pad: Node) -> bool:
 
 def may_run_between_conversions(node: Node) -> bool:
     """The ops :func:`float_between_conversions` considers (and xnnpack.dequantize-per-float-reader
-    gives a dequantize of their own): not a GEMM, not a quantize/dequantize, not a pad XNNPACK's
-    preprocessing would quantize (:func:`quantized_by_preprocessing`)."""
+    gives a dequantize of their own): not a quantize/dequantize, not a pad XNNPACK's preprocessing
+    would quantize (:func:`quantized_by_preprocessing`); a GEMM only as :func:`float_gemm_of_static_input`."""
     if node.op == "aten.constant_pad_nd" and quantized_by_preprocessing(node):
         return False
-    return node.op not in GEMM_OPS and node.op not in QUANTIZE_OPS \
-        and node.op not in DEQUANTIZE_OPS and node.op not in CHOOSE_QPARAMS_OPS
+    if node.op in GEMM_OPS:
+        return float_gemm_of_static_input(node)
+    return node.op not in QUANTIZE_OPS and node.op not in DEQUANTIZE_OPS and node.op not in CHOOSE_QPARAMS_OPS
+
+
+def float_gemm_of_static_input(node: Node) -> bool:
+    """A conv or (whole) linear whose weights are float constants and whose activation is a
+    statically quantized tensor dequantized: what XNNPACKQuantizer leaves when it quantizes the
+    op's input for another reader but not the op (fuzz static seeds 1412, 1538). ExecuTorch's stock
+    partitioner delegates it in fp32 (its weight is no dequantize), the dequantize beside it as a
+    conversion. Not a decomposed linear (XNNPACK's preprocessing rebuilds it from its source
+    partition), not a dynamically quantized activation."""
+    if node.op not in ("aten.convolution", "aten.linear") or node.definition is None:
+        return False
+    source = node.input.producer
+    if source is None or source.op != "quantized_decomposed.dequantize_per_tensor":
+        return False
+    return all(node.operand(name) is None or (node.operand(name).is_constant and node.operand(name).producer is None)
+               for name in node.definition.weights)
 
 
 def float_between_conversions(graph: Graph, options: Options, verdicts: dict, unit_of: dict, claim) -> None:
@@ -860,7 +877,8 @@ def float_between_conversions(graph: Graph, options: Options, verdicts: dict, un
     channels-last pass treats a dequantize as the end of a quantized value, and when it converts
     one for a reader (a graph output after a convolution) it moves every other reader onto the
     converted copy (measured: "Attempted to resize a static tensor" at load, stock's program too).
-    Not for GEMMs (their weights have rules of their own), nor zero pads (:func:`quantized_by_preprocessing`)."""
+    GEMMs only with float constant weights (:func:`float_gemm_of_static_input`); not zero pads
+    (:func:`quantized_by_preprocessing`)."""
     if STATIC not in options.precisions:
         return
     folded = {id(n) for unit in {id(u): u for u in unit_of.values()}.values() for n in unit.implicit}
@@ -874,7 +892,7 @@ def float_between_conversions(graph: Graph, options: Options, verdicts: dict, un
         as_float = float_verdict(node, options, dequantized_ok=True)
         if as_float.supported:
             verdicts[id(node)] = as_float
-            claim(Unit(node, [node]))
+            claim(Unit(node, _weight_layout_nodes(node) + [node]))
         else:  # the reason it cannot run in fp32 either
             verdicts[id(node)] = Verdict(False, as_float.rule, f"{verdict.reason}; in fp32: {as_float.reason}")
 

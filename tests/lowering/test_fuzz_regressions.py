@@ -920,3 +920,46 @@ def test_a_softmax_after_an_amax_left_outside_is_delegated(via):
     assert ours.outside == {"aten.amax": 1}, ours.outside
     assert ours.delegated.get("aten._softmax") == 1, ours.delegated
     assert stock.delegated.get("aten._softmax") == 1, stock.delegated
+
+
+class FloatGroupedDeconvOnQuantizedInput(torch.nn.Module):
+    """fuzz static seeds 1412 and 1538, reduced: XNNPACKQuantizer quantizes the input of a grouped
+    transposed conv (the cat before it is quantized, or the graph input) but leaves its weights
+    float, and quantizes its output for the quantized conv after it."""
+
+    def __init__(self, computed, shared, returned):
+        super().__init__()
+        torch.manual_seed(0)
+        self.computed, self.shared, self.returned = computed, shared, returned
+        self.deconv = torch.nn.ConvTranspose2d(4, 2, 1, stride=3, groups=2, output_padding=2)
+        self.conv = torch.nn.Conv2d(2, 3, 2, stride=2, padding=1)
+        self.other = torch.nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        y = torch.cat([x, x], dim=1) if self.computed else x
+        z = self.deconv(y)
+        out = (self.conv(z),)
+        if self.returned:
+            out += (z,)
+        if self.shared:
+            out += (self.other(y),)
+        return out
+
+
+@pytest.mark.parametrize("shared,returned", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["alone", "dequantize-shared", "result-returned", "shared-and-returned"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_float_conv_on_a_statically_quantized_input_runs_between_conversions(via, shared, returned):
+    # (the quantizer leaves a conv reading the graph input itself all float: the cat makes its input quantized)
+    inputs = (torch.randn(2, 2, 4, 3, generator=torch.Generator().manual_seed(1)),)
+    module = FloatGroupedDeconvOnQuantizedInput(True, shared, returned).eval()
+    ep = torch.export.export(quantize_module(module, inputs, mode="static", per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: the transposed conv stayed outside ("only one of input and weight is quantized");
+    # stock delegates it in fp32, its dequantized input converted beside it
+    assert ours.ran and stock.ran, (ours.error, stock.error)
+    assert ours.err(ref) <= 1e-5
+    assert "aten.convolution" not in ours.outside, ours.outside
+    assert ours.delegated.get("aten.convolution") == 2 + shared, ours.delegated
+    assert stock.delegated.get("aten.convolution") == 2 + shared, stock.delegated
