@@ -205,6 +205,33 @@ def test_the_report_counts_where_xir_is_worse_than_stock():
     assert "xir's own failures: 0" in table and "stock refuses the program): 1" in table, table
 
 
+def test_the_report_names_ops_stock_delegates_that_xir_leaves_outside(sample):
+    """Per-op counts of each side (real ones from the fixed sample), and the report's list of programs
+    where xir leaves outside an op stock delegates: not the casts a rewrite of xir adds (fuzz fp32
+    10905: a bf16 GELU run in fp32), but a softmax stock delegates (fuzz fp32 11190 before c26d41d)."""
+    from xir_fuzz.cli import _table, left_outside_what_stock_delegates
+
+    side = next(o["xir"] for o in sample.values() if o["xir"]["status"] == "ok")
+    assert sum(side["delegated_ops"].values()) == side["delegated"] and sum(side["outside_ops"].values()) == side["outside"]
+
+    def record(seed, xir_outside, stock_outside, stock_delegated):
+        outcome = {"xir": {"status": "ok", "error": "", "outside": sum(xir_outside.values()), "outside_ops": xir_outside},
+                   "stock": {"status": "ok", "error": "", "outside": sum(stock_outside.values()),
+                             "outside_ops": stock_outside, "delegated_ops": stock_delegated}}
+        outcome["xir"]["delegated_ops"] = {}
+        return {"kind": "fp32", "seed": seed, "label": label(outcome), **outcome}
+
+    casts = record(10905, {"dim_order_ops._to_dim_order_copy": 3, "aten.cat": 2},
+                   {"dim_order_ops._to_dim_order_copy": 1, "aten.cat": 2, "aten.gelu": 1}, {"aten.view_copy": 1})
+    softmax = record(11190, {"aten.amax": 1, "aten._softmax": 1}, {"aten.amax": 1}, {"aten._softmax": 2})
+    assert left_outside_what_stock_delegates(casts["xir"], casts["stock"]) == []
+    assert left_outside_what_stock_delegates(softmax["xir"], softmax["stock"]) == ["aten._softmax"]
+    assert left_outside_what_stock_delegates({"outside": 3}, {"outside": 1}) == []  # (older records: totals only)
+    table = _table("fp32", [casts, softmax])
+    assert "more ops outside XNNPACK than stock in 2" in table, table
+    assert "xir leaves outside an op stock delegates in 1: 11190 (aten._softmax)" in table, table
+
+
 def test_the_cia_op_list_is_memoized_until_a_library_adds_one():
     """case.memoize_cia_ops (the workers' speed-up) answers what torch's uncached function answers,
     also after a library registers a new CompositeImplicitAutograd op."""

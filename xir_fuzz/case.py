@@ -201,14 +201,16 @@ def lower(ep, which, via, bf16):
     return edge.transform(partitioner.transform_passes()).to_backend(partitioner)
 
 
-def delegation(edge):
-    """(ops inside XNNPACK delegates, compute ops left outside)."""
+def delegation(edge) -> dict:
+    """How many ops ended inside XNNPACK delegates and how many compute ops outside, in all and by op."""
     try:
         from lowering.programs import delegated_ops, outside_ops
 
-        return sum(delegated_ops(edge).values()), sum(outside_ops(edge).values())
+        inside, outside = dict(delegated_ops(edge)), dict(outside_ops(edge))
     except Exception:
-        return None, None
+        return {}
+    return {"delegated": sum(inside.values()), "outside": sum(outside.values()),
+            "delegated_ops": inside, "outside_ops": outside}
 
 
 @contextlib.contextmanager
@@ -299,7 +301,7 @@ def run_side(make_program, inputs, ref, which, kind, via, lowp, cond):
         try:
             ep = make_program()
             edge = lower(ep, which, via, kind == "bf16")
-            result["delegated"], result["outside"] = delegation(edge)
+            result.update(delegation(edge))
             buffer = edge.to_executorch().buffer
         except Exception as error:
             result.update(status="lower-failed", error=first_line(error))
