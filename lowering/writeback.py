@@ -163,9 +163,11 @@ def write_back(graph: Graph, ep: Any) -> None:
 
 def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, imported: set) -> Any:
     """``nn_module_stack`` for a node a pass made (reports group nodes by module, and source
-    partitions, XNNPACK's linear rebuild among them, follow it): that of the erased node it replaced,
-    else of a node it reads that the pass made too, else of the program's node that reads it, else
-    of the one it reads.
+    partitions, XNNPACK's linear rebuild among them, follow it). For a node a rewrite rule created,
+    that of the program's op the rule matched (``Node.written_for``: a GELU decomposed after a linear
+    is not part of the linear; fuzz dynamic seed 31542). Otherwise found from the graph: that of the
+    erased node it replaced, else of a node it reads that the pass made too, else of the program's
+    node that reads it, else of the one it reads.
 
     The node it replaced is found from a program node that reads it: that node read the erased one
     in its place (its FX arguments are not rewritten yet); one that also read one of this node's
@@ -176,6 +178,8 @@ def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, importe
     def meta(fx_node):
         return fx_node.meta.get("nn_module_stack") if fx_node is not None else None
 
+    if node.written_for is not None:
+        return meta(node.written_for)
     values = list(node.inputs())
     sources = {fx_of(value) for value in values}
     replaced = [read for user in node.users if not user.is_return and user.fx_node in imported

@@ -73,13 +73,16 @@ class Rewriter:
         self.graph = graph
         self.changed = False
         self.touched: list[Node] = []
+        self.created: list[Node] = []
         self.failures: list[tuple[Node, str]] = []
 
     # creation
     def create(self, op: str, operands: Iterable[Value], result_types: Iterable[Any] | None = None,
                attributes: dict | None = None) -> Node:
         """A new node (not yet placed); without ``result_types`` the op's definition infers them."""
-        return self.graph.create_node(op, operands, result_types, attributes)
+        node = self.graph.create_node(op, operands, result_types, attributes)
+        self.created.append(node)
+        return node
 
     def add_constant(self, base: str, type_: Any, data: Any, kind: Any = None) -> Value:
         """A new constant input (a parameter unless ``kind`` says otherwise) named after ``base``."""
@@ -214,6 +217,10 @@ def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], ma
                 if not rewriter.changed:
                     raise RuntimeError(f"rule {pattern.name} said it fired on {node.op} but made no edit through the rewriter")
                 stats.fired[pattern.name] += 1
+                written_for = node.fx_node if node.fx_node is not None else node.written_for
+                for new in rewriter.created:
+                    if new.written_for is None:
+                        new.written_for = written_for
                 rewrites += 1
                 if rewrites > max_rewrites:
                     raise RuntimeError(f"rewriting did not converge after {max_rewrites} rewrites (last rule: {pattern.name})")

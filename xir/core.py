@@ -153,6 +153,9 @@ class Node:
     attribute may also refer to values (e.g. a symbolic size in a view's shape list).
     ``origin`` names the pass that created the node (None for imported nodes).
     ``fx_node`` links an imported node to the torch.fx node it came from.
+    ``written_for`` is, for a node a rewrite rule created, the torch.fx node of the program's op
+    the rule matched (through rules that matched nodes created by rules): write-back gives the new
+    node that op's module, which source partitions (XNNPACK's linear rebuild) go by.
     """
 
     op: str
@@ -161,6 +164,7 @@ class Node:
     results: tuple[Value, ...] = ()
     origin: str | None = None
     fx_node: Any = None
+    written_for: Any = None
     graph: Graph | None = None
     prev: Node | None = None
     next: Node | None = None
@@ -587,6 +591,7 @@ class Graph:
             )
             new.origin = node.origin
             new.fx_node = node.fx_node
+            new.written_for = node.written_for
             clone.append(new)
             for old_result, new_result in zip(node.results, new.results):
                 mapping[id(old_result)] = new_result

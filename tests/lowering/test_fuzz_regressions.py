@@ -963,3 +963,33 @@ def test_a_float_conv_on_a_statically_quantized_input_runs_between_conversions(v
     assert "aten.convolution" not in ours.outside, ours.outside
     assert ours.delegated.get("aten.convolution") == 2 + shared, ours.delegated
     assert stock.delegated.get("aten.convolution") == 2 + shared, stock.delegated
+
+
+class DecomposedGeluAfterDynamicLinear(torch.nn.Module):
+    """fuzz dynamic seed 31542, reduced: a tanh GELU (which xir writes as fp32 arithmetic) after a
+    dynamically quantized bias-free linear of a 1-D input (unsqueeze -> mm -> squeeze)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(12, 32, bias=False)
+
+    def forward(self, x):
+        return F.gelu(self.linear(x), approximate="tanh")
+
+
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_ops_a_rewrite_writes_after_a_decomposed_linear_are_not_part_of_it(via):
+    inputs = (torch.randn(12, generator=torch.Generator().manual_seed(1)),)
+    ep = torch.export.export(quantize_module(DecomposedGeluAfterDynamicLinear().eval(), inputs, mode="dynamic",
+                                             per_channel=True), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: write-back gave the GELU's multiplies the linear's nn_module_stack (they read the view
+    # that replaced its squeeze), so the linear's source partition ran past its output, it was not
+    # recognised, and via to_backend the mm and its dynamic quantization stayed outside
+    assert ours.ran and stock.ran, (ours.error, stock.error)
+    assert ours.err(ref) <= 1e-5
+    assert not ours.outside, ours.outside
+    assert ours.delegated.get("aten.tanh") == 1 and ours.delegated.get("quantized_decomposed.choose_qparams.tensor") == 1
+    assert not stock.outside

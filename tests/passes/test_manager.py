@@ -344,3 +344,35 @@ def test_reproducer_keeps_the_constant_data_a_failing_pass_reads(tmp_path):
         from passes import unregister_pass
 
         unregister_pass("test-needs-weights")
+
+
+def test_nodes_a_rewrite_rule_creates_record_the_program_op_it_matched():
+    """``Node.written_for``: the FX node of the op a rule matched, carried through rules that match
+    nodes rules created (write-back gives those nodes that op's module; fuzz dynamic seed 31542),
+    and kept by a clone. Nodes created outside rewrite rules have none."""
+    from passes.rewriter import apply_patterns_greedily, rewrite_pattern
+
+    @rewrite_pattern("aten.relu")
+    def relu_as_two_ops(node, rewriter):
+        x = rewriter.op_before(node, "aten.abs", [node.operands[0]])
+        rewriter.replace_node(node, [rewriter.op_before(node, "aten.neg", [x])])
+        return True
+
+    @rewrite_pattern("aten.neg")
+    def neg_as_exp(node, rewriter):
+        rewriter.replace_node(node, [rewriter.op_before(node, "aten.exp", [node.operands[0]])])
+        return True
+
+    graph = parse_graph(GRAPH)
+    relu, view = next(n for n in graph if n.op == "aten.relu"), next(n for n in graph if n.op == "aten.view_copy")
+    relu.fx_node, view.fx_node = object(), object()
+    stats = apply_patterns_greedily(graph, [relu_as_two_ops, neg_as_exp])
+    assert stats.fired == {"relu_as_two_ops": 1, "neg_as_exp": 1}
+    made = [n for n in graph if n.op in ("aten.abs", "aten.exp")]
+    assert len(made) == 2 and all(n.written_for is relu.fx_node for n in made)
+    assert view.written_for is None and all(n.written_for is None for n in graph if n.fx_node is None and n not in made)
+    clone, _ = graph.copy()
+    assert [n.written_for for n in clone if n.op in ("aten.abs", "aten.exp")] == [relu.fx_node] * 2
+    fresh = parse_graph(GRAPH)
+    PassManager("test-add-neg").run(fresh)
+    assert next(n for n in fresh if n.op == "aten.neg").written_for is None
