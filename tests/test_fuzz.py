@@ -227,6 +227,12 @@ def test_the_report_names_ops_stock_delegates_that_xir_leaves_outside(sample):
     assert left_outside_what_stock_delegates(casts["xir"], casts["stock"]) == []
     assert left_outside_what_stock_delegates(softmax["xir"], softmax["stock"]) == ["aten._softmax"]
     assert left_outside_what_stock_delegates({"outside": 3}, {"outside": 1}) == []  # (older records: totals only)
+    # fuzz fp32 10071: the view xir leaves outside is the unsqueeze stock leaves outside, written as a view
+    unsqueeze = record(10071, {"aten.view_copy": 1}, {"aten.unsqueeze_copy": 1}, {"aten.view_copy": 4})
+    assert left_outside_what_stock_delegates(unsqueeze["xir"], unsqueeze["stock"]) == []
+    assert left_outside_what_stock_delegates(*[record(1, {"aten.view_copy": 2}, {"aten.squeeze_copy.dims": 1},
+                                                      {"aten.view_copy": 1})[side] for side in ("xir", "stock")]) \
+        == ["reshape (view/unsqueeze/squeeze)"]
     table = _table("fp32", [casts, softmax])
     assert "more ops outside XNNPACK than stock in 2" in table, table
     assert "xir leaves outside an op stock delegates in 1: 11190 (aten._softmax)" in table, table

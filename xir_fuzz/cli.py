@@ -164,11 +164,26 @@ def left_outside_what_stock_delegates(xir: dict | None, stock: dict | None) -> l
     regression to fix). xir's rewrites may add ops outside that stock never sees (the casts around
     a bf16 GELU it runs in fp32, the multiply of an add's alpha): those count in the raw totals only.
     Empty for records without the per-op counts (campaigns before they were recorded)."""
-    xo, so, sd = ((side or {}).get(key) for side, key in ((xir, "outside_ops"), (stock, "outside_ops"),
-                                                          (stock, "delegated_ops")))
+    xo, so, sd = (_op_families((side or {}).get(key)) for side, key in ((xir, "outside_ops"), (stock, "outside_ops"),
+                                                                         (stock, "delegated_ops")))
     if xo is None or so is None or sd is None:
         return []
     return sorted(op for op, n in xo.items() if n > so.get(op, 0) and sd.get(op, 0) > 0)
+
+
+# ops that only reshape: xir writes unsqueeze and squeeze as views (shape-ops-as-views), so a view
+# xir leaves outside may be an unsqueeze stock leaves outside
+_RESHAPES = ("aten.view_copy", "aten.unsqueeze_copy", "aten.squeeze_copy", "aten.squeeze_copy.dim",
+             "aten.squeeze_copy.dims")
+
+
+def _op_families(counts: dict | None) -> dict | None:
+    if counts is None:
+        return None
+    merged = Counter()
+    for op, n in counts.items():
+        merged["reshape (view/unsqueeze/squeeze)" if op in _RESHAPES else op] += n
+    return merged
 
 
 def print_report(kinds: list, records: list) -> None:
