@@ -993,3 +993,35 @@ def test_ops_a_rewrite_writes_after_a_decomposed_linear_are_not_part_of_it(via):
     assert not ours.outside, ours.outside
     assert ours.delegated.get("aten.tanh") == 1 and ours.delegated.get("quantized_decomposed.choose_qparams.tensor") == 1
     assert not stock.outside
+
+
+class Relu6AfterQuantizedMaxPool(torch.nn.Module):
+    """fuzz static seed 2427, reduced: XNNPACKQuantizer quantizes a relu6's output with other
+    parameters than its input (the max pool's)."""
+
+    def __init__(self, padding):
+        super().__init__()
+        torch.manual_seed(0)
+        self.padding = padding
+        self.c1 = torch.nn.Parameter(torch.randn((2, 1, 10)))
+        self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(F.relu6(F.max_pool2d(x + self.c1, (2, 3), padding=self.padding)))
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_quantized_hardtanh_with_other_output_qparams_runs_in_fp32(via, padding):
+    inputs = (torch.randn(2, 2, 7, 10, generator=torch.Generator().manual_seed(242790)),)
+    module = Relu6AfterQuantizedMaxPool(padding).eval()
+    ep = torch.export.export(quantize_module(module, inputs, mode="static", per_channel=False), inputs)
+    ref = reference(ep, inputs)
+    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    # before: delegated as a quantized hardtanh, wrong by 1.1-1.4 (stock's to_edge_transform_and_lower
+    # program too); now it runs in fp32 between conversions, still in the delegate
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-4
+    assert ours.delegated.get("aten.hardtanh") == 1 and not ours.outside, (ours.delegated, ours.outside)
+    if via == "etal":
+        assert stock.ran and stock.err(ref) > 0.5
