@@ -864,8 +864,7 @@ def float_gemm_of_static_input(node: Node) -> bool:
     source = node.input.producer
     if source is None or source.op != "quantized_decomposed.dequantize_per_tensor":
         return False
-    return all(node.operand(name) is None or (node.operand(name).is_constant and node.operand(name).producer is None)
-               for name in node.definition.weights)
+    return all(node.operand(name) is None or node.operand(name).is_constant for name in node.definition.weights)
 
 
 def float_between_conversions(graph: Graph, options: Options, verdicts: dict, unit_of: dict, claim) -> None:
