@@ -12,6 +12,13 @@ from lowering.examples import quantize_module
 BF16 = torch.bfloat16
 
 
+def lower_quantized_both(module, inputs, mode, via, per_channel=True):
+    """Quantize ``module`` (pt2e, XNNPACKQuantizer: "static" or "dynamic"), export it, and lower it
+    with xir and with stock via ``via``: (the reference outputs, xir's result, stock's)."""
+    ep = torch.export.export(quantize_module(module, inputs, mode=mode, per_channel=per_channel), inputs)
+    return reference(ep, inputs), lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+
+
 class QuantizedElementwise8d(torch.nn.Module):
     """Statically quantized log/sub/add on an 8-D input: the scalars become 0-D quantized
     constants whose dequantize xir delegated alone, and a delegate cannot return a 0-D tensor."""
@@ -702,9 +709,7 @@ class LinearThenVectorMatmul(torch.nn.Module):
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_1d_dynamically_quantized_linears_are_recognised_after_write_back(via, module, size):
     inputs = (torch.randn(size, generator=torch.Generator().manual_seed(0)),)
-    ep = torch.export.export(quantize_module(module().eval(), inputs, mode="dynamic", per_channel=True), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(module().eval(), inputs, "dynamic", via, per_channel=True)
     # before (to_backend): write-back gave the view that replaced an unsqueeze the module of another
     # linear (three linears: the first one's, as all three unsqueezes read the shared dequantize;
     # the matmul: the linear's, from the view it reads), the view joined that linear's source
@@ -755,9 +760,7 @@ def test_a_grouped_dynamically_quantized_conv_is_delegated(via, cin, cout, group
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(cin, cout, 3, groups=groups)
     inputs = (torch.randn(1, cin, 7, 7, generator=torch.Generator().manual_seed(1)),)
-    ep = torch.export.export(quantize_module(torch.nn.Sequential(conv).eval(), inputs, mode="dynamic", per_channel=True), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(torch.nn.Sequential(conv).eval(), inputs, "dynamic", via, per_channel=True)
     assert ours.ran, ours.error
     assert ours.err(ref) <= 1e-5
     assert ours.outside == {} and ours.delegated["quantized_decomposed.choose_qparams.tensor"] == 1, ours.outside
@@ -817,9 +820,7 @@ def test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside(via, compute
     module = ConvAndLinearOfOneInput(computed).eval()
     shape = (2, 6, 8) if computed else (2, 6, 3, 8)
     inputs = (torch.randn(*shape, generator=torch.Generator().manual_seed(1)),)
-    ep = torch.export.export(quantize_module(module, inputs, mode="dynamic", per_channel=True), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(module, inputs, "dynamic", via, per_channel=True)
     # before: the conv and the linear were delegated together and XNNPACK's channels-last pass broke
     # the linear ("required rank 4 tensor to use channels_last format" through the unsqueeze, or
     # "Weight and Input should both be quantized"); stock fails the same way
@@ -851,9 +852,7 @@ class FloatDeconv1dBeforeQuantizedConv(torch.nn.Module):
 def test_the_quantize_of_a_float_conv1d_stays_outside(via, returned):
     inputs = (torch.randn(1, 10, 3, generator=torch.Generator().manual_seed(1)),)
     module = FloatDeconv1dBeforeQuantizedConv(returned).eval()
-    ep = torch.export.export(quantize_module(module, inputs, mode="static", per_channel=True), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(module, inputs, "static", via, per_channel=True)
     # before: the quantize was delegated with the fp32 deconv; XNNPACK's Conv1dUnsqueezePass then
     # made the deconv's output int8: "Failed to create deconvolution node" at load (stock too)
     assert ours.ran, ours.error
@@ -884,10 +883,7 @@ class UnsqueezedLinearIntoDynamicLinear(torch.nn.Module):
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_view_after_a_decomposed_linear_is_not_given_the_linears_module(via):
     inputs = (torch.randn(24, generator=torch.Generator().manual_seed(1)),)
-    ep = torch.export.export(quantize_module(UnsqueezedLinearIntoDynamicLinear().eval(), inputs, mode="dynamic",
-                                             per_channel=True), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(UnsqueezedLinearIntoDynamicLinear().eval(), inputs, "dynamic", via)
     # before: the view xir writes for the second unsqueeze took the first linear's nn_module_stack
     # (the dynamic quantize reading it also reads choose_qparams' getitems, which write-back took for
     # erased nodes), so the first linear's source partition ran past its output, it was not
@@ -953,9 +949,7 @@ def test_a_float_conv_on_a_statically_quantized_input_runs_between_conversions(v
     # (the quantizer leaves a conv reading the graph input itself all float: the cat makes its input quantized)
     inputs = (torch.randn(2, 2, 4, 3, generator=torch.Generator().manual_seed(1)),)
     module = FloatGroupedDeconvOnQuantizedInput(True, shared, returned).eval()
-    ep = torch.export.export(quantize_module(module, inputs, mode="static", per_channel=True), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(module, inputs, "static", via, per_channel=True)
     # before: the transposed conv stayed outside ("only one of input and weight is quantized");
     # stock delegates it in fp32, its dequantized input converted beside it
     assert ours.ran and stock.ran, (ours.error, stock.error)
@@ -981,10 +975,7 @@ class DecomposedGeluAfterDynamicLinear(torch.nn.Module):
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_ops_a_rewrite_writes_after_a_decomposed_linear_are_not_part_of_it(via):
     inputs = (torch.randn(12, generator=torch.Generator().manual_seed(1)),)
-    ep = torch.export.export(quantize_module(DecomposedGeluAfterDynamicLinear().eval(), inputs, mode="dynamic",
-                                             per_channel=True), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(DecomposedGeluAfterDynamicLinear().eval(), inputs, "dynamic", via)
     # before: write-back gave the GELU's multiplies the linear's nn_module_stack (they read the view
     # that replaced its squeeze), so the linear's source partition ran past its output, it was not
     # recognised, and via to_backend the mm and its dynamic quantization stayed outside
@@ -1015,9 +1006,7 @@ class Relu6AfterQuantizedMaxPool(torch.nn.Module):
 def test_a_quantized_hardtanh_with_other_output_qparams_runs_in_fp32(via, padding):
     inputs = (torch.randn(2, 2, 7, 10, generator=torch.Generator().manual_seed(242790)),)
     module = Relu6AfterQuantizedMaxPool(padding).eval()
-    ep = torch.export.export(quantize_module(module, inputs, mode="static", per_channel=False), inputs)
-    ref = reference(ep, inputs)
-    ours, stock = lower(ep, inputs, "xir", via=via), lower(ep, inputs, "stock", via=via)
+    ref, ours, stock = lower_quantized_both(module, inputs, "static", via, per_channel=False)
     # before: delegated as a quantized hardtanh, wrong by 1.1-1.4 (stock's to_edge_transform_and_lower
     # program too); now it runs in fp32 between conversions, still in the delegate
     assert ours.ran, ours.error
