@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from xir_fuzz import case
-from xir_fuzz.cli import label
+from xir_fuzz.cli import label, source_code_id
 from xir_fuzz.generator import check_eager, generate
 from xir_fuzz.pool import Pool
 from xir_fuzz.program import KINDS, Program, drop_op, instantiate
@@ -187,6 +187,19 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     assert len((tmp_path / "programs.jsonl").read_text().splitlines()) == 3
     code, output = run("--count", "3", "--resume", "--max-ops", "3")
     assert code == 2 and "ran with max_ops 2, this run has 3" in output, output[-3000:]
+    # the code the outcomes depend on is what must match, not the commit: a journal kept in the
+    # repository goes on at a later commit that changed only docs or tests
+    lines = (tmp_path / "programs.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["campaign"]["code"] == source_code_id() and header["campaign"]["commit"]
+    header["campaign"]["commit"] = "0" * 40
+    (tmp_path / "programs.jsonl").write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
+    code, output = run("--count", "2", "--resume")
+    assert code == 0 and "resumed: 2 ran before" in output, output[-3000:]
+    header["campaign"]["code"] = "f" * 16
+    (tmp_path / "programs.jsonl").write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
+    code, output = run("--count", "2", "--resume")
+    assert code == 2 and f"ran with code 'ffffffffffffffff', this run has {source_code_id()!r}" in output, output[-3000:]
 
 
 def test_the_report_counts_where_xir_is_worse_than_stock():
@@ -264,3 +277,55 @@ def test_the_cia_op_list_is_memoized_until_a_library_adds_one():
             module._collect_all_valid_cia_ops = original
         if library is not None:
             library._destroy()
+
+
+def test_the_workers_speed_ups_change_no_program(sample):
+    """case.share_node_sources and case.cache_callable_annotations (set in every worker) leave
+    provenance and dispatch as they were: a shared NodeSource is equal to a deep copy made without
+    the patch, and the fixed sample (run by workers that have both) gets the outcomes a process
+    without them gets, for both sides (status, delegated and outside ops, error)."""
+    import copy
+    import typing
+
+    import torch
+    import torch._ops
+    from torch.fx.traceback import NodeSource
+
+    class Chain(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.gelu(x + 1)
+
+    ep = torch.export.export(Chain(), (torch.randn(3),)).run_decompositions()
+    sources = [n.meta["from_node"] for n in ep.graph.nodes if n.meta.get("from_node")]
+    assert sources
+    before = [[s.to_dict() for s in copy.deepcopy(chain)] for chain in sources]
+    case.share_node_sources()
+    case.cache_callable_annotations()
+    assert torch._ops.Callable is typing.Callable and isinstance(len, torch._ops.Callable)
+    for chain, expected in zip(sources, before):
+        copied = copy.deepcopy(chain)
+        assert copied is not chain and all(a is b for a, b in zip(copied, chain))
+        assert [s.to_dict() for s in copied] == expected
+    # the sample ran in the pool's workers (both speed-ups); an fp32 and a static program of it
+    # again in a fresh spawned process without them
+    import multiprocessing
+
+    keys = [min(key for key in sample if key[0] == kind) for kind in ("fp32", "static")]
+    with multiprocessing.get_context("spawn").Pool(1) as plain:
+        fresh = plain.map(_execute_without_speed_ups, keys)
+    for key, outcome in zip(keys, fresh):
+        for side in ("xir", "stock"):
+            ran = sample[key][side]
+            assert (outcome[side]["status"], outcome[side].get("delegated_ops"), outcome[side].get("outside_ops"),
+                    outcome[side]["error"]) == (ran["status"], ran.get("delegated_ops"), ran.get("outside_ops"),
+                                                ran["error"]), key
+
+
+def _execute_without_speed_ups(key):
+    import torch
+
+    torch.set_num_threads(1)
+    from xir_fuzz.pool import execute
+
+    kind, seed = key
+    return execute({"seed": seed, "kind": kind, "max_ops": SAMPLE_MAX_OPS, "min_ops": 2})

@@ -128,6 +128,36 @@ def memoize_cia_ops():
         module._collect_all_valid_cia_ops = cached
 
 
+def share_node_sources():
+    """Speed only. A node's provenance (``node.meta["from_node"]``, a list of torch.fx
+    ``NodeSource``) is deep-copied, chain and all, into every node a pass makes from it and
+    whenever node metadata is deep-copied; the chain grows with each pass, so an XNNPACK
+    lowering spent a fifth of its time in ``copy.deepcopy`` (quantized programs). A NodeSource is
+    never changed once made (torch caches its ``to_dict`` on that; no code in torch, torchao or
+    ExecuTorch assigns to one but its constructors), so a deep copy may be the object itself:
+    lists of them are still copied, equality, hashes and ``to_dict`` are the same."""
+    from torch.fx.traceback import NodeSource
+
+    if getattr(NodeSource, "_xir_fuzz_shared", False):
+        return
+    NodeSource.__deepcopy__ = lambda self, memo: self
+    NodeSource._xir_fuzz_shared = True
+
+
+def cache_callable_annotations():
+    """Speed only. ``OpOverload.py_impl`` evaluates its inner function's annotations
+    (``collections.abc.Callable[_P, _T]``, a new alias object each time, uncached) on every
+    call, and an export decomposition calls it about 6,000 times (once per
+    CompositeImplicitAutograd op and dispatch key it overrides): 15-20% of a float program's
+    time. ``typing.Callable`` is the same for annotations and ``isinstance`` (the only other use
+    in ``torch._ops``), and caches its subscriptions."""
+    import typing
+
+    import torch._ops
+
+    torch._ops.Callable = typing.Callable
+
+
 def prepare(make_module, make_inputs, kind, per_channel):
     """The module to export and its inputs: eval mode; bf16: module and float inputs cast;
     static/dynamic: quantized with pt2e (xir's helper, ExecuTorch's XNNPACKQuantizer)."""

@@ -269,6 +269,33 @@ def source_commit() -> str | None:
     return sha + ("+dirty" if dirty else "") if sha else None
 
 
+# What a program's outcome depends on in this repository: the IR, the lowering, the passes, the
+# harness that generates, lowers and runs it, and the pinned packages. A campaign is resumable by
+# any checkout whose these files are the same (a later commit that changed only docs, tests or the
+# report), so that a campaign journal kept in the repository goes on in another session.
+OUTCOME_SOURCES = ("xir", "lowering", "passes", "xir_fuzz/case.py", "xir_fuzz/generator.py",
+                   "xir_fuzz/program.py", "xir_fuzz/pool.py", "pyproject.toml")
+
+
+def source_code_id() -> str | None:
+    """A hash of OUTCOME_SOURCES as committed ("<hash>+dirty" when they have uncommitted changes),
+    or None outside a git checkout."""
+    import hashlib
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        objects = subprocess.run(["git", "-C", str(root), "rev-parse"] + [f"HEAD:{p}" for p in OUTCOME_SOURCES],
+                                 capture_output=True, text=True, check=True, timeout=30).stdout.split()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--"]
+                               + list(OUTCOME_SOURCES), capture_output=True, text=True, check=True,
+                               timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    code = hashlib.sha1(" ".join(objects).encode()).hexdigest()[:16]
+    return code + ("+dirty" if dirty else "")
+
+
 RESUMABLE_ARGS = ("max_ops", "min_ops", "timeout")
 
 
@@ -277,20 +304,24 @@ class CampaignError(Exception):
 
 
 def _journal(out: Path, args, commit: str | None) -> tuple[dict, dict]:
-    """``out/programs.jsonl``: a header line (the campaign's settings and commit), then one line per
-    finished program, written as it finishes, so that a campaign killed without warning (a machine
-    shut down) loses nothing. Without --resume it is started afresh; with --resume its programs are
-    read back (records and outcomes by key) and the settings must match."""
+    """``out/programs.jsonl``: a header line (the campaign's settings, code and commit), then one
+    line per finished program, written as it finishes, so that a campaign killed without warning (a
+    machine shut down) loses nothing. Without --resume it is started afresh; with --resume its
+    programs are read back (records and outcomes by key) and the settings and the code
+    (source_code_id: the commit may differ) must match. A journal from before the code id was
+    recorded must match the commit."""
     path = out / "programs.jsonl"
-    settings = {"commit": commit, **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
+    settings = {"code": source_code_id(), **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
     records, outcomes = {}, {}
     if not args.resume or not path.exists():
         if args.resume:
             print(f"--resume: no {path} yet; starting the campaign", flush=True)
-        path.write_text(json.dumps({"campaign": settings}) + "\n")
+        path.write_text(json.dumps({"campaign": {"commit": commit, **settings}}) + "\n")
         return records, outcomes
     lines = path.read_text().splitlines()
     header = json.loads(lines[0]).get("campaign", {}) if lines else {}
+    if "code" not in header:
+        settings = {"commit": commit, **{k: v for k, v in settings.items() if k != "code"}}
     for name, value in settings.items():
         if header.get(name) != value:
             raise CampaignError(f"--resume: the campaign in {out} ran with {name} {header.get(name)!r}, this run has "

@@ -40,6 +40,8 @@ def _worker_main(conn, log_path: str) -> None:
     from xir_fuzz import case
 
     case.memoize_cia_ops()
+    case.share_node_sources()
+    case.cache_callable_annotations()
     conn.send(("ready",))
     while True:
         try:
