@@ -237,14 +237,16 @@ def report(args) -> int:
                 programs.append(json.loads(line)["record"])
             except (json.JSONDecodeError, KeyError):
                 pass  # a line cut short
-        summary = {"commit": header.get("commit"), "programs": programs}
+        summary = {"commit": header.get("commit"), "code": header.get("code"), "programs": programs}
     else:
         print(f"xir_fuzz: no summary.json nor programs.jsonl in {folder}", file=sys.stderr)
         return 2
     kinds = [k for k in KINDS if any(r["kind"] == k for r in summary["programs"])]
     seeds = sorted(r["seed"] for r in summary["programs"])
     if seeds:
-        print(f"{len(seeds)} programs, seeds {seeds[0]}..{seeds[-1]}, xir at {summary.get('commit') or 'an unknown commit'}")
+        code = f" (code {summary['code']})" if summary.get("code") else ""
+        print(f"{len(seeds)} programs, seeds {seeds[0]}..{seeds[-1]}, xir at {summary.get('commit') or 'an unknown commit'}"
+              + code)
     print_report(kinds, summary["programs"])
     return 0
 
@@ -361,7 +363,8 @@ def campaign(args) -> int:
     done = sum(1 for kind in kinds for seed in seeds if (kind, seed) in records)
     total = len(keyed) + done
     print(f"xir_fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}), {args.jobs} workers, "
-          f"timeout {args.timeout:g} s per phase, output in {out}/, xir at {commit or 'an unknown commit'}"
+          f"timeout {args.timeout:g} s per phase, output in {out}/, xir at {commit or 'an unknown commit'} "
+          f"(code {source_code_id()})"
           + (f"; resumed: {done} ran before" if done else ""), flush=True)
     start = time.monotonic()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
@@ -418,6 +421,7 @@ def campaign(args) -> int:
     summary = {
         "args": {k: v for k, v in vars(args).items() if k != "run"},
         "commit": commit,
+        "code": source_code_id(),
         "seconds": round(total_seconds, 1),
         "programs": list(records.values()),
         "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
