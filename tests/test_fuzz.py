@@ -299,13 +299,19 @@ def test_the_workers_speed_ups_change_no_program(sample):
     sources = [n.meta["from_node"] for n in ep.graph.nodes if n.meta.get("from_node")]
     assert sources
     before = [[s.to_dict() for s in copy.deepcopy(chain)] for chain in sources]
-    case.share_node_sources()
-    case.cache_callable_annotations()
-    assert torch._ops.Callable is typing.Callable and isinstance(len, torch._ops.Callable)
-    for chain, expected in zip(sources, before):
-        copied = copy.deepcopy(chain)
-        assert copied is not chain and all(a is b for a, b in zip(copied, chain))
-        assert [s.to_dict() for s in copied] == expected
+    callable_before = torch._ops.Callable
+    try:
+        case.share_node_sources()
+        case.cache_callable_annotations()
+        assert torch._ops.Callable is typing.Callable and isinstance(len, torch._ops.Callable)
+        for chain, expected in zip(sources, before):
+            copied = copy.deepcopy(chain)
+            assert copied is not chain and all(a is b for a, b in zip(copied, chain))
+            assert [s.to_dict() for s in copied] == expected
+    finally:  # the rest of this test process runs as users' processes do
+        del NodeSource.__deepcopy__, NodeSource._xir_fuzz_shared
+        torch._ops.Callable = callable_before
+    assert copy.deepcopy(sources[0])[0] is not sources[0][0]
     # the sample ran in the pool's workers (both speed-ups); an fp32 and a static program of it
     # again in a fresh spawned process without them
     import multiprocessing
