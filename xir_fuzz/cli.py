@@ -305,7 +305,7 @@ class CampaignError(Exception):
     pass
 
 
-def _journal(out: Path, args, commit: str | None) -> tuple[dict, dict]:
+def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dict, dict]:
     """``out/programs.jsonl``: a header line (the campaign's settings, code and commit), then one
     line per finished program, written as it finishes, so that a campaign killed without warning (a
     machine shut down) loses nothing. Without --resume it is started afresh; with --resume its
@@ -313,7 +313,7 @@ def _journal(out: Path, args, commit: str | None) -> tuple[dict, dict]:
     (source_code_id: the commit may differ) must match. A journal from before the code id was
     recorded must match the commit."""
     path = out / "programs.jsonl"
-    settings = {"code": source_code_id(), **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
+    settings = {"code": code, **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
     records, outcomes = {}, {}
     if not args.resume or not path.exists():
         if args.resume:
@@ -353,9 +353,9 @@ def campaign(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     kinds = list(KINDS) if args.kind == "all" else [args.kind]
     seeds = list(range(args.seed, args.seed + args.count))
-    commit = source_commit()
+    commit, code = source_commit(), source_code_id()
     try:
-        records, outcomes = _journal(out, args, commit)
+        records, outcomes = _journal(out, args, commit, code)
     except CampaignError as error:
         print(f"xir_fuzz: {error}", file=sys.stderr)
         return 2
@@ -364,7 +364,7 @@ def campaign(args) -> int:
     total = len(keyed) + done
     print(f"xir_fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}), {args.jobs} workers, "
           f"timeout {args.timeout:g} s per phase, output in {out}/, xir at {commit or 'an unknown commit'} "
-          f"(code {source_code_id()})"
+          f"(code {code})"
           + (f"; resumed: {done} ran before" if done else ""), flush=True)
     start = time.monotonic()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
@@ -421,7 +421,7 @@ def campaign(args) -> int:
     summary = {
         "args": {k: v for k, v in vars(args).items() if k != "run"},
         "commit": commit,
-        "code": source_code_id(),
+        "code": code,
         "seconds": round(total_seconds, 1),
         "programs": list(records.values()),
         "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
