@@ -135,7 +135,9 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
       preprocessing drops identity clones, and the delegate would return one value twice);
     * a dynamically quantized linear or conv that XNNPACK's channels-last pass would break in a
       shared delegate is in one of its own (:func:`_dynamic_units_misread_by_channels_last`), and
-      so is a pad XNNPACK would pad with 0 (:func:`_pads_of_computed_conversions`).
+      so is a pad XNNPACK would pad with 0 (:func:`_pads_of_computed_conversions`) and a 4-D
+      softmax XNNPACK would compute on a channels-last tensor
+      (:func:`_softmaxes_after_channels_last_ops`).
     """
     capability = capability or analyse(graph, options)
     for unit in [u for u in capability.units if _conv_and_linear_share_dynamic_activation(u)]:
@@ -157,7 +159,8 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
             _drop_unit(capability, node, Verdict(False, "unit", CLONE_PASSES_THROUGH))
         # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
         isolated = [u for g in groups if len(g.units) > 1
-                    for check in (_dynamic_units_misread_by_channels_last, _pads_of_computed_conversions) for u in check(g)]
+                    for check in (_dynamic_units_misread_by_channels_last, _pads_of_computed_conversions,
+                                  _softmaxes_after_channels_last_ops) for u in check(g)]
         alone.update(id(u) for u in isolated)
         if escaping or leaking or passing or isolated:
             continue
@@ -295,6 +298,18 @@ def _pads_of_computed_conversions(group: Group) -> list[Unit]:
                 found.append(unit)
                 break
     return found
+
+
+def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
+    """The units of ``group`` with a 4-D softmax whose input comes, through ops of the group that
+    keep the layout, from an op the delegate computes channels-last (a conv, a pooling, a mean,
+    ...): XNNPACK would normalize over the channels instead of the last dim (stock does, and is
+    wrong). In a delegate of its own, the softmax reads its input as a delegate input, contiguous
+    (fuzz fp32 seeds 10121, 10253, ...: before, such a softmax stayed outside XNNPACK)."""
+    inside = {id(n) for n in group.nodes}
+    return [unit for unit in group.units
+            if any(n.op == "aten._softmax" and n.operands[0].rank == 4
+                   and after_channels_last_op(n.operands[0], within=inside) is not None for n in unit.nodes)]
 
 
 def _channels_last_chain(value, inside: set) -> bool:

@@ -275,11 +275,8 @@ def _softmax(node: Node, options=None) -> str | None:
     rank = node.operands[0].rank
     if dim not in (-1, rank - 1):
         return f"softmax over dim {dim}, not the last dim"
-    if rank == 4:
-        source = after_channels_last_op(node.operands[0])
-        if source is not None:
-            return (f"4-D softmax after {source.op}: XNNPACK keeps that tensor channels-last and would normalize "
-                    "over the channels instead of the last dim")
+    # (a 4-D one after a conv, a pooling, ... in the same delegate is put in one of its own:
+    # lowering.partition._softmaxes_after_channels_last_ops)
     return None
 
 

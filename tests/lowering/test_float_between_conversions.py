@@ -103,13 +103,18 @@ def test_float_ops_on_dequantized_tensors_are_delegated(name, via):
         assert not lower(ep, inputs, "stock", via=via).ran  # (stock: 'Attempted to resize a static tensor')
 
 
-def test_a_softmax_after_a_convolution_stays_outside_in_fp32_too():
-    """The softmax reads the conv's dequantized output: in fp32 XNNPACK would normalize over the
-    channels (the tensor is channels-last there), so it stays outside; stock delegates it and is
-    wrong."""
+def test_a_softmax_after_a_convolution_runs_in_a_delegate_of_its_own():
+    """The softmax reads the conv's dequantized output, which is also read by abs (several users)
+    and its result is a graph output. In the conv's delegate XNNPACK would normalize over the
+    channels (the tensor is channels-last there): stock delegates it so and is wrong. xir puts it
+    in a delegate of its own, where it reads that output contiguous (before: left outside)."""
     ep, inputs, ref = _program("conv-softmax")
     ours = lower(ep, inputs, "xir")
     _check(ours, ref)
-    assert dict(ours.outside) == {"aten._softmax": 1}
-    assert "XNNPACK keeps that tensor channels-last" in ours.partitioner.report()
+    assert not ours.outside, ours.outside
+    assert ours.delegated["aten._softmax"] == 1 and ours.delegated["aten.convolution"] == 1
     assert "aten.abs" in ours.delegated and "aten.rsqrt" in ours.delegated
+    groups = [g.ops() for g in ours.partitioner.last_plan.groups]
+    assert ["aten._softmax"] in groups and len(groups) == ours.delegates == 2, groups
+    stock = lower(ep, inputs, "stock")
+    assert stock.ran and max((o - r).abs().max().item() for o, r in zip(stock.outputs, ref)) > 0.05

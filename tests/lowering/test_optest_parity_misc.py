@@ -6,7 +6,8 @@ op tests' modules and shapes, lowered, run on the ExecuTorch runtime and compare
   max pooling over dim 2 or 3 of a 4-D input, kept channels-last. Its visitor reads the dim as
   written and needs ``keepdim=True`` (stock delegates ``dim=-1`` or ``keepdim=False`` anyway and
   then fails to lower); a softmax after it sees the channels-last tensor (stock delegates both
-  and is wrong), so xir leaves that softmax outside. With its indices used, it stays outside.
+  and is wrong), so xir puts that softmax in a delegate of its own. With its indices used, it stays
+  outside.
 * A clone that changes the dim order (to or from channels-last) stays outside, as with stock;
   the dim order comes from what torch.export traced (``rules.dim_order_of``).
 """
@@ -75,11 +76,14 @@ def test_max_dim_xnnpack_cannot_define_stays_outside():
     assert ours.outside == {"aten.max.dim": 3} and not ours.delegated
 
 
-def test_softmax_after_max_dim_stays_outside():
+def test_softmax_after_max_dim_runs_in_a_delegate_of_its_own():
     """XNNPACK keeps max.dim's result channels-last: a softmax over the last dim in the same
-    delegate would normalize over the channels (stock: max error 0.47)."""
+    delegate would normalize over the channels (stock: max error 0.47). In a delegate of its own
+    it reads max.dim's result contiguous (before: left outside)."""
     ours = _lower_and_run(MaxThenSoftmax(), (torch.randn(2, 3, 5, 7),))
-    assert ours.delegated == {"aten.max.dim": 1} and ours.outside == {"aten._softmax": 1}
+    assert ours.delegated == {"aten.max.dim": 1, "aten._softmax": 1} and not ours.outside
+    assert [g.ops() for g in ours.partitioner.last_plan.groups] == [["aten.max.dim"], ["aten._softmax"]]
+    assert ours.delegates == 2
 
 
 def test_max_dim_rules_on_ir_text():
@@ -95,6 +99,36 @@ def test_max_dim_rules_on_ir_text():
     assert not indices.groups and "indices are used" in indices.rejected[0].reason
     negative = plan_partition(parse_graph(text.format(dim=-2, returned="%0")), Options())
     assert not negative.groups and "dim -2" in negative.rejected[0].reason
+
+
+SOFTMAX_AFTER_MAX = """graph @g {{
+  input %x: f32[2,3,5,7]
+  %0: f32[2,3,1,7], %1: i64[2,3,1,7] = aten.max.dim(%x) {{dim=2, keepdim=true}}
+  %2: f32[2,3,1,7] = aten.{between}(%0)
+  %3: f32[2,3,1,7] = aten._softmax(%2) {{dim=-1, half_to_float=false}}
+  %4: f32[2,3,1,7] = aten.relu(%3)
+  return {returned}
+}}
+"""
+
+
+@pytest.mark.parametrize("returned", ["%4", "%2, %4", "%3, %4"])
+def test_a_softmax_after_a_channels_last_op_is_planned_in_a_group_of_its_own(returned):
+    """The max and the abs stay together, the softmax is alone, and the relu after it joins one of
+    them (whatever else the graph returns: the softmax's input or its result)."""
+    plan = plan_partition(parse_graph(SOFTMAX_AFTER_MAX.format(between="abs", returned=returned)), Options())
+    groups = [g.ops() for g in plan.groups]
+    assert ["aten._softmax"] in groups and ["aten.max.dim", "aten.abs"] in [g[:2] for g in groups], groups
+    assert sorted(op for g in groups for op in g) == sorted(["aten.max.dim", "aten.abs", "aten._softmax", "aten.relu"])
+    assert not plan.rejected
+
+
+def test_a_softmax_after_a_layout_reset_shares_the_group():
+    """After a view, the tensor is contiguous again in XNNPACK: one group for all."""
+    text = SOFTMAX_AFTER_MAX.format(between="abs", returned="%4").replace(
+        "%2: f32[2,3,1,7] = aten.abs(%0)", "%2: f32[2,3,1,7] = aten.view_copy(%0) {size=[2,3,1,7]}")
+    plan = plan_partition(parse_graph(text), Options())
+    assert [g.ops() for g in plan.groups] == [["aten.max.dim", "aten.view_copy", "aten._softmax", "aten.relu"]]
 
 
 class CloneWithMemoryFormat(torch.nn.Module):  # test_clone.py's
