@@ -137,7 +137,8 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
       shared delegate is in one of its own (:func:`_dynamic_units_misread_by_channels_last`), and
       so is a pad XNNPACK would pad with 0 (:func:`_pads_of_computed_conversions`) and a 4-D
       softmax XNNPACK would compute on a channels-last tensor
-      (:func:`_softmaxes_after_channels_last_ops`).
+      (:func:`_softmaxes_after_channels_last_ops`), and a dequantize read by a 1-D conv with
+      float weights (:func:`_dequantizes_of_float_conv1ds`).
     """
     capability = capability or analyse(graph, options)
     for unit in [u for u in capability.units if _conv_and_linear_share_dynamic_activation(u)]:
@@ -160,7 +161,7 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
         # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
         isolated = [u for g in groups if len(g.units) > 1
                     for check in (_dynamic_units_misread_by_channels_last, _pads_of_computed_conversions,
-                                  _softmaxes_after_channels_last_ops) for u in check(g)]
+                                  _softmaxes_after_channels_last_ops, _dequantizes_of_float_conv1ds) for u in check(g)]
         alone.update(id(u) for u in isolated)
         if escaping or leaking or passing or isolated:
             continue
@@ -310,6 +311,28 @@ def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
     return [unit for unit in group.units
             if any(n.op == "aten._softmax" and n.operands[0].rank == 4
                    and after_channels_last_op(n.operands[0], within=inside) is not None for n in unit.nodes)]
+
+
+def _dequantizes_of_float_conv1ds(group: Group) -> list[Unit]:
+    """The standalone dequantizes of ``group`` read by a 1-D conv of the group whose weight is a
+    float constant (a grouped ConvTranspose1d XNNPACKQuantizer leaves in fp32 on a quantized
+    input, run between conversions). XNNPACK's preprocessing (Conv1dUnsqueezePass) makes the conv
+    2-D and, as its input is a dequantize, quantizes and dequantizes again after the unsqueeze: the
+    conv then reads a dequantize, counts as quantized, and its float weight fails to lower,
+    "Weight and Input should both be quantized" (stock's program too; fuzz static seeds 1318,
+    1582, 2109). In a delegate of its own, the dequantize hands the conv's delegate an fp32 input."""
+    inside = {id(n) for n in group.nodes}
+    found = []
+    for unit in group.units:
+        if unit.kind != "convert" or unit.anchor.op not in DEQUANTIZE_OPS:
+            continue
+        for reader in unit.anchor.results[0].users:
+            if (id(reader) in inside and reader.op == "aten.convolution" and reader.operands[0] is unit.anchor.results[0]
+                    and reader.weight.rank == 3
+                    and (reader.weight.producer is None or reader.weight.producer.op not in DEQUANTIZE_OPS)):
+                found.append(unit)
+                break
+    return found
 
 
 def _channels_last_chain(value, inside: set) -> bool:

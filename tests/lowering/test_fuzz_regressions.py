@@ -1018,3 +1018,46 @@ def test_a_quantized_hardtanh_with_other_output_qparams_runs_in_fp32(via, paddin
     assert ours.delegated.get("aten.hardtanh") == 1 and not ours.outside, (ours.delegated, ours.outside)
     if via == "etal":
         assert stock.ran and stock.err(ref) > 0.5
+
+
+class GroupedConvTranspose1dOnQuantizedInput(torch.nn.Module):
+    """fuzz static seeds 1318, 1582, 2109, reduced: XNNPACKQuantizer leaves a grouped
+    ConvTranspose1d in fp32 (float weight) on a quantized input: after a quantized conv1d whose
+    output is also returned (several users), or on the graph input itself, which a quantized conv1d
+    reads too; its own output returned or read by a matmul."""
+
+    def __init__(self, first: str, matmul: bool):
+        super().__init__()
+        torch.manual_seed(131802)
+        self.conv = torch.nn.Conv1d(6, 6, 3)
+        self.first = first
+        self.convt = torch.nn.ConvTranspose1d(6, 2, 4, groups=2)
+        self.matmul = matmul
+
+    def forward(self, x):
+        a = self.conv(x)
+        y = self.convt(a if self.first == "conv" else x)
+        out = torch.matmul(y, y.transpose(-2, -1)) if self.matmul else y
+        return out, a
+
+
+@pytest.mark.parametrize("first,matmul", [("conv", True), ("conv", False), ("input", False)])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_float_conv1d_reading_a_dequantize_gets_it_as_an_fp32_delegate_input(via, first, matmul):
+    inputs = (torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(131890)),)
+    ref, ours, stock = lower_quantized_both(GroupedConvTranspose1dOnQuantizedInput(first, matmul).eval(), inputs,
+                                            "static", via, per_channel=False)
+    # before: the dequantize shared the conv's delegate, XNNPACK's Conv1dUnsqueezePass quantized
+    # again after its unsqueeze, and the conv, now reading a dequantize, failed to lower
+    if first == "conv":
+        assert not stock.ran and "Weight and Input should both be quantized" in stock.error
+    else:  # (stock delegates the dequantize of a graph input apart from the conv, and is right)
+        assert stock.ran and stock.err(ref) <= 1e-4 and not stock.outside, stock.outside
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-4
+    assert not ours.outside, ours.outside
+    assert ours.delegated["aten.convolution"] == 2
+    groups = [g.ops() for g in ours.partitioner.last_plan.groups]
+    assert len(groups) == ours.delegates, groups
+    if first == "conv":
+        assert ["quantized_decomposed.dequantize_per_tensor"] in groups, groups
