@@ -128,7 +128,8 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
       stays outside;
     * a dequantize folded into a group is read only inside it (XNNPACK hands a folded
       dequantize's readers the int8 data);
-    * no 0-D result leaves a group;
+    * no 0-D result leaves a group, and no 0-D value enters one to be quantized there
+      (:func:`_quantizes_of_0d_inputs`);
     * one dynamically quantized activation read by both a conv and a linear stays outside
       (:func:`_conv_and_linear_share_dynamic_activation`);
     * no copy leaves a group whose operand is computed in the group and leaves it too (XNNPACK's
@@ -158,12 +159,15 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
         passing = [n for g in groups for n in _clones_passing_through(g)]
         for node in passing:
             _drop_unit(capability, node, Verdict(False, "unit", CLONE_PASSES_THROUGH))
+        scalar_inputs = [n for g in groups for n in _quantizes_of_0d_inputs(g)]
+        for node in scalar_inputs:
+            _detach_from_unit(capability, node, Verdict(False, "rank", QUANTIZES_0D_INPUT))
         # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
         isolated = [u for g in groups if len(g.units) > 1
                     for check in (_dynamic_units_misread_by_channels_last, _pads_of_computed_conversions,
                                   _softmaxes_after_channels_last_ops, _dequantizes_of_float_conv1ds) for u in check(g)]
         alone.update(id(u) for u in isolated)
-        if escaping or leaking or passing or isolated:
+        if escaping or leaking or passing or scalar_inputs or isolated:
             continue
         cycle = _groups_in_a_cycle(graph, groups)
         if not cycle:
@@ -205,6 +209,23 @@ def _groups(graph: Graph, options: Options, capability: Capability, order: dict[
         implicit = [n for u in unit_list for n in u.implicit]
         groups.append(Group(i, nodes, implicit, unit_list))
     return groups
+
+
+QUANTIZES_0D_INPUT = ("it quantizes a 0-D value computed outside the delegate: XNNPACK's channels-last pass "
+                      "indexes that delegate input's tensor and fails ('IndexError: invalid index of a 0-dim "
+                      "tensor', stock's program too); outside, the delegate reads the quantized value")
+
+
+def _quantizes_of_0d_inputs(group: Group) -> list[Node]:
+    """The quantizes of ``group`` that read a 0-D value computed outside it (an op left outside,
+    such as an amax over all dims, or a graph input). In the delegate, that value is an input
+    whose dequantized copy XNNPACK's ChannelsLastTaggedReshapePass inspects by indexing its
+    tensor's first element, which a 0-D tensor has not (fuzz static seed 1733). Left outside, the
+    quantize hands the delegate an int8 0-D input, and the dequantize that reads it stays in."""
+    inside = {id(n) for n in group.nodes}
+    return [n for n in group.nodes if n.op == "quantized_decomposed.quantize_per_tensor"
+            and n.operands[0].rank == 0 and not n.operands[0].is_constant
+            and (n.operands[0].producer is None or id(n.operands[0].producer) not in inside)]
 
 
 CLONE_OPS = ("aten.clone", "dim_order_ops._clone_dim_order")
@@ -475,6 +496,21 @@ def _drop_unit(capability: Capability, node: Node, verdict: Verdict) -> None:
         capability.unit_of.pop(id(member), None)
         capability.verdicts[id(member)] = verdict if member is node else Verdict(
             False, "unit", f"delegated only together with {node.op}, which stays outside: {verdict.reason}")
+
+
+def _detach_from_unit(capability: Capability, node: Node, verdict: Verdict) -> None:
+    """Leave ``node`` (a Q/DQ) outside and its unit's other nodes in: a unit of that node alone is
+    dropped."""
+    unit = capability.unit_of.get(id(node))
+    if unit is None:
+        return
+    if all(member is node for member in unit.nodes):
+        _drop_unit(capability, node, verdict)
+        return
+    unit.nodes = [m for m in unit.nodes if m is not node]
+    unit.implicit = [m for m in unit.implicit if m is not node]
+    capability.unit_of.pop(id(node), None)
+    capability.verdicts[id(node)] = verdict
 
 
 def _merge_adjacent(graph: Graph, groups: list[list[Unit]]) -> list[list[Unit]]:

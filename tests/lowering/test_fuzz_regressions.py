@@ -1061,3 +1061,38 @@ def test_a_float_conv1d_reading_a_dequantize_gets_it_as_an_fp32_delegate_input(v
     assert len(groups) == ours.delegates, groups
     if first == "conv":
         assert ["quantized_decomposed.dequantize_per_tensor"] in groups, groups
+
+
+class ScaledByA0dValue(torch.nn.Module):
+    """fuzz static seed 1733, reduced: a 0-D value computed outside XNNPACK (an amax over all dims
+    of a linear's output; also returned, or a 0-D graph input instead) scales a tensor, then a
+    relu or an unbatched transposed conv, statically quantized."""
+
+    def __init__(self, source: str, conv: bool):
+        super().__init__()
+        torch.manual_seed(173311)
+        self.linear = torch.nn.Linear(8, 8)
+        self.conv = torch.nn.ConvTranspose2d(3, 2, 3, stride=3, padding=1) if conv else None
+        self.source = source
+
+    def forward(self, x, e, s):
+        scale = s if self.source == "input" else self.linear(x).amax(dim=(0, 1))
+        y = scale * e
+        out = self.conv(y) if self.conv is not None else y.relu()
+        return (out, scale) if self.source == "returned" else out
+
+
+@pytest.mark.parametrize("source,conv", [("amax", True), ("amax", False), ("returned", False), ("input", False)])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_0d_delegate_input_is_quantized_outside(via, source, conv):
+    g = torch.Generator().manual_seed(173390)
+    inputs = (torch.randn(4, 8, generator=g), torch.randn(3, 4, 8, generator=g), torch.rand((), generator=g) + 0.5)
+    ref, ours, stock = lower_quantized_both(ScaledByA0dValue(source, conv).eval(), inputs, "static", via, per_channel=False)
+    # before: the quantize of the 0-D value was in the delegate, and XNNPACK's channels-last pass
+    # failed on it
+    assert not stock.ran and "ChannelsLastTaggedReshapePass" in stock.error, stock.error
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-4
+    assert ours.outside["quantized_decomposed.quantize_per_tensor"] == 1
+    assert set(ours.outside) <= {"quantized_decomposed.quantize_per_tensor", "aten.amax"}, ours.outside
+    assert ours.delegated["aten.mul.Tensor"] == 1 and ours.delegated["aten.convolution" if conv else "aten.relu"] == 1
