@@ -202,6 +202,63 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     assert code == 2 and f"ran with code 'ffffffffffffffff', this run has {source_code_id()!r}" in output, output[-3000:]
 
 
+def test_rerun_changes_name_regressions_and_improvements():
+    """--rerun compares xir's new outcomes with the journalled ones: a failure where it ran, or a
+    new failure of its own, is a regression; running where it failed, or fewer ops outside, an
+    improvement; more ops outside is listed."""
+    from xir_fuzz.cli import rerun_changes
+
+    def record(seed, xir, stock="ok", outside=0):
+        outcome = {"xir": {"status": xir, "error": "boom" if xir != "ok" else "", "outside": outside},
+                   "stock": {"status": stock, "error": "", "outside": 0}}
+        return ("static", seed), {"kind": "static", "seed": seed, "label": label(outcome), **outcome}
+
+    before = dict([record(1, "ok"), record(2, "lower-failed", "lower-failed"), record(3, "ok", outside=2),
+                   record(4, "ok", outside=1), record(5, "ok"), record(6, "ok", "load-failed")])
+    after = dict([record(1, "load-failed"), record(2, "ok", "lower-failed"), record(3, "ok", outside=1),
+                  record(4, "ok", outside=3), record(5, "ok"), record(6, "wrong-result", "load-failed")])
+    transitions, regressions, improvements, more_outside = rerun_changes(before, after)
+    assert [key[1] for key, _ in regressions] == [1, 6], regressions
+    assert "xir ok -> load-failed: boom" in regressions[0][1]
+    assert sorted(key[1] for key, _ in improvements) == [2, 3], improvements
+    assert more_outside == [(("static", 4), 1, 3)]
+    assert transitions[("ok", "xir-own")] == 1 and transitions[("ok", "ok")] == 3, transitions
+
+
+def test_a_campaign_reruns_the_programs_of_another(tmp_path):
+    """--rerun DIR runs DIR's programs again (--only-ops: those with one of the op kinds), journals
+    them in --out like any campaign, and prints what changed for xir against DIR's journal."""
+    import json
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    common = ["--kind", "fp32", "--jobs", "1", "--max-ops", "2", "--min-ops", "2", "--timeout", "300"]
+    done = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--seed", "1000", "--count", "3",
+                           "--out", str(first)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = (first / "programs.jsonl").read_text().splitlines()
+    entries = [json.loads(line) for line in lines[1:]]
+    chosen = entries[0]["record"]["op_kinds"][0]
+    selected = sorted(e["record"]["seed"] for e in entries if chosen in e["record"]["op_kinds"])
+    # the journal says xir failed on the first program: running it now is an improvement
+    entries[0]["record"]["xir"] = {**entries[0]["record"]["xir"], "status": "lower-failed", "error": "old"}
+    entries[0]["record"]["label"] = "xir-own"
+    (first / "programs.jsonl").write_text("\n".join([lines[0]] + [json.dumps(e) for e in entries]) + "\n")
+    done = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--rerun", str(first), "--only-ops", chosen,
+                           "--out", str(again)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    rerun = [json.loads(line)["record"]["seed"] for line in (again / "programs.jsonl").read_text().splitlines()[1:]]
+    assert sorted(rerun) == selected, (rerun, selected)
+    assert f"those of {first} with {chosen}" in output, output[-3000:]
+    assert f"against the campaign re-run ({len(selected)} programs)" in output, output[-3000:]
+    assert "xir-own -> ok" in output and "xir better in 1, worse in 0" in output, output[-3000:]
+    summary = json.loads((again / "summary.json").read_text())
+    assert summary["rerun_of"] == str(first) and summary["regressions"] == []
+    missing = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--rerun", str(first), "--only-ops", "nosuchop",
+                              "--out", str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "with an op among nosuchop" in missing.stderr, missing.stderr[-2000:]
+
+
 def test_the_report_counts_where_xir_is_worse_than_stock():
     """A failure both share by the label, with xir's the worse outcome (wrong numbers where stock
     refuses the program: fuzz bf16 20645), is counted in the kind's table and listed."""

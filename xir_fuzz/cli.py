@@ -352,17 +352,30 @@ def campaign(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     kinds = list(KINDS) if args.kind == "all" else [args.kind]
-    seeds = list(range(args.seed, args.seed + args.count))
+    before: dict = {}
+    if args.rerun:
+        try:
+            before = rerun_selection(Path(args.rerun), kinds, args.only_ops)
+        except CampaignError as error:
+            print(f"xir_fuzz: {error}", file=sys.stderr)
+            return 2
+        keys = list(before)
+        kinds = [kind for kind in kinds if any(k == kind for k, _ in keys)]
+    else:
+        keys = [(kind, seed) for kind in kinds for seed in range(args.seed, args.seed + args.count)]
+    seeds = sorted({seed for _, seed in keys})
     commit, code = source_commit(), source_code_id()
     try:
         records, outcomes = _journal(out, args, commit, code)
     except CampaignError as error:
         print(f"xir_fuzz: {error}", file=sys.stderr)
         return 2
-    keyed = [((kind, seed), _task(kind, seed, args)) for kind in kinds for seed in seeds if (kind, seed) not in records]
-    done = sum(1 for kind in kinds for seed in seeds if (kind, seed) in records)
+    keyed = [(key, _task(key[0], key[1], args)) for key in keys if key not in records]
+    done = sum(1 for key in keys if key in records)
     total = len(keyed) + done
-    print(f"xir_fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}), {args.jobs} workers, "
+    print(f"xir_fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}"
+          + (f", those of {args.rerun}" + (f" with {', '.join(args.only_ops)}" if args.only_ops else "") if args.rerun else "")
+          + f"), {args.jobs} workers, "
           f"timeout {args.timeout:g} s per phase, output in {out}/, xir at {commit or 'an unknown commit'} "
           f"(code {code})"
           + (f"; resumed: {done} ran before" if done else ""), flush=True)
@@ -414,6 +427,9 @@ def campaign(args) -> int:
         by_kind[kind].append(record)
     kinds = [kind for kind in KINDS if by_kind[kind]]
     print_report(kinds, list(records.values()))
+    regressions = []
+    if before:
+        regressions = print_changes(before, records)
     ran = len(records) - done
     print(f"\n{ran} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, ran):.1f} worker-s/program)"
           + (f" (and {done} before resuming)" if done else "")
@@ -427,8 +443,79 @@ def campaign(args) -> int:
         "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
                    | {"labels": dict(Counter(r["label"] for r in by_kind[kind]))} for kind in kinds},
     }
+    if before:
+        summary["rerun_of"] = str(args.rerun)
+        summary["regressions"] = [{"kind": k, "seed": seed, "why": why} for (k, seed), why in regressions]
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    return 0
+    return 1 if regressions else 0
+
+
+def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) -> dict:
+    """The records of the campaign journalled in ``folder`` (its programs.jsonl) to run again:
+    those of ``kinds``, and with ``only_ops``, those whose program has one of these op kinds
+    (``op_kinds`` in the journal: softmax, conv1d, ...). Keyed by (kind, seed), in journal order."""
+    path = folder / "programs.jsonl"
+    if not path.exists():
+        raise CampaignError(f"--rerun: {path} does not exist (a campaign's folder, with its journal, was expected)")
+    selected = {}
+    for number, line in enumerate(path.read_text().splitlines()[1:], 2):
+        try:
+            record = json.loads(line)["record"]
+        except (json.JSONDecodeError, KeyError):
+            raise CampaignError(f"--rerun: {path} line {number} is not a journal entry") from None
+        if record["kind"] in kinds and (not only_ops or set(only_ops) & set(record.get("op_kinds") or ())):
+            selected[(record["kind"], record["seed"])] = record
+    if not selected:
+        raise CampaignError(f"--rerun: no program of {path} is of kind {', '.join(kinds)}"
+                            + (f" with an op among {', '.join(only_ops)}" if only_ops else ""))
+    return selected
+
+
+def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list]:
+    """What changed for xir between two runs of the same programs: (label transitions, regressions
+    [(key, why)]: xir failed where it had run, or a failure of xir's own or worse than stock
+    appeared; improvements [(key, why)]: xir runs where it failed, or delegates ops it left
+    outside; the programs where xir left more ops outside than before, [(key, before, after)])."""
+    transitions, regressions, improvements, more_outside = Counter(), [], [], []
+    worse_now = {(r["kind"], r["seed"]) for r in _worse(list(after.values()))} - {
+        (r["kind"], r["seed"]) for r in _worse(list(before.values()))}
+    for key, new in after.items():
+        old = before.get(key)
+        if old is None:
+            continue
+        transitions[(old["label"], new["label"])] += 1
+        was, now = (old["xir"] or {}).get("status"), (new["xir"] or {}).get("status")
+        if was == "ok" and now != "ok":
+            regressions.append((key, f"xir {was} -> {now}: {_short(new['xir'], 120)}"))
+        elif new["label"] == "xir-own" and old["label"] != "xir-own":
+            regressions.append((key, f"a failure of xir's own: {_short(new['xir'], 120)}"))
+        elif key in worse_now:
+            regressions.append((key, f"worse than stock: {_short(new['xir'], 120)}"))
+        elif was != "ok" and now == "ok":
+            improvements.append((key, f"xir {was} -> ok"))
+        if was == now == "ok":
+            old_out, new_out = (old["xir"] or {}).get("outside"), (new["xir"] or {}).get("outside")
+            if old_out is not None and new_out is not None:
+                if new_out > old_out:
+                    more_outside.append((key, old_out, new_out))
+                elif new_out < old_out:
+                    improvements.append((key, f"{old_out - new_out} op(s) fewer outside XNNPACK"))
+    return transitions, regressions, improvements, more_outside
+
+
+def print_changes(before: dict, after: dict) -> list:
+    """Print how xir's outcomes changed against the campaign re-run; return the regressions."""
+    transitions, regressions, improvements, more_outside = rerun_changes(before, after)
+    print(f"\nagainst the campaign re-run ({sum(transitions.values())} programs):")
+    for (old, new), count in sorted(transitions.items()):
+        print(f"  {old:>10} -> {new:<10} {count:>5}")
+    print(f"  xir better in {len(improvements)}, worse in {len(regressions)}; "
+          f"more ops outside XNNPACK than before in {len(more_outside)}")
+    for (kind, seed), why in regressions:
+        print(f"  REGRESSION {kind} seed {seed}: {why}")
+    for (kind, seed), old, new in more_outside[:20]:
+        print(f"  {kind} seed {seed}: {old} -> {new} ops outside")
+    return regressions
 
 
 def replay(args) -> int:
@@ -482,6 +569,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue the campaign in --out (its programs.jsonl): run only the seeds not yet run, then "
                         "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same")
+    p.add_argument("--rerun", metavar="DIR",
+                   help="run the programs of the campaign in DIR (its programs.jsonl) again, at this checkout, and "
+                        "print what changed for xir; exit status 1 if xir fails where it ran, or a failure of its "
+                        "own appears (with --kind: those of one kind)")
+    p.add_argument("--only-ops", type=lambda text: [t for t in text.split(",") if t], metavar="KINDS",
+                   help="with --rerun: only the programs with one of these op kinds (comma-separated: softmax,conv1d)")
     p.add_argument("--replay", type=int, metavar="SEED", help="re-run one program (with --kind): print its source and outcomes")
     p.add_argument("--report", metavar="DIR", help="print the tables of a campaign (DIR/summary.json, or the programs "
                                                    "journalled so far in DIR/programs.jsonl)")
@@ -492,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.count < 1:
         parser().error("--count must be at least 1")
+    if args.only_ops and not args.rerun:
+        parser().error("--only-ops goes with --rerun")
     if args.replay is not None:
         return replay(args)
     if args.report is not None:
