@@ -97,7 +97,12 @@ def test_stock_computes_something_else(name, op):
     ep, inputs, stock, ours = lowered_case(name)
     ref = reference(ep, inputs)
     assert stock.ran and stock.err(ref) > 1e-2 and stock.delegated[op] >= 1
-    assert ours.outside[op] == 1 and ours.err(ref) <= tolerance(ref)
+    assert ours.err(ref) <= tolerance(ref)
+    if op == "aten._softmax":  # in a delegate of its own, where it reads the conv's output contiguous
+        assert ours.delegated[op] == 1 and not ours.outside, ours.outside
+        assert ["aten._softmax"] in [g.ops() for g in ours.partitioner.last_plan.groups]
+    else:
+        assert ours.outside[op] == 1
 
 
 def test_gelu_tanh_is_not_delegated_because_xnnpack_computes_exact_gelu():
