@@ -254,6 +254,11 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
     assert "xir-own -> ok" in output and "xir better in 1, worse in 0" in output, output[-3000:]
     summary = json.loads((again / "summary.json").read_text())
     assert summary["rerun_of"] == str(first) and summary["regressions"] == []
+    # xir ran again, stock's outcome is the journal's (its code did not change)
+    old = {e["record"]["seed"]: e["record"] for e in entries}
+    for record in summary["programs"]:
+        assert record["stock"] == old[record["seed"]]["stock"]
+        assert record["xir"]["status"] == "ok" and record["xir"]["seconds"] != old[record["seed"]]["xir"].get("seconds")
     missing = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--rerun", str(first), "--only-ops", "nosuchop",
                               "--out", str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "with an op among nosuchop" in missing.stderr, missing.stderr[-2000:]

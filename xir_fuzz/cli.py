@@ -82,8 +82,8 @@ def _record(kind: str, seed: int, outcome: dict) -> dict:
     return record
 
 
-def _task(kind: str, seed: int, args) -> dict:
-    return {"seed": seed, "kind": kind, "max_ops": args.max_ops, "min_ops": args.min_ops, "sides": list(SIDES)}
+def _task(kind: str, seed: int, args, sides=None) -> dict:
+    return {"seed": seed, "kind": kind, "max_ops": args.max_ops, "min_ops": args.min_ops, "sides": list(sides or SIDES)}
 
 
 def _should_shrink(record: dict, mode: str) -> bool:
@@ -370,7 +370,7 @@ def campaign(args) -> int:
     except CampaignError as error:
         print(f"xir_fuzz: {error}", file=sys.stderr)
         return 2
-    keyed = [(key, _task(key[0], key[1], args)) for key in keys if key not in records]
+    keyed = [(key, _task(key[0], key[1], args, sides=["xir"] if before else None)) for key in keys if key not in records]
     done = sum(1 for key in keys if key in records)
     total = len(keyed) + done
     print(f"xir_fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}"
@@ -384,6 +384,8 @@ def campaign(args) -> int:
     with Pool(args.jobs, args.timeout, out / "logs") as pool, open(out / "programs.jsonl", "a") as journal:
         try:
             for index, (key, outcome) in enumerate(pool.run(keyed), done + 1):
+                if before and outcome.get("stock") is None:  # a rerun runs xir only: stock's code did not change
+                    outcome["stock"] = before[key]["stock"]
                 record = _record(key[0], key[1], outcome)
                 records[key], outcomes[key] = record, outcome
                 journal.write(json.dumps({"record": record, "program": outcome.get("program")}, default=str) + "\n")
@@ -570,8 +572,8 @@ def parser() -> argparse.ArgumentParser:
                    help="continue the campaign in --out (its programs.jsonl): run only the seeds not yet run, then "
                         "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same")
     p.add_argument("--rerun", metavar="DIR",
-                   help="run the programs of the campaign in DIR (its programs.jsonl) again, at this checkout, and "
-                        "print what changed for xir; exit status 1 if xir fails where it ran, or a failure of its "
+                   help="run the programs of the campaign in DIR (its programs.jsonl) again with xir, at this "
+                        "checkout (stock's outcomes are DIR's: its code is ExecuTorch's), and print what changed for xir; exit status 1 if xir fails where it ran, or a failure of its "
                         "own appears (with --kind: those of one kind)")
     p.add_argument("--only-ops", type=lambda text: [t for t in text.split(",") if t], metavar="KINDS",
                    help="with --rerun: only the programs with one of these op kinds (comma-separated: softmax,conv1d)")
