@@ -815,18 +815,31 @@ QUANTIZED_FLOAT_CONV1D = (
     "deconvolution node', stock's program too; fuzz static seed 1301)")
 
 
+FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh")  # what XNNPACK's FuseActivationPass folds into a conv
+
+
 def _quantizes_float_conv1d(quantize: Node) -> bool:
     """Whether ``quantize`` reads a 1-D conv (kernel of rank 3) with no dequantized weight, every
     reader of which quantizes. XNNPACK's Conv1dUnsqueezePass puts an implicit quantize/dequantize
     pair after such a conv, making its output int8. Outside the delegate, the quantize leaves the
-    conv's result fp32 at the delegate's edge, and the conv runs in XNNPACK."""
-    conv = quantize.operands[0].producer
-    if conv is None or conv.op != "aten.convolution" or conv.weight.rank != 3:
+    conv's result fp32 at the delegate's edge, and the conv runs in XNNPACK. A relu or hardtanh
+    that is the conv's only reader counts as the conv: XNNPACK's FuseActivationPass, which runs
+    before, folds it into the conv, whose readers are then the activation's (fuzz static seed
+    2744: a grouped ConvTranspose1d, relu6, then a quantized linear; "Failed to create
+    deconvolution node", stock's program too)."""
+    source = quantize.operands[0].producer
+    readers = source.results[0].users if source is not None else []
+    if source is not None and source.op in FUSED_ACTIVATIONS:
+        conv = source.operands[0].producer
+        if conv is None or len({id(u) for u in conv.results[0].users}) != 1:
+            return False
+        source = conv
+    if source is None or source.op != "aten.convolution" or source.weight.rank != 3:
         return False
-    weight = conv.weight.producer
+    weight = source.weight.producer
     if weight is not None and weight.op in DEQUANTIZE_OPS:
         return False  # a quantized conv: its quantize is folded into its unit
-    return all(user.op in QUANTIZE_OPS for user in conv.results[0].users)
+    return all(user.op in QUANTIZE_OPS for user in readers)
 
 
 def quantized_by_preprocessing(pad: Node) -> bool:
