@@ -214,15 +214,17 @@ def test_rerun_changes_name_regressions_and_improvements():
         return ("static", seed), {"kind": "static", "seed": seed, "label": label(outcome), **outcome}
 
     before = dict([record(1, "ok"), record(2, "lower-failed", "lower-failed"), record(3, "ok", outside=2),
-                   record(4, "ok", outside=1), record(5, "ok"), record(6, "ok", "load-failed")])
+                   record(4, "ok", outside=1), record(5, "ok"), record(6, "ok", "load-failed"), record(7, "ok")])
     after = dict([record(1, "load-failed"), record(2, "ok", "lower-failed"), record(3, "ok", outside=1),
-                  record(4, "ok", outside=3), record(5, "ok"), record(6, "wrong-result", "load-failed")])
+                  record(4, "ok", outside=3), record(5, "ok"), record(6, "wrong-result", "load-failed"),
+                  record(7, "invalid", "invalid")])  # (eager's reference not finite: not xir's)
     transitions, regressions, improvements, more_outside = rerun_changes(before, after)
     assert [key[1] for key, _ in regressions] == [1, 6], regressions
     assert "xir ok -> load-failed: boom" in regressions[0][1]
     assert sorted(key[1] for key, _ in improvements) == [2, 3], improvements
     assert more_outside == [(("static", 4), 1, 3)]
     assert transitions[("ok", "xir-own")] == 1 and transitions[("ok", "ok")] == 3, transitions
+    assert transitions[("ok", "invalid")] == 1
 
 
 def test_a_campaign_reruns_the_programs_of_another(tmp_path):

@@ -476,7 +476,7 @@ def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) 
 def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list]:
     """What changed for xir between two runs of the same programs: (label transitions, regressions
     [(key, why)]: xir failed where it had run, or a failure of xir's own or worse than stock
-    appeared; improvements [(key, why)]: xir runs where it failed, or delegates ops it left
+    appeared (a program whose eager reference is not finite in one run is neither); improvements [(key, why)]: xir runs where it failed, or delegates ops it left
     outside; the programs where xir left more ops outside than before, [(key, before, after)])."""
     transitions, regressions, improvements, more_outside = Counter(), [], [], []
     worse_now = {(r["kind"], r["seed"]) for r in _worse(list(after.values()))} - {
@@ -487,6 +487,8 @@ def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list]
             continue
         transitions[(old["label"], new["label"])] += 1
         was, now = (old["xir"] or {}).get("status"), (new["xir"] or {}).get("status")
+        if "invalid" in (was, now):  # the eager reference, not xir, changed: listed with the transitions
+            continue
         if was == "ok" and now != "ok":
             regressions.append((key, f"xir {was} -> {now}: {_short(new['xir'], 120)}"))
         elif new["label"] == "xir-own" and old["label"] != "xir-own":
@@ -515,6 +517,11 @@ def print_changes(before: dict, after: dict) -> list:
           f"more ops outside XNNPACK than before in {len(more_outside)}")
     for (kind, seed), why in regressions:
         print(f"  REGRESSION {kind} seed {seed}: {why}")
+    for key, new in after.items():
+        old = before.get(key)
+        if old is not None and (old["label"] == "invalid") != (new["label"] == "invalid"):
+            print(f"  {key[0]} seed {key[1]}: the eager reference is {'not ' if new['label'] == 'invalid' else ''}"
+                  f"finite now ({old['label']} -> {new['label']}; not xir's outcome: eager's)")
     for (kind, seed), old, new in more_outside[:20]:
         print(f"  {kind} seed {seed}: {old} -> {new} ops outside")
     return regressions
