@@ -834,12 +834,18 @@ def _quantizes_float_conv1d(quantize: Node) -> bool:
         if conv is None or len({id(u) for u in conv.results[0].users}) != 1:
             return False
         source = conv
-    if source is None or source.op != "aten.convolution" or source.weight.rank != 3:
+    # (a quantized conv, whose weight is a dequantize, has its quantize folded into its unit)
+    return source is not None and is_float_conv1d(source) and all(user.op in QUANTIZE_OPS for user in readers)
+
+
+def is_float_conv1d(node: Node) -> bool:
+    """A 1-D conv (kernel of rank 3) whose weight is no dequantize: one XNNPACK's
+    Conv1dUnsqueezePass makes 2-D in fp32, with quantizes and dequantizes of its own around it
+    where its input is a dequantize or its readers all quantize."""
+    if node.op != "aten.convolution" or node.weight.rank != 3:
         return False
-    weight = source.weight.producer
-    if weight is not None and weight.op in DEQUANTIZE_OPS:
-        return False  # a quantized conv: its quantize is folded into its unit
-    return all(user.op in QUANTIZE_OPS for user in readers)
+    weight = node.weight.producer
+    return weight is None or weight.op not in DEQUANTIZE_OPS
 
 
 def quantized_by_preprocessing(pad: Node) -> bool:

@@ -14,7 +14,9 @@ import attrs
 
 from xir import Graph, Node, TensorType
 
-from .capability import AFFINE_RULE, LINEAR_OPS, UNRUNNABLE_RULE, Capability, Options, Unit, Verdict, analyse
+from .capability import (
+    AFFINE_RULE, LINEAR_OPS, UNRUNNABLE_RULE, Capability, Options, Unit, Verdict, analyse, is_float_conv1d,
+)
 from .rules import (
     CHANNELS_LAST_OPS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, LAYOUT_RESET_OPS, STATIC_OPERAND_OPS,
     after_channels_last_op,
@@ -348,9 +350,7 @@ def _dequantizes_of_float_conv1ds(group: Group) -> list[Unit]:
         if unit.kind != "convert" or unit.anchor.op not in DEQUANTIZE_OPS:
             continue
         for reader in unit.anchor.results[0].users:
-            if (id(reader) in inside and reader.op == "aten.convolution" and reader.operands[0] is unit.anchor.results[0]
-                    and reader.weight.rank == 3
-                    and (reader.weight.producer is None or reader.weight.producer.op not in DEQUANTIZE_OPS)):
+            if id(reader) in inside and is_float_conv1d(reader) and reader.operands[0] is unit.anchor.results[0]:
                 found.append(unit)
                 break
     return found
