@@ -218,13 +218,13 @@ def test_rerun_changes_name_regressions_and_improvements():
     after = dict([record(1, "load-failed"), record(2, "ok", "lower-failed"), record(3, "ok", outside=1),
                   record(4, "ok", outside=3), record(5, "ok"), record(6, "wrong-result", "load-failed"),
                   record(7, "invalid", "invalid")])  # (eager's reference not finite: not xir's)
-    transitions, regressions, improvements, more_outside = rerun_changes(before, after)
+    transitions, regressions, improvements, more_outside, reference_changed = rerun_changes(before, after)
     assert [key[1] for key, _ in regressions] == [1, 6], regressions
     assert "xir ok -> load-failed: boom" in regressions[0][1]
     assert sorted(key[1] for key, _ in improvements) == [2, 3], improvements
     assert more_outside == [(("static", 4), 1, 3)]
     assert transitions[("ok", "xir-own")] == 1 and transitions[("ok", "ok")] == 3, transitions
-    assert transitions[("ok", "invalid")] == 1
+    assert transitions[("ok", "invalid")] == 1 and reference_changed == [(("static", 7), "ok", "invalid")]
 
 
 def test_a_campaign_reruns_the_programs_of_another(tmp_path):
@@ -261,6 +261,12 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
     for record in summary["programs"]:
         assert record["stock"] == old[record["seed"]]["stock"]
         assert record["xir"]["status"] == "ok" and record["xir"]["seconds"] != old[record["seed"]]["xir"].get("seconds")
+    # --report prints the same comparison again, from the journal alone
+    (again / "summary.json").unlink()
+    report = subprocess.run([sys.executable, "-m", "xir_fuzz", "--report", str(again)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert output[output.index("against the campaign re-run"):].split("\n\n")[0] in report.stdout, report.stdout
     missing = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--rerun", str(first), "--only-ops", "nosuchop",
                               "--out", str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "with an op among nosuchop" in missing.stderr, missing.stderr[-2000:]

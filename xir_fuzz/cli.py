@@ -229,15 +229,9 @@ def report(args) -> int:
     if (folder / "summary.json").exists():
         summary = json.loads((folder / "summary.json").read_text())
     elif (folder / "programs.jsonl").exists():  # a campaign still running, or stopped without its report
-        lines = [line for line in (folder / "programs.jsonl").read_text().splitlines() if line.strip()]
-        header = json.loads(lines[0]).get("campaign", {}) if lines else {}
-        programs = []
-        for line in lines[1:]:
-            try:
-                programs.append(json.loads(line)["record"])
-            except (json.JSONDecodeError, KeyError):
-                pass  # a line cut short
-        summary = {"commit": header.get("commit"), "code": header.get("code"), "programs": programs}
+        header, entries = read_journal(folder / "programs.jsonl", lenient=True)
+        summary = {"commit": header.get("commit"), "code": header.get("code"), "programs": [e["record"] for e in entries],
+                   "rerun_of": header.get("rerun_of"), "only_ops": header.get("only_ops")}
     else:
         print(f"xir_fuzz: no summary.json nor programs.jsonl in {folder}", file=sys.stderr)
         return 2
@@ -248,6 +242,13 @@ def report(args) -> int:
         print(f"{len(seeds)} programs, seeds {seeds[0]}..{seeds[-1]}, xir at {summary.get('commit') or 'an unknown commit'}"
               + code)
     print_report(kinds, summary["programs"])
+    if summary.get("rerun_of"):  # a re-run: what changed against the campaign it re-ran
+        try:
+            before = rerun_selection(Path(summary["rerun_of"]), kinds, summary.get("only_ops"))
+        except CampaignError as error:
+            print(f"\n(not compared with the campaign re-run: {error})")
+        else:
+            print_changes(before, {(r["kind"], r["seed"]): r for r in summary["programs"]})
     return 0
 
 
@@ -305,6 +306,26 @@ class CampaignError(Exception):
     pass
 
 
+def read_journal(path: Path, lenient: bool = False) -> tuple[dict, list[dict]]:
+    """A campaign journal (``programs.jsonl``): its header (the ``campaign`` settings of its first
+    line) and its entries ({"record", "program"}), in order. The last line of a campaign killed
+    while writing it is dropped; another line that is no entry raises CampaignError, or with
+    ``lenient`` is skipped as well."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    header = json.loads(lines[0]).get("campaign", {}) if lines else {}
+    entries = []
+    for number, line in enumerate(lines[1:], 2):
+        try:
+            entry = json.loads(line)
+            entry["record"]["kind"], entry["record"]["seed"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            if number == len(lines) or lenient:
+                continue
+            raise CampaignError(f"{path} line {number} is not a journal entry") from None
+        entries.append(entry)
+    return header, entries
+
+
 def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dict, dict]:
     """``out/programs.jsonl``: a header line (the campaign's settings, code and commit), then one
     line per finished program, written as it finishes, so that a campaign killed without warning (a
@@ -314,34 +335,33 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
     recorded must match the commit."""
     path = out / "programs.jsonl"
     settings = {"code": code, **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
+    if args.rerun:  # (what --report compares a re-run with)
+        settings.update(rerun_of=str(args.rerun), only_ops=args.only_ops)
     records, outcomes = {}, {}
     if not args.resume or not path.exists():
         if args.resume:
             print(f"--resume: no {path} yet; starting the campaign", flush=True)
         path.write_text(json.dumps({"campaign": {"commit": commit, **settings}}) + "\n")
         return records, outcomes
-    lines = path.read_text().splitlines()
-    header = json.loads(lines[0]).get("campaign", {}) if lines else {}
+    try:
+        header, entries = read_journal(path)
+    except CampaignError as error:
+        raise CampaignError(f"--resume: {error}") from None
     if "code" not in header:
         settings = {"commit": commit, **{k: v for k, v in settings.items() if k != "code"}}
     for name, value in settings.items():
         if header.get(name) != value:
             raise CampaignError(f"--resume: the campaign in {out} ran with {name} {header.get(name)!r}, this run has "
                                 f"{value!r}; resume it with the same settings (and checkout), or use another --out")
-    for number, line in enumerate(lines[1:], 2):
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:  # the last line of a campaign killed while writing it
-            if number == len(lines):
-                break
-            raise CampaignError(f"--resume: {path} line {number} is not JSON")
+    for entry in entries:
         record = entry["record"]
         key = (record["kind"], record["seed"])
         records[key] = record
         outcomes[key] = {"xir": record.get("xir"), "stock": record.get("stock"), "prepare": record.get("prepare"),
                          "seconds": record.get("seconds"), "program": entry.get("program")}
-    path.write_text("\n".join([lines[0]] + [json.dumps({"record": records[k], "program": outcomes[k]["program"]})
-                                             for k in records]) + "\n")
+    path.write_text("\n".join([json.dumps({"campaign": header})]
+                              + [json.dumps({"record": records[k], "program": outcomes[k]["program"]})
+                                 for k in records]) + "\n")
     return records, outcomes
 
 
@@ -446,7 +466,7 @@ def campaign(args) -> int:
                    | {"labels": dict(Counter(r["label"] for r in by_kind[kind]))} for kind in kinds},
     }
     if before:
-        summary["rerun_of"] = str(args.rerun)
+        summary["rerun_of"], summary["only_ops"] = str(args.rerun), args.only_ops
         summary["regressions"] = [{"kind": k, "seed": seed, "why": why} for (k, seed), why in regressions]
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return 1 if regressions else 0
@@ -460,11 +480,11 @@ def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) 
     if not path.exists():
         raise CampaignError(f"--rerun: {path} does not exist (a campaign's folder, with its journal, was expected)")
     selected = {}
-    for number, line in enumerate(path.read_text().splitlines()[1:], 2):
-        try:
-            record = json.loads(line)["record"]
-        except (json.JSONDecodeError, KeyError):
-            raise CampaignError(f"--rerun: {path} line {number} is not a journal entry") from None
+    try:
+        _, entries = read_journal(path)
+    except CampaignError as error:
+        raise CampaignError(f"--rerun: {error}") from None
+    for record in (entry["record"] for entry in entries):
         if record["kind"] in kinds and (not only_ops or set(only_ops) & set(record.get("op_kinds") or ())):
             selected[(record["kind"], record["seed"])] = record
     if not selected:
@@ -473,12 +493,14 @@ def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) 
     return selected
 
 
-def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list]:
-    """What changed for xir between two runs of the same programs: (label transitions, regressions
+def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list, list]:
+    """What changed for xir between two runs of the same programs: (label transitions; regressions
     [(key, why)]: xir failed where it had run, or a failure of xir's own or worse than stock
-    appeared (a program whose eager reference is not finite in one run is neither); improvements [(key, why)]: xir runs where it failed, or delegates ops it left
-    outside; the programs where xir left more ops outside than before, [(key, before, after)])."""
-    transitions, regressions, improvements, more_outside = Counter(), [], [], []
+    appeared; improvements [(key, why)]: xir runs where it failed, or delegates ops it left
+    outside; the programs where xir left more ops outside than before, [(key, before, after)];
+    the programs whose eager reference is finite in one run and not in the other, [(key, old
+    label, new label)]: neither regressions nor improvements, eager's outcome, not xir's)."""
+    transitions, regressions, improvements, more_outside, reference_changed = Counter(), [], [], [], []
     worse_now = {(r["kind"], r["seed"]) for r in _worse(list(after.values()))} - {
         (r["kind"], r["seed"]) for r in _worse(list(before.values()))}
     for key, new in after.items():
@@ -487,7 +509,9 @@ def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list]
             continue
         transitions[(old["label"], new["label"])] += 1
         was, now = (old["xir"] or {}).get("status"), (new["xir"] or {}).get("status")
-        if "invalid" in (was, now):  # the eager reference, not xir, changed: listed with the transitions
+        if "invalid" in (was, now):  # the eager reference, not xir, changed
+            if was != now:
+                reference_changed.append((key, old["label"], new["label"]))
             continue
         if was == "ok" and now != "ok":
             regressions.append((key, f"xir {was} -> {now}: {_short(new['xir'], 120)}"))
@@ -504,12 +528,12 @@ def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list]
                     more_outside.append((key, old_out, new_out))
                 elif new_out < old_out:
                     improvements.append((key, f"{old_out - new_out} op(s) fewer outside XNNPACK"))
-    return transitions, regressions, improvements, more_outside
+    return transitions, regressions, improvements, more_outside, reference_changed
 
 
 def print_changes(before: dict, after: dict) -> list:
     """Print how xir's outcomes changed against the campaign re-run; return the regressions."""
-    transitions, regressions, improvements, more_outside = rerun_changes(before, after)
+    transitions, regressions, improvements, more_outside, reference_changed = rerun_changes(before, after)
     print(f"\nagainst the campaign re-run ({sum(transitions.values())} programs):")
     for (old, new), count in sorted(transitions.items()):
         print(f"  {old:>10} -> {new:<10} {count:>5}")
@@ -517,11 +541,9 @@ def print_changes(before: dict, after: dict) -> list:
           f"more ops outside XNNPACK than before in {len(more_outside)}")
     for (kind, seed), why in regressions:
         print(f"  REGRESSION {kind} seed {seed}: {why}")
-    for key, new in after.items():
-        old = before.get(key)
-        if old is not None and (old["label"] == "invalid") != (new["label"] == "invalid"):
-            print(f"  {key[0]} seed {key[1]}: the eager reference is {'not ' if new['label'] == 'invalid' else ''}"
-                  f"finite now ({old['label']} -> {new['label']}; not xir's outcome: eager's)")
+    for (kind, seed), old, new in reference_changed:
+        print(f"  {kind} seed {seed}: the eager reference is {'not ' if new == 'invalid' else ''}"
+              f"finite now ({old} -> {new}; not xir's outcome: eager's)")
     for (kind, seed), old, new in more_outside[:20]:
         print(f"  {kind} seed {seed}: {old} -> {new} ops outside")
     return regressions
@@ -580,8 +602,9 @@ def parser() -> argparse.ArgumentParser:
                         "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same")
     p.add_argument("--rerun", metavar="DIR",
                    help="run the programs of the campaign in DIR (its programs.jsonl) again with xir, at this "
-                        "checkout (stock's outcomes are DIR's: its code is ExecuTorch's), and print what changed for xir; exit status 1 if xir fails where it ran, or a failure of its "
-                        "own appears (with --kind: those of one kind)")
+                        "checkout (stock's outcomes are DIR's: its code is ExecuTorch's), and print what changed "
+                        "for xir; exit status 1 if xir fails where it ran, or a failure of its own appears (with "
+                        "--kind: those of one kind)")
     p.add_argument("--only-ops", type=lambda text: [t for t in text.split(",") if t], metavar="KINDS",
                    help="with --rerun: only the programs with one of these op kinds (comma-separated: softmax,conv1d)")
     p.add_argument("--replay", type=int, metavar="SEED", help="re-run one program (with --kind): print its source and outcomes")
