@@ -248,16 +248,16 @@ LAYOUT_RESET_OPS = ("aten.view_copy", "aten.squeeze_copy", "aten.unsqueeze_copy"
                     "aten.addmm", "aten.bmm", "xir.bmm_f32out")
 
 
-def after_channels_last_op(value: Value, limit: int = 256, within: set | None = None) -> Node | None:
-    """A conv/pool/... upstream of ``value`` through layout-preserving ops, if any (only through
-    the nodes whose ids are in ``within``, when given: a delegate's inputs arrive contiguous). One
+def after_channels_last_op(value: Value, within: set, limit: int = 256) -> Node | None:
+    """A conv/pool/... upstream of ``value`` through layout-preserving ops, if any, through the
+    nodes whose ids are in ``within`` only (a group's: a delegate's inputs arrive contiguous). One
     its rule rejects stays outside XNNPACK, and its result arrives contiguous too (a mean over
     dims 0 and 1 before a 4-D softmax; fuzz static seed 1011)."""
     seen, stack = set(), [value]
     while stack and len(seen) < limit:
         v = stack.pop()
         p = v.producer
-        if p is None or id(p) in seen or (within is not None and id(p) not in within):
+        if p is None or id(p) in seen or id(p) not in within:
             continue
         seen.add(id(p))
         if p.op in CHANNELS_LAST_OPS:
