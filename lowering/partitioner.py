@@ -275,9 +275,9 @@ class _XirRewritePass:
                     return ExportedProgramPassResult(ep, False)
                 from .writeback import write_back
 
-                write_back(graph, ep)
+                rewritten = write_back(graph, ep)  # (a copy: after a failure, the caller's program is whole)
                 partitioner.rewrites_applied.update(result.changed_by)
-                return ExportedProgramPassResult(ep, True)
+                return ExportedProgramPassResult(rewritten, True)
 
         return XirRewritePass()
 

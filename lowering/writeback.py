@@ -9,6 +9,7 @@ changes an ExecuTorch graph, and it runs as a transform pass, before partitionin
 
 from __future__ import annotations
 
+import copy
 import operator
 from typing import Any
 
@@ -46,15 +47,60 @@ _INPUT_KINDS = {
 }
 
 
-def write_back(graph: Graph, ep: Any) -> None:
-    """Make ``ep``'s graph compute what ``graph`` says. ``graph`` must have been imported from ``ep``."""
+def write_back(graph: Graph, ep: Any) -> Any:
+    """A new program that computes what ``graph`` says; ``graph`` must have been imported from ``ep``.
+
+    The rewrite is made on a copy of ``ep`` (:func:`copy_program`), returned on success: ``ep``
+    (its graph, signature, constants and state dict) is never changed, so a caller that catches
+    a failure still holds the program it had. ``graph``'s links to FX nodes move to the copy on
+    success and are as they were after a failure."""
+    links = [(obj, obj.fx_node, getattr(obj, "written_for", None)) for obj in (*graph.inputs, *graph)]
+    program, fx_nodes = copy_program(ep)
+    try:
+        for obj, fx_node, written_for in links:
+            obj.fx_node = fx_nodes.get(fx_node, fx_node)
+            if written_for is not None:
+                obj.written_for = fx_nodes.get(written_for, written_for)
+        _write_into(graph, program)
+    except BaseException:
+        for obj, fx_node, written_for in links:
+            obj.fx_node = fx_node
+            if written_for is not None:
+                obj.written_for = written_for
+        raise
+    return program
+
+
+def copy_program(ep: Any) -> tuple[Any, dict]:
+    """A copy of ``ep`` that may be rewritten in place: its own FX graph and graph module, graph
+    signature, state dict and constants dicts (the tensors in them are shared: write-back adds and
+    removes entries, it never writes into a tensor). Returns the copy and the map from ``ep``'s FX
+    nodes to the copy's.
+
+    (ExecuTorch's pass manager hands each pass a shallow copy of the program, which shares the
+    graph, the signature and the dicts with the caller's: rewriting that in place and failing
+    halfway would leave the caller a program that computes something else.)"""
+    gm = ep.graph_module
+    fx_graph = copy.deepcopy(gm.graph)
+    fx_nodes = dict(zip(gm.graph.nodes, fx_graph.nodes))
+    if any(old.name != new.name for old, new in fx_nodes.items()):
+        raise WriteBackError("copying the FX graph renamed its nodes")
+    new_gm = torch.fx.GraphModule(gm, fx_graph, class_name=type(gm).__name__)
+    new_gm.meta.update(gm.meta)
+    program = copy.copy(ep)
+    program._graph_module = new_gm
+    program._graph_signature = copy.deepcopy(ep.graph_signature)
+    program._state_dict = dict(ep.state_dict)
+    program._constants = dict(ep.constants)
+    program._range_constraints = dict(ep.range_constraints)
+    return program, fx_nodes
+
+
+def _write_into(graph: Graph, ep: Any) -> None:
+    """Make ``ep``'s graph compute what ``graph`` says, in place (``ep`` is write_back's copy)."""
     from executorch.backends.transforms.utils import create_constant_placeholder, delete_constant_placeholder
     from torch.export.graph_signature import InputKind as TorchInputKind
 
-    # ExecuTorch's edge program shares its constants and state dict with the program it came from:
-    # give it its own dicts, so that removing a constant here leaves the caller's program whole.
-    ep._constants = dict(ep.constants)
-    ep._state_dict = dict(ep.state_dict)
     gm = ep.graph_module
     fx_graph = gm.graph
     fake_mode = detect_fake_mode([n.meta.get("val") for n in fx_graph.nodes if n.op == "placeholder"])

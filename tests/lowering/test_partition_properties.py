@@ -510,7 +510,7 @@ def test_6_write_back_round_trip_and_emit_tags(name):
     graph = xir.from_exported_program(ep)
     PassManager(lowering.XnnpackPartitioner(enable_bf16=bf16).pipeline, [VerifyEach()]).run(graph)
     after = print_graph(graph)
-    write_back(graph, ep)
+    ep = write_back(graph, ep)  # (a new program; the one it read is left as it was)
     again = xir.from_exported_program(ep)
     verify(again)
 
