@@ -25,7 +25,9 @@ from .rules import (
     DYNAMIC, FP32, MAX_RANK, QUANTIZE_OPS, RULES, STATIC, dequantized_source, is_static, through_layout, weight_chain,
 )
 
-FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh", "aten.clamp")
+# what XNNPACK's FuseActivationPass folds into the op before it (a conv, a linear, ...): in a
+# static unit the op's quantize may come after one of these; a clamp is not fused
+FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh")
 GEMM_OPS = ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution")
 STATIC_QUANT_OPS = {op for op, rule in RULES.items() if STATIC in rule.precisions} - set(QUANTIZE_OPS) - set(DEQUANTIZE_OPS)
 DYNAMIC_QUANT_OPS = {op for op, rule in RULES.items() if DYNAMIC in rule.precisions}
@@ -813,9 +815,6 @@ QUANTIZED_FLOAT_CONV1D = (
     "preprocessing (Conv1dUnsqueezePass) folds a quantization into the conv's output, and XNNPACK "
     "cannot make a conv of fp32 input and weight with an int8 output ('Failed to create "
     "deconvolution node', stock's program too; fuzz static seed 1301)")
-
-
-FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh")  # what XNNPACK's FuseActivationPass folds into a conv
 
 
 def _quantizes_float_conv1d(quantize: Node) -> bool:

@@ -184,12 +184,19 @@ class XnnpackPartitioner(_base()):
 
 
 def _with_partitioner_options(p: Pass, options: Options) -> Pass:
-    """Passes that create ops only XNNPACK runs take their settings from the partitioner."""
+    """Passes that create ops only XNNPACK runs take their settings from the partitioner. A pass
+    whose ``enable_bf16`` was set (away from its default) to something else than the partitioner's
+    is an error, not overwritten: the partitioner would not delegate what the pass made for it."""
     from .rewrites import Bf16Rewrite, DelegatedDtypeRewrite
 
-    if isinstance(p, (Bf16Rewrite, DelegatedDtypeRewrite)):
-        return attrs.evolve(p, enable_bf16=options.enable_bf16)
-    return p
+    if not isinstance(p, (Bf16Rewrite, DelegatedDtypeRewrite)):
+        return p
+    default = attrs.fields_dict(type(p))["enable_bf16"].default
+    if p.enable_bf16 != default and p.enable_bf16 != options.enable_bf16:
+        raise ValueError(f"the pipeline sets {p.name}{{enable_bf16={str(p.enable_bf16).lower()}}}, the partitioner "
+                         f"enable_bf16={options.enable_bf16}: set enable_bf16 on XnnpackPartitioner (its passes "
+                         "follow it), not on the pass")
+    return attrs.evolve(p, enable_bf16=options.enable_bf16)
 
 
 def _aten_op(name: str):

@@ -1,6 +1,6 @@
 """Pipelines: a list of passes, written in Python or as text.
 
-    fold-batch-norm,remove-no-ops{max_iterations=4},dead-code-elimination
+    remove-no-ops,fold-batch-norm{to_affine=false},dead-code-elimination
 
 Options go in ``{}`` as ``key=value`` separated by commas. The text of a pipeline lists the
 options that differ from their defaults, so ``format_pipeline(parse_pipeline(t)) == t`` for

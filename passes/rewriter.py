@@ -244,12 +244,16 @@ class PatternRewritePass(Pass, register=False):
 
     def run(self, graph: Graph) -> bool:
         stats = apply_patterns_greedily(graph, self.patterns())
-        _LAST_STATS[self] = stats
+        if id(self) not in _LAST_STATS:
+            weakref.finalize(self, _LAST_STATS.pop, id(self), None)
+        _LAST_STATS[id(self)] = stats
         return stats.changed
 
     @property
     def last_stats(self) -> RewriteStats | None:
-        return _LAST_STATS.get(self)
+        return _LAST_STATS.get(id(self))
 
 
-_LAST_STATS: "weakref.WeakKeyDictionary[PatternRewritePass, RewriteStats]" = weakref.WeakKeyDictionary()
+# by instance identity: passes are frozen values, and two equal instances (the same pass twice in
+# a pipeline) must not share their counts; an entry goes when its pass is collected
+_LAST_STATS: dict[int, RewriteStats] = {}
