@@ -1,7 +1,10 @@
 """Passes over the xir IR: the pass API, the pass manager and its instruments, the pattern
 rewriter, IR-text test helpers, and the built-in passes (one per file, registered by name)."""
 
-from .instruments import CheckChanged, DumpIR, Instrument, PrintIR, Reproducer, TimePasses, VerifyEach, run_reproducer
+from .instruments import (
+    CheckChanged, DumpIR, Instrument, PrintIR, Reproducer, TimePasses, VerifyEach, constants_path, read_reproducer,
+    run_reproducer,
+)
 from .manager import PassFailure, PassManager, PipelineResult, run_pipeline
 from .pass_base import PASS_REGISTRY, Pass, PipelineError, function_pass, get_pass_class, register_pass, unregister_pass
 from .pipeline import format_pipeline, parse_pipeline, pass_help
@@ -16,6 +19,6 @@ from . import (  # noqa: E402,F401
 __all__ = [
     "CheckChanged", "DumpIR", "Instrument", "PASS_REGISTRY", "Pass", "PassFailure", "PassManager", "PatternRewritePass",
     "PipelineError", "PipelineResult", "PrintIR", "Reproducer", "RewritePattern", "Rewriter", "TimePasses", "VerifyEach",
-    "apply_patterns_greedily", "format_pipeline", "function_pass", "get_pass_class", "parse_pipeline", "pass_help",
-    "register_pass", "rewrite_pattern", "run_pipeline", "run_reproducer", "unregister_pass",
+    "apply_patterns_greedily", "constants_path", "format_pipeline", "function_pass", "get_pass_class", "parse_pipeline",
+    "pass_help", "read_reproducer", "register_pass", "rewrite_pattern", "run_pipeline", "run_reproducer", "unregister_pass",
 ]

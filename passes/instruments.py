@@ -1,27 +1,31 @@
 """Instruments: objects the pass manager calls around every pass.
 
 Each has ``before_pass``, ``after_pass`` and ``on_failure`` hooks (and pipeline-level hooks).
-The built-in ones:
+The files they write are written atomically (:func:`xir.files.write_atomic`). The built-in ones:
 
 * :class:`PrintIR` prints the IR after every pass, or only after passes that changed it;
 * :class:`DumpIR` writes numbered files (``00-input.xir``, ``03-fold-batch-norm.xir``);
 * :class:`TimePasses` times each pass and prints a table at the end;
 * :class:`VerifyEach` verifies after each pass, naming the pass that broke the IR;
 * :class:`Reproducer` writes, on failure, the IR just before the failing pass and the
-  pipeline text that makes it fail again (see :func:`run_reproducer`);
+  pipeline text that makes it fail again, and the constants' data beside it as arrays (see
+  :func:`run_reproducer`);
 * :class:`CheckChanged` checks that a pass's "changed" answer is honest.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import os
-import pickle
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from xir import Graph, VerificationError, print_graph, verify
+from xir import DType, Graph, ParseError, TensorType, VerificationError, print_graph, verify
+from xir.files import write_atomic
 
 if TYPE_CHECKING:
     from .manager import PassFailure, PassManager, PipelineResult
@@ -98,8 +102,7 @@ class DumpIR(Instrument):
 
     def _dump(self, name: str, graph: Graph) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / name
-        path.write_text(print_graph(graph, show_origin=self.show_origin), encoding="ascii")
+        path = write_atomic(self.folder / name, print_graph(graph, show_origin=self.show_origin), encoding="ascii")
         self.files.append(path)
 
     def before_pipeline(self, manager, graph):
@@ -169,8 +172,10 @@ class VerifyEach(Instrument):
 class Reproducer(Instrument):
     """On failure, write a file holding the pipeline text of the failing pass and the IR just
     before it ran (the pass manager has rolled the graph back to it), and beside it
-    ``<path>.constants.pkl`` with the data of the constants, so that a pass that reads weights
-    fails again. ``run_reproducer(path)`` makes it fail the same way again."""
+    ``<path>.constants.npz`` with the tensor data of the constants, so that a pass that reads
+    weights fails again. The data are plain arrays (bf16 and float8 as their bit patterns, the
+    dtypes in a JSON member): numpy reads them back without unpickling anything.
+    ``run_reproducer(path, constants=constants_path(path))`` makes it fail the same way again."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -181,15 +186,21 @@ class Reproducer(Instrument):
 
     def on_failure(self, p, graph, failure, index):
         before = print_graph(graph, show_origin=True)
+        constants, left_out = _constants_file(graph)
+        header = [f"# xir reproducer: the pass failed with: {_one_line(failure.error)}",
+                  f"# pipeline: {failure.pipeline_text}"]
+        if constants is not None:
+            header.append(f"# constants: {self.constants_path.name} (read only when named: "
+                          f"run_reproducer(path, constants=...))")
+        if left_out:
+            header.append(f"# constants not kept (no plain tensor data): {', '.join('%' + n for n in left_out)}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(f"# xir reproducer: the pass failed with: {_one_line(failure.error)}\n"
-                             f"# pipeline: {failure.pipeline_text}\n{before}", encoding="ascii")
-        data = {v.name: v.data for v in graph.inputs if v.is_constant and v.data is not None}
-        if data:
-            with open(self.constants_path, "wb") as f:
-                pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+        if constants is not None:  # before the reproducer, so that no reproducer names a missing file
+            write_atomic(self.constants_path, constants)
         elif self.constants_path.exists():
             self.constants_path.unlink()
+        text = "\n".join(header).encode("ascii", "backslashreplace").decode("ascii") + "\n" + before
+        write_atomic(self.path, text, encoding="ascii")
         failure.reproducer = str(self.path)
         if failure.ir_before is None:
             failure.ir_before = before
@@ -213,17 +224,133 @@ def _one_line(error: BaseException) -> str:
 
 
 def constants_path(path: str | os.PathLike) -> Path:
-    """Where a reproducer keeps its constants' data: beside it, ``<name>.constants.pkl``."""
+    """Where a reproducer keeps its constants' data: beside it, ``<name>.constants.npz``."""
     path = Path(path)
-    return path.with_name(path.name + ".constants.pkl")
+    return path.with_name(path.name + ".constants.npz")
 
 
-def read_reproducer(path: str | os.PathLike) -> tuple[str, Graph]:
-    """The pipeline text and the graph stored in a reproducer file (with its constants' data,
-    when the reproducer kept them)."""
+# the member of a constants file that maps each constant to its IR dtype; a "-" is in no value name
+_DTYPES_MEMBER = "xir-dtypes"
+
+
+def _stored_dtype(dtype: DType):
+    """The torch dtype a constant of IR ``dtype`` is stored as: its own, or for the dtypes numpy
+    has no type for (bf16, float8) the unsigned integer of the same size, holding its bits; None
+    for the quantized dtypes (not stored)."""
+    import torch
+    from xir.fx_import import DTYPE_TO_TORCH
+
+    if dtype.is_quantized:
+        return None
+    return {DType.bf16: torch.uint16, DType.f8e4m3: torch.uint8, DType.f8e5m2: torch.uint8}.get(
+        dtype, DTYPE_TO_TORCH[dtype])
+
+
+def _plain_array(data):
+    """``data`` as a numpy array and its IR dtype, or None when it is no plain tensor
+    (quantized, sparse, a fake or meta tensor without data, an opaque object)."""
+    import torch
+    from xir.fx_import import TORCH_TO_DTYPE
+
+    dtype = TORCH_TO_DTYPE.get(data.dtype) if isinstance(data, torch.Tensor) else None
+    stored = _stored_dtype(dtype) if dtype is not None else None
+    if stored is None or data.layout != torch.strided:
+        return None
+    try:
+        return data.detach().cpu().resolve_conj().resolve_neg().contiguous().view(stored).numpy(), dtype
+    except RuntimeError:  # fake and meta tensors have no data
+        return None
+
+
+def _constants_file(graph: Graph) -> tuple[bytes | None, list[str]]:
+    """The ``.npz`` bytes of the constants' tensor data (None when there is none), and the names
+    of the constants whose data is no plain tensor: those are not kept, since only arrays are
+    stored (this runs while a failure is reported: odd data must not raise)."""
+    import numpy
+
+    arrays, dtypes, left_out = {}, {}, []
+    for value in graph.inputs:
+        if not value.is_constant or value.data is None:
+            continue
+        plain = _plain_array(value.data)
+        if plain is None:
+            left_out.append(value.name)
+        else:
+            arrays[value.name], dtypes[value.name] = plain[0], plain[1].value
+    if not arrays:
+        return None, left_out
+    arrays[_DTYPES_MEMBER] = numpy.asarray(json.dumps(dtypes))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:  # numpy.savez's layout, with any member name
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w") as member:
+                numpy.lib.format.write_array(member, array, allow_pickle=False)
+    return buffer.getvalue(), left_out
+
+
+def read_constants(path: str | os.PathLike, graph: Graph) -> dict:
+    """The tensors of a reproducer's constants file, by name, checked against ``graph``: each is
+    a constant input of it, of the dtype and shape the IR declares. Read with numpy, pickle
+    refused: a file holding Python objects is an error, never run. Raises ValueError naming the
+    file and the constant."""
+    import torch
+    from xir.fx_import import DTYPE_TO_TORCH
+
+    arrays, dtypes = _read_npz(path)
+    inputs = {value.name: value for value in graph.inputs}
+    tensors = {}
+    for name, array in arrays.items():
+        value = inputs.get(name)
+        if value is None or not value.is_constant:
+            raise ValueError(f"{path}: holds data for %{name}, which is no constant input of the reproducer")
+        try:
+            dtype = DType.parse(dtypes[name])
+        except ValueError as error:
+            raise ValueError(f"{path}: %{name}: {error}") from None
+        stored = _stored_dtype(dtype)
+        declared = value.type
+        if (stored is None or array.dtype != torch.empty(0, dtype=stored).numpy().dtype
+                or not isinstance(declared, TensorType) or declared.dtype != dtype
+                or (declared.is_static and tuple(declared.shape) != array.shape)):
+            raise ValueError(f"{path}: %{name} holds {dtype}[{','.join(map(str, array.shape))}] (numpy "
+                             f"{array.dtype}), the reproducer declares %{name}: {declared}")
+        tensors[name] = torch.from_numpy(array).view(DTYPE_TO_TORCH[dtype])
+    return tensors
+
+
+def _read_npz(path: str | os.PathLike) -> tuple[dict, dict]:
+    """The arrays of a ``.npz`` file by name, and its dtypes member, read with pickle refused."""
+    import numpy
+
+    try:
+        archive = numpy.load(path, allow_pickle=False)
+        if not isinstance(archive, numpy.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
+        with archive:
+            arrays = {name: archive[name] for name in archive.files}
+        dtypes = json.loads(str(arrays.pop(_DTYPES_MEMBER, "{}")))
+        if not isinstance(dtypes, dict):
+            raise ValueError(f"its {_DTYPES_MEMBER} member is no JSON object")
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as error:
+        raise ValueError(f"{path}: not a reproducer's constants file: {error}") from None
+    missing = sorted(set(arrays) - set(dtypes))
+    if missing:
+        raise ValueError(f"{path}: %{missing[0]} has no dtype in its {_DTYPES_MEMBER} member")
+    return arrays, dtypes
+
+
+def read_reproducer(path: str | os.PathLike, constants: str | os.PathLike | None = None) -> tuple[str, Graph]:
+    """The pipeline text and the graph stored in a reproducer file, with its constants' data
+    read from ``constants`` when the caller names that file (usually ``constants_path(path)``).
+    Nothing is read that the caller did not name: a file left beside the reproducer (such as
+    the ``.constants.pkl`` older versions wrote) is never opened. Raises ValueError naming the
+    file, and the line and column or the constant at fault."""
     from xir import parse_graph
 
-    text = Path(path).read_text(encoding="ascii")
+    try:
+        text = Path(path).read_text(encoding="ascii")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not an xir reproducer (byte {error.start} is not ASCII)") from None
     pipeline = None
     for line in text.splitlines():
         if line.startswith("# pipeline: "):
@@ -231,24 +358,24 @@ def read_reproducer(path: str | os.PathLike) -> tuple[str, Graph]:
             break
     if pipeline is None:
         raise ValueError(f"{path}: not an xir reproducer (no '# pipeline:' line)")
-    graph = parse_graph(text)
-    sidecar = constants_path(path)
-    if sidecar.exists():
-        with open(sidecar, "rb") as f:
-            data = pickle.load(f)
-        for value in graph.inputs:
-            if value.name in data:
-                value.data = data[value.name]
+    try:
+        graph = parse_graph(text)
+    except ParseError as error:
+        raise ValueError(f"{path}, {error}") from None
+    if constants is not None:
+        for name, tensor in read_constants(constants, graph).items():
+            graph.input_named(name).data = tensor
     return pipeline, graph
 
 
-def run_reproducer(path: str | os.PathLike, instruments=()):
-    """Run the pipeline of a reproducer on its IR (it should fail as it did)."""
+def run_reproducer(path: str | os.PathLike, instruments=(), constants: str | os.PathLike | None = None):
+    """Run the pipeline of a reproducer on its IR (it should fail as it did), with the
+    constants' data of the file ``constants`` when given (see :func:`read_reproducer`)."""
     from .manager import PassManager
 
-    pipeline, graph = read_reproducer(path)
+    pipeline, graph = read_reproducer(path, constants)
     return PassManager(pipeline, list(instruments)).run(graph)
 
 
 __all__ = ["CheckChanged", "DumpIR", "Instrument", "PrintIR", "Reproducer", "TimePasses", "VerifyEach",
-           "read_reproducer", "run_reproducer"]
+           "constants_path", "read_constants", "read_reproducer", "run_reproducer"]

@@ -8,7 +8,7 @@ import pytest
 
 from passes import (
     CheckChanged, DumpIR, Instrument, Pass, PassFailure, PassManager, PipelineError, PrintIR, Reproducer, TimePasses,
-    VerifyEach, format_pipeline, function_pass, parse_pipeline, run_reproducer,
+    VerifyEach, constants_path, format_pipeline, function_pass, parse_pipeline, run_reproducer,
 )
 from xir import DType, TensorType, parse_graph, print_graph
 
@@ -337,9 +337,11 @@ def test_reproducer_keeps_the_constant_data_a_failing_pass_reads(tmp_path):
     try:
         with pytest.raises(PassFailure, match="weight sum 4.0 is positive"):
             PassManager("remove-no-ops,test-needs-weights", [Reproducer(path)]).run(graph)
-        assert (tmp_path / "repro.xir.constants.pkl").exists()
-        with pytest.raises(PassFailure, match="weight sum 4.0 is positive"):  # fails the same way: the data came back
+        assert "# constants: repro.xir.constants.npz" in path.read_text()
+        with pytest.raises(PassFailure, match="no weight data"):  # data is read only from a file the caller names
             run_reproducer(path)
+        with pytest.raises(PassFailure, match="weight sum 4.0 is positive"):  # fails the same way: the data came back
+            run_reproducer(path, constants=constants_path(path))
     finally:
         from passes import unregister_pass
 
