@@ -10,6 +10,8 @@ outside with the rule and the reason. Emission to ExecuTorch reads only the plan
 
 from __future__ import annotations
 
+from typing import Callable
+
 import attrs
 
 from xir import Graph, Node, TensorType
@@ -122,27 +124,13 @@ class _UnionFind:
 
 def plan_partition(graph: Graph, options: Options, capability: Capability | None = None) -> PartitionPlan:
     """Group the capable units, then check the plan as ExecuTorch and XNNPACK will see it, and
-    repair it until every check holds:
-
-    * the graph with every group contracted to one vertex is acyclic (so every group is convex
-      and no two delegates wait on each other): groups in a cycle are split into their units,
-      and a unit that is itself in a cycle (not convex, e.g. through a shared dequantize)
-      stays outside;
-    * a dequantize folded into a group is read only inside it (XNNPACK hands a folded
-      dequantize's readers the int8 data);
-    * no 0-D result leaves a group, and no 0-D value enters one to be quantized there
-      (:func:`_quantizes_of_0d_inputs`);
-    * one dynamically quantized activation read by both a conv and a linear stays outside
-      (:func:`_conv_and_linear_share_dynamic_activation`);
-    * no copy leaves a group whose operand is computed in the group and leaves it too (XNNPACK's
-      preprocessing drops identity clones, and the delegate would return one value twice);
-    * a dynamically quantized linear or conv that XNNPACK's channels-last pass would break in a
-      shared delegate is in one of its own (:func:`_dynamic_units_misread_by_channels_last`), and
-      so is a pad XNNPACK would pad with 0 (:func:`_pads_of_computed_conversions`) and a 4-D
-      softmax XNNPACK would compute on a channels-last tensor
-      (:func:`_softmaxes_after_channels_last_ops`), and a dequantize read by a 1-D conv with
-      float weights (:func:`_dequantizes_of_float_conv1ds`).
-    """
+    repair it until every check holds: each check of :data:`REPAIRS` (a small function over one
+    group, with what is done where it finds something), and then that the graph with every group
+    contracted to one vertex is acyclic (so every group is convex and no two delegates wait on
+    each other): groups in a cycle are split into their units, and a unit that is itself in a
+    cycle (not convex, e.g. through a shared dequantize) stays outside. Before grouping, one
+    dynamically quantized activation read by both a conv and a linear stays outside
+    (:func:`_conv_and_linear_share_dynamic_activation`)."""
     capability = capability or analyse(graph, options)
     for unit in [u for u in capability.units if _conv_and_linear_share_dynamic_activation(u)]:
         conv = next(n for n in unit.nodes if n.op == "aten.convolution")
@@ -151,44 +139,76 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
     alone: set[int] = set()  # ids of units that may not be merged with others
     while True:
         groups = _groups(graph, options, capability, order, alone)
-        escaping = [n for g in groups for n in _zero_d_outputs(g)]
-        for node in escaping:
-            _drop_unit(capability, node, Verdict(False, "rank", ZERO_D_OUTPUT))
-        leaking = [(dq, reader) for g in groups for dq, reader in _folded_read_outside(g)]
-        for dq, reader in leaking:
-            _drop_unit(capability, dq, Verdict(False, "quant", f"its dequantize is folded into a quantized op but also "
-                                                               f"read by {reader.op} outside that op's delegate"))
-        passing = [n for g in groups for n in _clones_passing_through(g)]
-        for node in passing:
-            _drop_unit(capability, node, Verdict(False, "unit", CLONE_PASSES_THROUGH))
-        scalar_inputs = [n for g in groups for n in _quantizes_of_0d_inputs(g)]
-        for node in scalar_inputs:
-            _detach_from_unit(capability, node, Verdict(False, "rank", QUANTIZES_0D_INPUT))
-        # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
-        isolated = [u for g in groups if len(g.units) > 1
-                    for check in (_dynamic_units_misread_by_channels_last, _pads_of_computed_conversions,
-                                  _softmaxes_after_channels_last_ops, _dequantizes_of_float_conv1ds) for u in check(g)]
-        alone.update(id(u) for u in isolated)
-        if escaping or leaking or passing or scalar_inputs or isolated:
+        if _repair(groups, capability, alone):
             continue
         cycle = _groups_in_a_cycle(graph, groups)
         if not cycle:
             break
-        merged = [g for g in cycle if len(g.units) > 1]
-        if merged:
-            alone.update(id(u) for g in merged for u in g.units)
-            continue
-        # single units in a cycle: drop the ones that are not convex themselves, else the last one
-        culprits = [g for g in cycle if not _is_convex(g.nodes, order)] or [max(cycle, key=lambda g: order[id(g.nodes[0])])]
-        for g in culprits:
-            _drop_unit(capability, g.units[0].anchor, Verdict(False, "unit", NOT_CONVEX))
+        _split_cycle(cycle, capability, alone, order)
+    return PartitionPlan(groups, _rejections(graph, groups, capability), options, linears=capability.linears)
+
+
+@attrs.frozen
+class Repair:
+    """A check of the planned groups and how a group that fails it is repaired. ``find`` returns,
+    for one group, the nodes (``drop``, ``detach``) or units (``isolate``) that break the check:
+
+    * ``drop``: the node's unit stays outside, the node with ``rule`` and ``reason`` (a text, or a
+      function of the node and its group);
+    * ``detach``: the node (a Q/DQ) alone stays outside, the rest of its unit in;
+    * ``isolate``: the unit is planned in a delegate of its own (checked in shared groups only)."""
+
+    name: str
+    find: Callable[[Group], list]
+    action: str
+    rule: str = "unit"
+    reason: str | Callable[[Node, Group], str] = ""
+
+    def apply(self, groups: list[Group], capability: Capability, alone: set[int]) -> bool:
+        """Repair what the check finds in ``groups``; whether it found anything."""
+        found = False
+        for group in groups:
+            if self.action == "isolate" and len(group.units) < 2:
+                continue
+            for target in self.find(group):
+                found = True
+                if self.action == "isolate":
+                    alone.add(id(target))
+                    continue
+                reason = self.reason(target, group) if callable(self.reason) else self.reason
+                act = _drop_unit if self.action == "drop" else _detach_from_unit
+                act(capability, target, Verdict(False, self.rule, reason))
+        return found
+
+
+def _repair(groups: list[Group], capability: Capability, alone: set[int]) -> bool:
+    """Apply every check of :data:`REPAIRS` to ``groups`` (all of them, on the same groups);
+    whether any repaired something (the groups are then made again)."""
+    repaired = [repair.apply(groups, capability, alone) for repair in REPAIRS]
+    return any(repaired)
+
+
+def _split_cycle(cycle: list[Group], capability: Capability, alone: set[int], order: dict[int, int]) -> None:
+    """Break a cycle of groups: merged groups in it are split into their units; single units in it
+    that are not convex themselves stay outside, else the last one."""
+    merged = [g for g in cycle if len(g.units) > 1]
+    if merged:
+        alone.update(id(u) for g in merged for u in g.units)
+        return
+    culprits = [g for g in cycle if not _is_convex(g.nodes, order)] or [max(cycle, key=lambda g: order[id(g.nodes[0])])]
+    for g in culprits:
+        _drop_unit(capability, g.units[0].anchor, Verdict(False, "unit", NOT_CONVEX))
+
+
+def _rejections(graph: Graph, groups: list[Group], capability: Capability) -> list[Rejection]:
+    """Every node in no group, with the rule and the reason that kept it out."""
     in_group = {id(n) for g in groups for n in g.nodes}
     rejected = []
     for node in graph:
         if id(node) not in in_group:
             verdict: Verdict = capability.verdict(node)
             rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported"))
-    return PartitionPlan(groups, rejected, options, linears=capability.linears)
+    return rejected
 
 
 ZERO_D_OUTPUT = ("its 0-D result, computed from a 0-D static tensor, would leave the delegate (XNNPACK makes it 1-D "
@@ -372,11 +392,20 @@ def _channels_last_chain(value, inside: set) -> bool:
     return False
 
 
-def _folded_read_outside(group: Group) -> list[tuple[Node, Node]]:
-    """(dequantize, reader) for each folded dequantize of ``group`` read by a node outside it."""
+def _folded_read_outside(group: Group) -> list[Node]:
+    """The folded dequantizes of ``group`` read by a node outside it (XNNPACK hands a folded
+    dequantize's readers the int8 data)."""
+    return [dq for dq in group.implicit if dq.op in DEQUANTIZE_OPS and _reader_outside(dq, group) is not None]
+
+
+def _reader_outside(node: Node, group: Group) -> Node | None:
     inside = {id(n) for n in group.nodes}
-    return [(dq, reader) for dq in group.implicit if dq.op in DEQUANTIZE_OPS
-            for reader in dq.results[0].users if id(reader) not in inside]
+    return next((reader for reader in node.results[0].users if id(reader) not in inside), None)
+
+
+def _folded_read_outside_reason(dq: Node, group: Group) -> str:
+    return (f"its dequantize is folded into a quantized op but also read by {_reader_outside(dq, group).op} "
+            "outside that op's delegate")
 
 
 def _groups_in_a_cycle(graph: Graph, groups: list[Group]) -> list[Group]:
@@ -633,3 +662,18 @@ def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> li
     result = list(roots.values())
     result.sort(key=lambda us: min(order[id(n)] for u in us for n in u.nodes))
     return result
+
+
+# The checks of the planned groups, in the order they run (plan_partition): each is one function
+# over a group, with an IR-text test in tests/lowering/test_repairs.py.
+REPAIRS: tuple[Repair, ...] = (
+    Repair("zero-d-output", _zero_d_outputs, "drop", "rank", ZERO_D_OUTPUT),
+    Repair("folded-dequantize-read-outside", _folded_read_outside, "drop", "quant", _folded_read_outside_reason),
+    Repair("clone-passes-through", _clones_passing_through, "drop", "unit", CLONE_PASSES_THROUGH),
+    Repair("quantizes-0d-input", _quantizes_of_0d_inputs, "detach", "rank", QUANTIZES_0D_INPUT),
+    # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
+    Repair("dynamic-unit-misread-by-channels-last", _dynamic_units_misread_by_channels_last, "isolate"),
+    Repair("pad-of-computed-conversion", _pads_of_computed_conversions, "isolate"),
+    Repair("softmax-after-channels-last-op", _softmaxes_after_channels_last_ops, "isolate"),
+    Repair("dequantize-of-float-conv1d", _dequantizes_of_float_conv1ds, "isolate"),
+)
