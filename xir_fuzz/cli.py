@@ -227,9 +227,17 @@ def report(args) -> int:
     """Print the tables of a finished campaign from its summary.json."""
     folder = Path(args.report)
     if (folder / "summary.json").exists():
-        summary = json.loads((folder / "summary.json").read_text())
+        try:
+            summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            print(f"xir_fuzz: {folder / 'summary.json'} is no campaign summary: {error}", file=sys.stderr)
+            return 2
     elif (folder / "programs.jsonl").exists():  # a campaign still running, or stopped without its report
-        header, entries = read_journal(folder / "programs.jsonl", lenient=True)
+        try:
+            header, entries = read_journal(folder / "programs.jsonl", lenient=True)
+        except CampaignError as error:
+            print(f"xir_fuzz: {error}", file=sys.stderr)
+            return 2
         summary = {"commit": header.get("commit"), "code": header.get("code"), "programs": [e["record"] for e in entries],
                    "rerun_of": header.get("rerun_of"), "only_ops": header.get("only_ops")}
     else:
@@ -309,21 +317,61 @@ class CampaignError(Exception):
 def read_journal(path: Path, lenient: bool = False) -> tuple[dict, list[dict]]:
     """A campaign journal (``programs.jsonl``): its header (the ``campaign`` settings of its first
     line) and its entries ({"record", "program"}), in order. The last line of a campaign killed
-    while writing it is dropped; another line that is no entry raises CampaignError, or with
-    ``lenient`` is skipped as well."""
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    header = json.loads(lines[0]).get("campaign", {}) if lines else {}
+    while writing it is dropped, with a note on stderr; another line that is no entry raises
+    CampaignError, or with ``lenient`` is skipped as well. A journal is data: nothing in it is
+    run (see ``journalled_program``)."""
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        first = json.loads(lines[0]) if lines else {}
+        header = first.get("campaign", {})
+        if not isinstance(header, dict):
+            raise TypeError
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError):
+        raise CampaignError(f"{path} line 1 is not a campaign journal's header") from None
     entries = []
     for number, line in enumerate(lines[1:], 2):
-        try:
-            entry = json.loads(line)
-            entry["record"]["kind"], entry["record"]["seed"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            if number == len(lines) or lenient:
-                continue
-            raise CampaignError(f"{path} line {number} is not a journal entry") from None
-        entries.append(entry)
+        entry = _journal_entry(line)
+        if entry is not None:
+            entries.append(entry)
+        elif number == len(lines):
+            print(f"xir_fuzz: {path} line {number} is no complete entry (a campaign stopped while writing it): "
+                  f"ignored", file=sys.stderr, flush=True)
+        elif not lenient:
+            raise CampaignError(f"{path} line {number} is not a journal entry")
     return header, entries
+
+
+def _journal_entry(line: str) -> dict | None:
+    """A journal line as its entry: a record of a known kind, an integer seed, a label and the
+    sides' results (objects or null), and a program (an object or null); None when it is not."""
+    try:
+        entry = json.loads(line)
+        record = entry["record"]
+        valid = (record["kind"] in KINDS and type(record["seed"]) is int and isinstance(record["label"], str)
+                 and all(isinstance(record.get(side), (dict, type(None))) for side in SIDES)
+                 and isinstance(entry.get("program"), (dict, type(None))))
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+    return entry if valid else None
+
+
+def journalled_program(record: dict, stored: dict | None, args) -> dict | None:
+    """The program of a journal entry, rebuilt from its (kind, seed) with the generator, as
+    --rerun runs programs: the program stored in a journal is never run (its text is Python
+    source, and a journal is a file anyone may have edited). The stored one must be what the
+    seed builds, else CampaignError names the seed. None when the journal kept no program."""
+    from .generator import generate
+
+    if stored is None:
+        return None
+    kind, seed = record["kind"], record["seed"]
+    program = json.loads(json.dumps(generate(seed, kind, max_ops=args.max_ops, min_ops=args.min_ops).to_json()))
+    if program != stored:
+        raise CampaignError(f"the program journalled for {kind} seed {seed} is not the one seed {seed} builds "
+                            f"(--max-ops {args.max_ops} --min-ops {args.min_ops}): the journal was edited, or written "
+                            f"by other code; nothing of it was run. Delete that line to run seed {seed} again, or "
+                            f"use another --out")
+    return program
 
 
 def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dict, dict]:
@@ -341,7 +389,7 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
     if not args.resume or not path.exists():
         if args.resume:
             print(f"--resume: no {path} yet; starting the campaign", flush=True)
-        path.write_text(json.dumps({"campaign": {"commit": commit, **settings}}) + "\n")
+        _write(path, json.dumps({"campaign": {"commit": commit, **settings}}) + "\n")
         return records, outcomes
     try:
         header, entries = read_journal(path)
@@ -356,16 +404,33 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
     for entry in entries:
         record = entry["record"]
         key = (record["kind"], record["seed"])
+        try:
+            program = journalled_program(record, entry.get("program"), args)
+        except CampaignError as error:
+            raise CampaignError(f"--resume: {error}") from None
         records[key] = record
         outcomes[key] = {"xir": record.get("xir"), "stock": record.get("stock"), "prepare": record.get("prepare"),
-                         "seconds": record.get("seconds"), "program": entry.get("program")}
-    path.write_text("\n".join([json.dumps({"campaign": header})]
-                              + [json.dumps({"record": records[k], "program": outcomes[k]["program"]})
-                                 for k in records]) + "\n")
+                         "seconds": record.get("seconds"), "program": program}
+    _write(path, "\n".join([json.dumps({"campaign": header})]
+                           + [json.dumps({"record": records[k], "program": outcomes[k]["program"]})
+                              for k in records]) + "\n")
     return records, outcomes
 
 
+def _write(path: Path, text: str) -> None:
+    """Write ``path`` atomically (a journal rewritten on --resume is never half written); a
+    failure is a CampaignError naming the file."""
+    from xir.files import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as error:
+        raise CampaignError(f"cannot write {path}: {error.strerror or error}") from None
+
+
 def campaign(args) -> int:
+    from xir.files import write_atomic
+
     from .pool import Pool
     from .repro import write_repro
 
@@ -468,7 +533,7 @@ def campaign(args) -> int:
     if before:
         summary["rerun_of"], summary["only_ops"] = str(args.rerun), args.only_ops
         summary["regressions"] = [{"kind": k, "seed": seed, "why": why} for (k, seed), why in regressions]
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     return 1 if regressions else 0
 
 
@@ -599,7 +664,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shrink-time", type=float, default=600.0, help="seconds per shrink at most (default: 600)")
     p.add_argument("--resume", action="store_true",
                    help="continue the campaign in --out (its programs.jsonl): run only the seeds not yet run, then "
-                        "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same")
+                        "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same. Journalled "
+                        "programs are rebuilt from their seeds, never run from the journal: one that is not what its "
+                        "seed builds is refused")
     p.add_argument("--rerun", metavar="DIR",
                    help="run the programs of the campaign in DIR (its programs.jsonl) again with xir, at this "
                         "checkout (stock's outcomes are DIR's: its code is ExecuTorch's), and print what changed "

@@ -8,6 +8,8 @@ import inspect
 import textwrap
 from pathlib import Path
 
+from xir.files import write_atomic
+
 from . import case
 from .program import Program
 
@@ -128,8 +130,9 @@ def repro_name(program: Program, outcome: dict, label: str) -> str:
 
 def write_repro(out_dir: str | Path, program: Program, outcome: dict, label: str, original: Program | None = None,
                 timeout: float = 600.0) -> Path:
+    """Write the repro file of ``program`` in ``out_dir`` (atomically: an earlier repro of the same
+    name stays whole if the write fails); returns its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / repro_name(program, outcome, label)
-    path.write_text(repro_source(program, outcome, label, original, timeout))
-    return path
+    text = repro_source(program, outcome, label, original, timeout)
+    return write_atomic(out / repro_name(program, outcome, label), text)
