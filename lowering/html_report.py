@@ -6,7 +6,10 @@
     partitioner.report(html="report.html")
 
 The page has no network dependency: its data (JSON), styles, script and the graph layout engine
-(dagre, MIT licence, vendored in ``lowering/report_assets/``) are inline. It shows
+(dagre, MIT licence, vendored in ``lowering/report_assets/``) are inline. The model's text (op
+names, attributes, module names, file names) is untrusted: it reaches the page escaped for where
+it goes (HTML text, or JSON inert in a <script> element), and the template is filled in one pass,
+so no text from the model is read as markup or script. It shows
 
 * the IR graph laid out by dagre (a layered, Sugiyama-style layout, run in the page): every IR
   node one element, coloured by its delegate group; a node left outside is white with a red
@@ -17,9 +20,11 @@ The page has no network dependency: its data (JSON), styles, script and the grap
   values they read. Large graphs open with the repeated blocks collapsed;
 * a search box (op, value name, module, delegate, rule, reason, pass), also from the URL:
   ``report.html#search=softmax`` (``#node=n12`` opens and selects a node, ``#zoom=0.8``,
-  ``#expand=all``, ``#tab=summary``, ``#pass-3`` a pass's diff). At most 900 nodes are shown
-  with boxes open: dagre's layout recurses along paths, and ~2,000 nodes in a chain overflow a
-  browser's stack;
+  ``#expand=all``, ``#tab=summary``, ``#pass-3`` a pass's diff). These open boxes while at most
+  900 items show. Above 1,500 visible items, or when dagre fails (its layout recurses along
+  paths: a chain of 1,800 nodes overflowed a browser's stack), the page lays the graph out in
+  plain layers instead, without the open boxes: a graph of any size draws (20,000 nodes open in
+  seconds);
 * a summary (delegates, ops inside and outside by op, the passes that changed the graph and
   what they did) and, for each pass that changed the graph, its IR diff (recorded by
   :class:`RecordPasses`: with stable value names, so a diff shows what the pass changed).
@@ -34,12 +39,14 @@ import difflib
 import html
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
 from passes import Instrument
 from xir import Graph, InputKind, Node, Value
+from xir.files import check_writable, write_atomic
 from xir.printer import Namer, print_node
 
 from .report import is_compute
@@ -176,6 +183,8 @@ def module_paths(graph: Graph) -> dict[int, list[str]]:
         path = _module_path(node)
         if path is not None:
             known[id(node)] = [c for c in path.split(".") if c]
+    if not known:  # IR text: no node has a module, and looking for one would visit 128 nodes per node
+        return {id(node): [] for node in nodes}
     result: dict[int, list[str]] = {}
     for node in nodes:
         if id(node) in known:
@@ -224,7 +233,8 @@ def module_clusters(graph: Graph, paths: dict[int, list[str]]) -> tuple[list[dic
         else:
             by_nodes[key] = path
     types = _module_types(nodes)
-    ordered = sorted(kept_set, key=lambda p: (len(p), min(_index(nodes, members[p]))))
+    position = {id(n): i for i, n in enumerate(nodes)}
+    ordered = sorted(kept_set, key=lambda p: (len(p), min(position[m] for m in members[p])))
     ids = {path: f"c{i}" for i, path in enumerate(ordered)}
     clusters = []
     for path in ordered:
@@ -238,11 +248,6 @@ def module_clusters(graph: Graph, paths: dict[int, list[str]]) -> tuple[list[dic
         inner = next((path[:d] for d in range(len(path), 0, -1) if path[:d] in kept_set), None)
         node_cluster[id(node)] = ids[inner] if inner else None
     return clusters, node_cluster
-
-
-def _index(nodes: list[Node], member_ids: list[int]) -> list[int]:
-    position = {id(n): i for i, n in enumerate(nodes)}
-    return [position[m] for m in member_ids]
 
 
 # ------------------------------------------------------------------------------- data
@@ -424,11 +429,29 @@ def _asset(name: str) -> str:
 
 
 def _script_safe(text: str) -> str:
+    """xir's own script (report.js, dagre) inline in a <script> element: no ``</`` ends it early."""
     return text.replace("</", "<\\/")
 
 
+# every character that can end or change the meaning of a <script> element's text, as a JSON escape
+_JSON_IN_SCRIPT = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                 "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def script_json(data: Any) -> str:
+    """``data`` as JSON that is inert inside a <script> element: model text (op names, attributes,
+    module names) can hold ``</script>``, ``<!--`` or ``<script``, which would end the element,
+    or keep it open to the end of the page; escaped, they are the same JSON strings."""
+    return json.dumps(data, separators=(",", ":")).translate(_JSON_IN_SCRIPT)
+
+
+_PLACEHOLDER = re.compile(r"/\*\{\{[A-Z_]+\}\}\*/|\{\{[A-Z_]+\}\}")  # the template's markers
+
+
 def render_html(data: dict) -> str:
-    page = _asset("report.html")
+    """The page: the template with its placeholders filled in one pass, so that text from the model
+    that looks like a placeholder stays text (filled one after another, a later placeholder's
+    marker in the summary would get the data JSON inserted into the page's HTML)."""
     replacements = {
         "{{TITLE}}": html.escape(data["title"]),
         "{{SUBTITLE}}": html.escape(data["subtitle"]),
@@ -438,21 +461,19 @@ def render_html(data: dict) -> str:
         "/*{{STYLE}}*/": _asset("report.css"),
         "/*{{DAGRE}}*/": _script_safe(_asset("dagre.min.js")),
         "/*{{SCRIPT}}*/": _script_safe(_asset("report.js")),
-        "/*{{DATA}}*/": _script_safe(json.dumps(data, separators=(",", ":"))),
+        "/*{{DATA}}*/": script_json(data),
     }
-    for key, value in replacements.items():
-        page = page.replace(key, value)
-    return page
+    return _PLACEHOLDER.sub(lambda m: replacements[m.group(0)], _asset("report.html"))
 
 
 def write_html(path: str | os.PathLike, graph: Graph, plan, changes: list[dict] | None = None,
                passes_recorded: bool = True, title: str = "xir partition", subtitle: str = "", pipeline: str = "") -> Path:
-    path = Path(path)
+    """Write the page to ``path`` through a temporary file and a rename (a failed write leaves what
+    was there); ``path`` is checked before the page is made."""
+    path = check_writable(path)
     data = report_data(graph, plan, changes, title=title, subtitle=subtitle, passes_recorded=passes_recorded,
                        pipeline=pipeline)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(data), encoding="utf-8")
-    return path
+    return write_atomic(path, render_html(data))
 
 
 def write_partitioner_report(partitioner, path: str | os.PathLike, title: str | None = None) -> Path:

@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from xir.files import write_atomic
+
 OUTSIDE_STYLE = {"backgroundColor": "#ffffff", "borderColor": "#d0342c", "hoveredBorderColor": "#8f1d17"}
 IO_STYLE = {"backgroundColor": "#fff7d6", "borderColor": "#b79217", "hoveredBorderColor": "#7a610f"}
 
@@ -117,9 +119,7 @@ def graph_id(graph, text: bool = False) -> str:
     return f"{graph.name} (xir, as written)" if text else f"{graph.name} (xir)"
 
 
-
-
 def write_node_data(path: str | os.PathLike, data: dict, graph_id: str) -> Path:
-    path = Path(path)
-    path.write_text(json.dumps(node_data(data, graph_id), indent=1), encoding="utf-8")
-    return path
+    """Write the node data to ``path`` through a temporary file and a rename: a failed write leaves
+    the file that was there."""
+    return write_atomic(path, json.dumps(node_data(data, graph_id), indent=1))

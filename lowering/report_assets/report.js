@@ -5,11 +5,15 @@
   const data = JSON.parse(document.getElementById("xir-data").textContent);
   const NS = "http://www.w3.org/2000/svg";
   const BUDGET = 260;          // a graph with more visible items opens with module boxes collapsed
-  const MAX_VISIBLE = 900;     // dagre recurses along paths: past this, boxes stay collapsed (a deep
-                               // graph of ~2,000 visible nodes overflows the browser's stack)
+  const MAX_VISIBLE = 900;     // "expand all", a search, #node= open boxes while at most this many items show
+  const DAGRE_MAX = 1500;      // more visible items: a plain layered layout instead of dagre's, which is
+                               // slow there and recurses along paths (a chain of 1,800 nodes overflowed
+                               // the browser's stack)
+  const LAYERED = { margin: 20, nodesep: 18, ranksep: 30, rowsep: 12, wrap: 40 };
   const MAX_CHARS = 46;        // longest text line in a node box
   const nodes = data.nodes;
   const byId = new Map(nodes.map((n) => [n.id, n]));
+  const position = new Map(nodes.map((n, i) => [n.id, i]));  // program order: inputs, nodes, output
   const groups = new Map(data.groups.map((g) => [g.index, g]));
   const clusters = new Map(data.clusters.map((c) => [c.id, Object.assign({ children: [], members: [], all: [] }, c)]));
   for (const c of clusters.values()) if (c.parent) clusters.get(c.parent).children.push(c.id);
@@ -26,6 +30,7 @@
   const svg = document.getElementById("graph");
   const canvas = document.getElementById("canvas");
   const side = document.getElementById("side");
+  const note = document.getElementById("layout-note");
 
   function el(tag, attrs, parent) {
     const e = document.createElementNS(NS, tag);
@@ -156,56 +161,150 @@
   }
 
   // -------------------------------------------------------------------- layout
-  function render() {
-    const g = new dagre.graphlib.Graph({ compound: true });
-    g.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 30, edgesep: 8, marginx: 20, marginy: 20 });
-    g.setDefaultEdgeLabel(() => ({}));
-    const boxInfo = new Map();
+  // What is on screen: the visible nodes, the collapsed boxes (drawn as nodes), the open boxes
+  // (drawn around their members) and the edges between the items that represent their ends.
+  function visibleGraph() {
+    const boxes = new Map(), open = [], items = [];
     for (const c of clusters.values()) {
       if (hiddenByAncestor(c.id)) continue;
-      if (collapsed.has(c.id)) {
-        const info = boxLines(c);
-        boxInfo.set(c.id, info);
-        const w = Math.ceil(Math.max(info.title.length * 7.4, info.detail.length * 6.4) + 18);
-        g.setNode(c.id, { width: w, height: 46, box: true });
-      } else {
-        g.setNode(c.id, { cluster: true });
-      }
-      if (c.parent) g.setParent(c.id, c.parent);
+      if (!collapsed.has(c.id)) { open.push(c.id); continue; }
+      const info = boxLines(c);
+      boxes.set(c.id, info);
+      items.push({ id: c.id, width: Math.ceil(Math.max(info.title.length * 7.4, info.detail.length * 6.4) + 18),
+                   height: 46, parent: c.parent, first: position.get(c.all[0]) });
     }
     for (const n of nodes) {
       if (representative(n.id) !== n.id) continue;
-      g.setNode(n.id, { width: n.w, height: n.h });
-      if (n.cluster) g.setParent(n.id, n.cluster);
+      items.push({ id: n.id, width: n.w, height: n.h, parent: n.cluster, first: position.get(n.id) });
     }
-    const edgeItems = new Map();
+    const edges = new Map();
     for (const e of data.edges) {
       const s = representative(e.source), t = representative(e.target);
       if (s === t) continue;
       const key = s + "\u0000" + t;
-      if (!edgeItems.has(key)) edgeItems.set(key, { s, t, items: [] });
-      edgeItems.get(key).items.push(e);
+      if (!edges.has(key)) edges.set(key, { v: s, w: t, items: [] });
+      edges.get(key).items.push(e);
     }
-    for (const { s, t, items } of edgeItems.values()) g.setEdge(s, t, { items });
-    try {
-      dagre.layout(g);
-    } catch (error) {  // too large to lay out: fall back to every box collapsed
-      if (clusters.size && [...clusters.keys()].some((id) => !collapsed.has(id))) {
-        for (const id of clusters.keys()) collapsed.add(id);
-        render();
-        side.insertAdjacentHTML("afterbegin", '<p class="reason">The graph is too large to lay out with these boxes ' +
-          "open (" + esc(error.message) + "): every box is collapsed again.</p>");
-        return;
-      }
-      throw error;
-    }
+    return { boxes, open, items, edges: [...edges.values()] };
+  }
 
+  // dagre's layered layout, with the open boxes as compound nodes; throws when the graph is too
+  // deep for it (its recursion overflows the browser's stack)
+  function dagreLayout(view) {
+    const g = new dagre.graphlib.Graph({ compound: true });
+    g.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 30, edgesep: 8, marginx: 20, marginy: 20 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const id of view.open) {  // outer boxes first (the clusters are ordered by depth)
+      g.setNode(id, { cluster: true });
+      if (clusters.get(id).parent) g.setParent(id, clusters.get(id).parent);
+    }
+    for (const item of view.items) {
+      g.setNode(item.id, { width: item.width, height: item.height });
+      if (item.parent) g.setParent(item.id, item.parent);
+    }
+    for (const e of view.edges) g.setEdge(e.v, e.w, { items: e.items });
+    dagre.layout(g);
+    const placed = new Map(view.items.map((item) => [item.id, g.node(item.id)]));
+    const depth = (id) => { let d = 0; for (let c = clusters.get(id).parent; c; c = clusters.get(c).parent) d++; return d; };
+    const boxes = view.open.map((id) => [id, g.node(id)]).filter(([, v]) => v).sort((a, b) => depth(a[0]) - depth(b[0]));
+    const edges = g.edges().map((ge) => ({ v: ge.v, w: ge.w, points: g.edge(ge).points || [],
+                                           items: g.edge(ge).items }));
+    return { placed, boxes, edges, width: g.graph().width, height: g.graph().height };
+  }
+
+  // A plain layered layout for graphs dagre cannot take (too many items, or too deep): each item
+  // one layer below the lowest item it reads (program order breaks cycles through collapsed
+  // boxes), a layer ordered by where its items' inputs sit and wrapped into rows of at most WRAP
+  // items. Linear in the graph's size. Open boxes are not drawn: their members need not be
+  // next to each other here.
+  function layeredLayout(view) {
+    const items = view.items.slice().sort((a, b) => a.first - b.first);
+    const byItem = new Map(items.map((item) => [item.id, item]));
+    const inputs = new Map();
+    for (const e of view.edges) {
+      if (byItem.get(e.v).first >= byItem.get(e.w).first) continue;
+      if (!inputs.has(e.w)) inputs.set(e.w, []);
+      inputs.get(e.w).push(e.v);
+    }
+    const layerOf = new Map(), layers = [];
+    for (const item of items) {
+      const layer = (inputs.get(item.id) || []).reduce((most, v) => Math.max(most, layerOf.get(v) + 1), 0);
+      layerOf.set(item.id, layer);
+      (layers[layer] = layers[layer] || []).push(item);
+    }
+    const placed = new Map();
+    const centre = (item) => {
+      const xs = (inputs.get(item.id) || []).map((v) => placed.get(v).x);
+      return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : -Infinity;
+    };
+    let y = LAYERED.margin, left = 0, right = 0;
+    for (const layer of layers) {
+      const keyed = layer.map((item) => [centre(item), item]).sort((a, b) => a[0] - b[0] || a[1].first - b[1].first);
+      for (let start = 0; start < keyed.length; start += LAYERED.wrap) {
+        const row = keyed.slice(start, start + LAYERED.wrap).map(([, item]) => item);
+        const width = row.reduce((sum, item) => sum + item.width, 0) + (row.length - 1) * LAYERED.nodesep;
+        const height = Math.max(...row.map((item) => item.height));
+        let x = -width / 2;
+        for (const item of row) {
+          placed.set(item.id, { x: x + item.width / 2, y: y + height / 2, width: item.width, height: item.height });
+          x += item.width + LAYERED.nodesep;
+        }
+        left = Math.min(left, -width / 2);
+        right = Math.max(right, width / 2);
+        y += height + LAYERED.rowsep;
+      }
+      y += LAYERED.ranksep - LAYERED.rowsep;
+    }
+    const shift = LAYERED.margin - left;
+    for (const v of placed.values()) v.x += shift;
+    const edges = view.edges.map((e) => ({
+      v: e.v, w: e.w, items: e.items,
+      points: edgePoints(placed.get(e.v), placed.get(e.w), layerOf.get(e.w) - layerOf.get(e.v)),
+    }));
+    return { placed, boxes: [], edges, width: right - left + 2 * LAYERED.margin,
+             height: y - LAYERED.ranksep + LAYERED.margin };
+  }
+  // from the bottom of s to the top of t; an edge that skips layers bends out to the right, past
+  // the items between (in a chain, they are in one column)
+  function edgePoints(s, t, span) {
+    const from = { x: s.x, y: s.y + s.height / 2 }, to = { x: t.x, y: t.y - t.height / 2 };
+    if (span === 1) return [from, to];
+    const out = Math.max(s.x + s.width / 2, t.x + t.width / 2) + 16 + 3 * Math.min(Math.abs(span), 60);
+    return [from, { x: out, y: from.y + 12 }, { x: out, y: to.y - 12 }, to];
+  }
+
+  // dagre's layout, or why there is none
+  function tryDagre(view) {
+    if (view.items.length > DAGRE_MAX) {
+      return { why: view.items.length + " items are more than dagre lays out (" + DAGRE_MAX + ")" };
+    }
+    try {
+      return { laid: dagreLayout(view) };
+    } catch (error) {
+      return { why: "dagre failed: " + error.message, failed: true };
+    }
+  }
+
+  function render() {
+    let view = visibleGraph(), result = tryDagre(view);
+    const notes = [];
+    if (result.failed && view.open.length) {  // too deep with these boxes open: every box collapsed
+      for (const id of clusters.keys()) collapsed.add(id);
+      notes.push("every module box collapsed (" + result.why + ")");
+      view = visibleGraph();
+      result = tryDagre(view);
+    }
+    if (!result.laid) {
+      notes.push("a plain layered layout" + (view.open.length ? " (open module boxes not drawn)" : "") + ": " + result.why);
+    }
+    note.textContent = note.title = notes.join("; ");
+    draw(view, result.laid || layeredLayout(view));
+  }
+
+  function draw(view, laid) {
     for (const layer of [layers.clusters, layers.edges, layers.titles, layers.boxes]) layer.textContent = "";
     // expanded module boxes, outer ones first
-    const drawn = g.nodes().map((id) => [id, g.node(id)]).filter(([, v]) => v && v.cluster);
-    const depth = (id) => { let d = 0; for (let c = clusters.get(id).parent; c; c = clusters.get(c).parent) d++; return d; };
-    drawn.sort((a, b) => depth(a[0]) - depth(b[0]));
-    for (const [id, v] of drawn) {
+    for (const [id, v] of laid.boxes) {
       const c = clusters.get(id);
       const cg = el("g", { class: "cluster", id: "cluster-" + id, "data-path": c.path }, layers.clusters);
       el("rect", { x: v.x - v.width / 2, y: v.y - v.height / 2, width: v.width, height: v.height }, cg);
@@ -221,9 +320,8 @@
       t.addEventListener("click", (event) => { event.stopPropagation(); collapsed.add(id); render(); });
     }
     // edges
-    for (const ge of g.edges()) {
-      const v = g.edge(ge);
-      const pts = v.points || [];
+    for (const edge of laid.edges) {
+      const pts = edge.points;
       if (!pts.length) continue;
       let d = "M" + pts[0].x + "," + pts[0].y;
       if (pts.length === 2) d += " L" + pts[1].x + "," + pts[1].y;
@@ -232,11 +330,10 @@
         const mx = i === pts.length - 2 ? q.x : (p.x + q.x) / 2, my = i === pts.length - 2 ? q.y : (p.y + q.y) / 2;
         d += " Q" + p.x + "," + p.y + " " + mx + "," + my;
       }
-      const eg = el("g", { class: "edge", "data-source": ge.v, "data-target": ge.w }, layers.edges);
+      const eg = el("g", { class: "edge", "data-source": edge.v, "data-target": edge.w }, layers.edges);
       el("path", { d, class: "hit" }, eg);
       el("path", { d, "marker-end": "url(#arrow)" }, eg);
-      const items = v.items || [];
-      const label = items.map((e) => e.value + ": " + e.type);
+      const label = edge.items.map((e) => e.value + ": " + e.type);
       const mid = pts[Math.floor(pts.length / 2)];
       const text = el("text", { x: mid.x + 5, y: mid.y - 3 }, eg);
       text.textContent = clip(label.join(", "), 60);
@@ -244,8 +341,8 @@
       title.textContent = label.join("\n");
     }
     // collapsed module boxes
-    for (const [id, info] of boxInfo) {
-      const v = g.node(id);
+    for (const [id, info] of view.boxes) {
+      const v = laid.placed.get(id);
       const c = clusters.get(id);
       const bg = el("g", { class: "collapsed", id: "box-" + id, "data-path": c.path,
                            transform: "translate(" + (v.x - v.width / 2) + "," + (v.y - v.height / 2) + ")" }, layers.boxes);
@@ -269,15 +366,14 @@
     // nodes
     for (const n of nodes) {
       const ne = nodeEls.get(n.id);
-      const v = g.node(n.id);
-      if (!v || representative(n.id) !== n.id) { ne.style.display = "none"; continue; }
+      const v = laid.placed.get(n.id);
+      if (!v) { ne.style.display = "none"; continue; }
       ne.style.display = "";
       ne.setAttribute("transform", "translate(" + (v.x - v.width / 2) + "," + (v.y - v.height / 2) + ")");
     }
-    const size = g.graph();
-    svg.dataset.width = size.width;
-    svg.dataset.height = size.height;
-    svg.setAttribute("viewBox", "0 0 " + size.width + " " + size.height);
+    svg.dataset.width = laid.width;
+    svg.dataset.height = laid.height;
+    svg.setAttribute("viewBox", "0 0 " + laid.width + " " + laid.height);
     applyZoom();
   }
 
