@@ -97,114 +97,159 @@ def copy_program(ep: Any) -> tuple[Any, dict]:
 
 
 def _write_into(graph: Graph, ep: Any) -> None:
-    """Make ``ep``'s graph compute what ``graph`` says, in place (``ep`` is write_back's copy)."""
-    from executorch.backends.transforms.utils import create_constant_placeholder, delete_constant_placeholder
-    from torch.export.graph_signature import InputKind as TorchInputKind
+    """Make ``ep``'s graph compute what ``graph`` says, in place (``ep`` is write_back's copy), in
+    phases: new constants become placeholders; every IR node, in IR order, gets its FX node (made,
+    or with its arguments rewritten) placed in that order; the outputs are pointed at; the FX nodes
+    the IR erased are erased, and the constants no longer read are deleted."""
+    writer = _Writer(ep)
+    writer.add_constants(graph)
+    writer.note_imported(graph)
+    for node in graph:
+        writer.place(node)
+    writer.set_outputs(graph)
+    writer.erase_dropped()
+    writer.delete_unread_constants()
+    writer.fx_graph.lint()
+    writer.gm.recompile()
 
-    gm = ep.graph_module
-    fx_graph = gm.graph
-    fake_mode = detect_fake_mode([n.meta.get("val") for n in fx_graph.nodes if n.op == "placeholder"])
-    to_fx: dict[int, torch.fx.Node] = {}
 
-    placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
-    first_user_input = next((n for n in placeholders if n.name in ep.graph_signature.user_inputs), None)
-    for value in graph.inputs:
-        if value.fx_node is not None:
-            to_fx[id(value)] = value.fx_node
-            continue
-        if value.input_kind is InputKind.user:
-            raise WriteBackError(f"a pass added the user input %{value.name}; only constants can be added")
-        if value.data is None:
-            raise WriteBackError(f"new constant %{value.name} has no data")
-        anchor = first_user_input or placeholders[-1] if placeholders else None
-        with fx_graph.inserting_before(anchor):
-            kind = getattr(TorchInputKind, _INPUT_KINDS[value.input_kind])
-            extra = {"persistent_buffer": True} if kind == TorchInputKind.BUFFER else {}
-            name = _free_attribute_name(gm, value.name)
-            node = create_constant_placeholder(ep, fx_graph, name, kind, value.data.detach().contiguous(), **extra)
-        value.fx_node = node
-        to_fx[id(value)] = node
+class _Writer:
+    """The state of one write-back: the FX node of every IR value written so far (``to_fx``), the
+    FX nodes to keep, and the cursor after which the next node is placed."""
 
-    def fx_of(value: Value) -> torch.fx.Node:
+    def __init__(self, ep: Any):
+        self.ep = ep
+        self.gm = ep.graph_module
+        self.fx_graph = self.gm.graph
+        self.placeholders = [n for n in self.fx_graph.nodes if n.op == "placeholder"]
+        self.fake_mode = detect_fake_mode([n.meta.get("val") for n in self.placeholders])
+        self.to_fx: dict[int, torch.fx.Node] = {}
+        self.keep: set[torch.fx.Node] = set()
+        self.cursor = self.placeholders[-1] if self.placeholders else None
+        self.stacks: dict[int, Any] = {}
+        self.imported: set[torch.fx.Node] = set()
+        self.erased_readers: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+
+    def fx_of(self, value: Value) -> torch.fx.Node:
         try:
-            return to_fx[id(value)]
+            return self.to_fx[id(value)]
         except KeyError:
             raise WriteBackError(f"value {value.describe()} has no FX node yet (IR order broken?)") from None
 
-    keep: set[torch.fx.Node] = set()
-    cursor = placeholders[-1] if placeholders else None
-    # the FX nodes the IR erased, by what they read: a node a pass made takes the module of the one it replaced
-    imported = {n.fx_node for n in graph if n.fx_node is not None and n.fx_node.graph is fx_graph}
-    # (a getitem of an imported node is that node's result, not a node the IR erased)
-    imported |= {n for n in fx_graph.nodes if n.target is operator.getitem and n.args[0] in imported}
-    erased_readers: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    for fx_node in fx_graph.nodes:
-        if fx_node.op == "call_function" and fx_node not in imported:
-            for read in fx_node.all_input_nodes:
-                erased_readers.setdefault(read, []).append(fx_node)
-    stacks: dict[int, Any] = {}
-    for node in graph:
-        fx_node = node.fx_node if node.fx_node is not None and node.fx_node.graph is fx_graph else None
+    def add_constants(self, graph: Graph) -> None:
+        """Map the graph's inputs; a constant a pass added becomes a placeholder, before the user inputs."""
+        from executorch.backends.transforms.utils import create_constant_placeholder
+        from torch.export.graph_signature import InputKind as TorchInputKind
+
+        user_inputs = self.ep.graph_signature.user_inputs
+        first_user_input = next((n for n in self.placeholders if n.name in user_inputs), None)
+        for value in graph.inputs:
+            if value.fx_node is None:
+                if value.input_kind is InputKind.user:
+                    raise WriteBackError(f"a pass added the user input %{value.name}; only constants can be added")
+                if value.data is None:
+                    raise WriteBackError(f"new constant %{value.name} has no data")
+                anchor = first_user_input or self.placeholders[-1] if self.placeholders else None
+                with self.fx_graph.inserting_before(anchor):
+                    kind = getattr(TorchInputKind, _INPUT_KINDS[value.input_kind])
+                    extra = {"persistent_buffer": True} if kind == TorchInputKind.BUFFER else {}
+                    name = _free_attribute_name(self.gm, value.name)
+                    value.fx_node = create_constant_placeholder(self.ep, self.fx_graph, name, kind,
+                                                                value.data.detach().contiguous(), **extra)
+            self.to_fx[id(value)] = value.fx_node
+
+    def note_imported(self, graph: Graph) -> None:
+        """The FX nodes the IR kept, and the ones it erased by what they read: a node a pass made
+        takes the module of the one it replaced (:func:`_module_stack`)."""
+        self.imported = {n.fx_node for n in graph if n.fx_node is not None and n.fx_node.graph is self.fx_graph}
+        # (a getitem of an imported node is that node's result, not a node the IR erased)
+        self.imported |= {n for n in self.fx_graph.nodes if n.target is operator.getitem and n.args[0] in self.imported}
+        for fx_node in self.fx_graph.nodes:
+            if fx_node.op == "call_function" and fx_node not in self.imported:
+                for read in fx_node.all_input_nodes:
+                    self.erased_readers.setdefault(read, []).append(fx_node)
+
+    def place(self, node: Node) -> None:
+        """Give ``node`` its FX node (made, or its arguments rewritten), after the cursor."""
+        fx_node = node.fx_node if node.fx_node is not None and node.fx_node.graph is self.fx_graph else None
         schema = getattr(fx_node.target, "_schema", None) if fx_node is not None else None
         if fx_node is None:
-            if node.definition is None:
-                raise WriteBackError(f"pass {node.origin or '?'} created {node.op}, an opaque op (no definition in "
-                                     "xir.ops): only defined ops can be written back into the program")
-            target = resolve_op(node.op)
-            args, kwargs = op_arguments(target._schema, node, fx_of)
-            with fx_graph.inserting_after(cursor):
-                fx_node = fx_graph.call_function(target, args, kwargs)
-            fx_node.meta["val"] = _fake_run(target, args, kwargs, fake_mode)
-            node.fx_node = fx_node
-            if node.origin:
-                fx_node.meta["xir_origin"] = node.origin
-            stack = stacks[id(node)] = _module_stack(node, fx_of, erased_readers, stacks, imported)
-            if stack:
-                fx_node.meta["nn_module_stack"] = dict(stack)
+            fx_node = self._create(node)
         elif schema is not None:
-            args, kwargs = op_arguments(schema, node, fx_of)
+            args, kwargs = op_arguments(schema, node, self.fx_of)
             if not _same_call(fx_node, args, kwargs):
                 fx_node.args, fx_node.kwargs = args, kwargs
-        elif _operands_changed(node, fx_node, fx_of):
+        elif _operands_changed(node, fx_node, self.fx_of):
             raise WriteBackError(f"cannot rewrite the arguments of {node.op}: it has no schema")
-        if cursor is not None and cursor.next is not fx_node:
-            cursor.append(fx_node)
-        cursor = fx_node
-        keep.add(fx_node)
+        self._advance(fx_node)
         if len(node.results) == 1 and not isinstance(fx_node.meta.get("val"), (list, tuple)):
-            to_fx[id(node.results[0])] = fx_node
+            self.to_fx[id(node.results[0])] = fx_node
         else:
-            picks = {u.args[1]: u for u in fx_node.users if u.target is operator.getitem}
-            for result in node.results:
-                pick = picks.get(result.index)
-                if pick is None and not result.is_unused():  # (a graph output is a use)
-                    with fx_graph.inserting_after(cursor):
-                        pick = fx_graph.call_function(operator.getitem, (fx_node, result.index))
-                    pick.meta["val"] = fx_node.meta["val"][result.index]
-                if pick is not None:
-                    if cursor.next is not pick:
-                        cursor.append(pick)
-                    cursor = pick
-                    keep.add(pick)
-                    to_fx[id(result)] = pick
-    output = next(n for n in fx_graph.nodes if n.op == "output")
-    old = output.args[0]
-    new_outputs = [fx_of(v) for v in graph.outputs]
-    output.args = (type(old)(new_outputs) if isinstance(old, (list, tuple)) else new_outputs[0],)
-    _rename_outputs(ep, new_outputs)
-    for fx_node in reversed(list(fx_graph.nodes)):
-        if fx_node.op in ("call_function", "call_method", "call_module") and fx_node not in keep:
-            if fx_node.users:
-                raise WriteBackError(f"FX node {fx_node.name} was erased in the IR but is still used by "
-                                     f"{', '.join(u.name for u in fx_node.users)}")
-            fx_graph.erase_node(fx_node)
-    for fx_node in list(fx_graph.nodes):
-        if fx_node.op == "placeholder" and not fx_node.users and fx_node.name not in ep.graph_signature.user_inputs:
-            if any(spec.arg.name == fx_node.name and spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
-                   for spec in ep.graph_signature.input_specs):
-                delete_constant_placeholder(ep, fx_node)
-    fx_graph.lint()
-    gm.recompile()
+            self._pick_results(node, fx_node)
+
+    def _create(self, node: Node) -> torch.fx.Node:
+        """The FX node of a node a pass made: the edge op of its name, ``meta["val"]`` from fake tensors."""
+        if node.definition is None:
+            raise WriteBackError(f"pass {node.origin or '?'} created {node.op}, an opaque op (no definition in "
+                                 "xir.ops): only defined ops can be written back into the program")
+        target = resolve_op(node.op)
+        args, kwargs = op_arguments(target._schema, node, self.fx_of)
+        with self.fx_graph.inserting_after(self.cursor):
+            fx_node = self.fx_graph.call_function(target, args, kwargs)
+        fx_node.meta["val"] = _fake_run(target, args, kwargs, self.fake_mode)
+        node.fx_node = fx_node
+        if node.origin:
+            fx_node.meta["xir_origin"] = node.origin
+        stack = self.stacks[id(node)] = _module_stack(node, self.fx_of, self.erased_readers, self.stacks, self.imported)
+        if stack:
+            fx_node.meta["nn_module_stack"] = dict(stack)
+        return fx_node
+
+    def _advance(self, fx_node: torch.fx.Node) -> None:
+        """Place ``fx_node`` right after the cursor, keep it, and move the cursor to it."""
+        if self.cursor is not None and self.cursor.next is not fx_node:
+            self.cursor.append(fx_node)
+        self.cursor = fx_node
+        self.keep.add(fx_node)
+
+    def _pick_results(self, node: Node, fx_node: torch.fx.Node) -> None:
+        """The getitems of a node with several results: kept, or made for a used result that has none."""
+        picks = {u.args[1]: u for u in fx_node.users if u.target is operator.getitem}
+        for result in node.results:
+            pick = picks.get(result.index)
+            if pick is None and not result.is_unused():  # (a graph output is a use)
+                with self.fx_graph.inserting_after(self.cursor):
+                    pick = self.fx_graph.call_function(operator.getitem, (fx_node, result.index))
+                pick.meta["val"] = fx_node.meta["val"][result.index]
+            if pick is not None:
+                self._advance(pick)
+                self.to_fx[id(result)] = pick
+
+    def set_outputs(self, graph: Graph) -> None:
+        output = next(n for n in self.fx_graph.nodes if n.op == "output")
+        old = output.args[0]
+        new_outputs = [self.fx_of(v) for v in graph.outputs]
+        output.args = (type(old)(new_outputs) if isinstance(old, (list, tuple)) else new_outputs[0],)
+        _rename_outputs(self.ep, new_outputs)
+
+    def erase_dropped(self) -> None:
+        """Erase the FX nodes the IR erased (none may still be read)."""
+        for fx_node in reversed(list(self.fx_graph.nodes)):
+            if fx_node.op in ("call_function", "call_method", "call_module") and fx_node not in self.keep:
+                if fx_node.users:
+                    raise WriteBackError(f"FX node {fx_node.name} was erased in the IR but is still used by "
+                                         f"{', '.join(u.name for u in fx_node.users)}")
+                self.fx_graph.erase_node(fx_node)
+
+    def delete_unread_constants(self) -> None:
+        from executorch.backends.transforms.utils import delete_constant_placeholder
+
+        signature = self.ep.graph_signature
+        for fx_node in list(self.fx_graph.nodes):
+            if fx_node.op == "placeholder" and not fx_node.users and fx_node.name not in signature.user_inputs:
+                if any(spec.arg.name == fx_node.name and spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
+                       for spec in signature.input_specs):
+                    delete_constant_placeholder(self.ep, fx_node)
 
 
 def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, imported: set) -> Any:
