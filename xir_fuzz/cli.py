@@ -14,6 +14,7 @@ early: the programs that ran are reported and kept in summary.json.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import signal
@@ -232,16 +233,16 @@ def report(args) -> int:
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             print(f"xir_fuzz: {folder / 'summary.json'} is no campaign summary: {error}", file=sys.stderr)
             return 2
-    elif (folder / "programs.jsonl").exists():  # a campaign still running, or stopped without its report
+    elif journal_path(folder) is not None:  # a campaign still running, stopped, or kept as data
         try:
-            header, entries = read_journal(folder / "programs.jsonl", lenient=True)
+            header, entries = read_journal(journal_path(folder), lenient=True)
         except CampaignError as error:
             print(f"xir_fuzz: {error}", file=sys.stderr)
             return 2
         summary = {"commit": header.get("commit"), "code": header.get("code"), "programs": [e["record"] for e in entries],
                    "rerun_of": header.get("rerun_of"), "only_ops": header.get("only_ops")}
     else:
-        print(f"xir_fuzz: no summary.json nor programs.jsonl in {folder}", file=sys.stderr)
+        print(f"xir_fuzz: no summary.json nor {JOURNAL}[.gz] in {folder}", file=sys.stderr)
         return 2
     kinds = [k for k in KINDS if any(r["kind"] == k for r in summary["programs"])]
     seeds = sorted(r["seed"] for r in summary["programs"])
@@ -314,6 +315,25 @@ class CampaignError(Exception):
     pass
 
 
+JOURNAL = "programs.jsonl"
+
+
+def journal_path(folder: Path) -> Path | None:
+    """The journal of the campaign in ``folder``: ``programs.jsonl`` (written as a campaign runs),
+    else ``programs.jsonl.gz`` (a finished campaign kept as data, compressed); None when neither is there."""
+    for name in (JOURNAL, JOURNAL + ".gz"):
+        if (folder / name).exists():
+            return folder / name
+    return None
+
+
+def _journal_text(path: Path) -> str:
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return f.read()
+    return path.read_text(encoding="utf-8")
+
+
 def read_journal(path: Path, lenient: bool = False) -> tuple[dict, list[dict]]:
     """A campaign journal (``programs.jsonl``): its header (the ``campaign`` settings of its first
     line) and its entries ({"record", "program"}), in order. The last line of a campaign killed
@@ -321,12 +341,12 @@ def read_journal(path: Path, lenient: bool = False) -> tuple[dict, list[dict]]:
     CampaignError, or with ``lenient`` is skipped as well. A journal is data: nothing in it is
     run (see ``journalled_program``)."""
     try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = [line for line in _journal_text(path).splitlines() if line.strip()]
         first = json.loads(lines[0]) if lines else {}
         header = first.get("campaign", {})
         if not isinstance(header, dict):
             raise TypeError
-    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError, OSError, EOFError):
         raise CampaignError(f"{path} line 1 is not a campaign journal's header") from None
     entries = []
     for number, line in enumerate(lines[1:], 2):
@@ -381,7 +401,10 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
     programs are read back (records and outcomes by key) and the settings and the code
     (source_code_id: the commit may differ) must match. A journal from before the code id was
     recorded must match the commit."""
-    path = out / "programs.jsonl"
+    path = out / JOURNAL
+    if args.resume and not path.exists() and (out / (JOURNAL + ".gz")).exists():
+        raise CampaignError(f"--resume: {out} holds a compressed journal; to go on with it, decompress it first "
+                            f"(gunzip {out / (JOURNAL + '.gz')})")
     settings = {"code": code, **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
     if args.rerun:  # (what --report compares a re-run with)
         settings.update(rerun_of=str(args.rerun), only_ops=args.only_ops)
@@ -466,7 +489,7 @@ def campaign(args) -> int:
           + (f"; resumed: {done} ran before" if done else ""), flush=True)
     start = time.monotonic()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
-    with Pool(args.jobs, args.timeout, out / "logs") as pool, open(out / "programs.jsonl", "a") as journal:
+    with Pool(args.jobs, args.timeout, out / "logs") as pool, open(out / JOURNAL, "a") as journal:
         try:
             for index, (key, outcome) in enumerate(pool.run(keyed), done + 1):
                 if before and outcome.get("stock") is None:  # a rerun runs xir only: stock's code did not change
@@ -541,9 +564,9 @@ def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) 
     """The records of the campaign journalled in ``folder`` (its programs.jsonl) to run again:
     those of ``kinds``, and with ``only_ops``, those whose program has one of these op kinds
     (``op_kinds`` in the journal: softmax, conv1d, ...). Keyed by (kind, seed), in journal order."""
-    path = folder / "programs.jsonl"
-    if not path.exists():
-        raise CampaignError(f"--rerun: {path} does not exist (a campaign's folder, with its journal, was expected)")
+    path = journal_path(folder)
+    if path is None:
+        raise CampaignError(f"--rerun: no {JOURNAL}[.gz] in {folder} (a campaign's folder, with its journal, was expected)")
     selected = {}
     try:
         _, entries = read_journal(path)
@@ -622,7 +645,8 @@ def replay(args) -> int:
 
     kind = "fp32" if args.kind == "all" else args.kind
     program = generate(args.replay, kind, max_ops=args.max_ops, min_ops=args.min_ops)
-    print(f"# {program.describe()}")
+    print(f"# {program.describe()}; rebuilt at code {source_code_id() or 'unknown'} (a journal made at another "
+          "code id may hold another program for this seed)")
     print(program.module_source())
     with Pool(1, args.timeout, Path(args.out) / "logs") as pool:
         outcome = pool.map([{"program": program.to_json(), "sides": list(SIDES)}])[0]
