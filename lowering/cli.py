@@ -14,6 +14,11 @@ adds the traceback); ``lower --verify`` exits with status 1 when the program doe
 or does not match eager PyTorch. Progress goes to stderr (a live line with a bar and the elapsed
 time on a terminal, plain lines otherwise: :mod:`lowering.progress`), results to stdout.
 
+A .pt2 is checked before torch reads it (:mod:`lowering.pt2`): one whose loading would run code
+from the file (pickles, ...) is refused unless ``--trust-pickle``. ``xir lower`` checks that it can
+write its output before any work, and every file the commands write goes through a temporary file
+and a rename (:func:`xir.files.write_atomic`): a failed write leaves the old file as it was.
+
 ``xir --help``, ``xir passes``, ``xir dump`` of IR text and the argument errors import neither
 torch nor ExecuTorch (tests/test_cli_fast.py): keep heavy imports inside the commands.
 """
@@ -87,7 +92,7 @@ def _demo(args) -> int:
             inputs = example.example_inputs()
             ref = reference(ep, inputs)
             bf16 = example.dtype == torch.bfloat16
-            (out / f"{name}.xir").write_text(xir.print_graph(xir.from_exported_program(edge_program(ep))))
+            _write(out / f"{name}.xir", xir.print_graph(xir.from_exported_program(edge_program(ep))))
         results = {}
         pending = []
         for which in ("stock", "xir"):
@@ -99,7 +104,7 @@ def _demo(args) -> int:
                 result = lower(ep, inputs, which, **options)
             results[which] = result
             if result.buffer is not None:
-                (out / f"{name}-{which}.pte").write_bytes(result.buffer)
+                _write(out / f"{name}-{which}.pte", result.buffer)
             tolerance = (2e-2 if bf16 else 1e-4) * max(1.0, max(t.abs().max().item() for t in ref))
             if example.quantize:
                 tolerance = 0.05 * max(t.abs().max().item() for t in ref)
@@ -114,7 +119,7 @@ def _demo(args) -> int:
                          str(sum(result.outside.values())), "-" if latency is None else f"{latency * 1e3:.3f}",
                          "" if result.ran else (result.error or "")[:60]))
         if results["xir"].partitioner is not None and results["xir"].partitioner.last_plan is not None:
-            (out / f"{name}-report.txt").write_text(results["xir"].partitioner.report(html=out / f"{name}.html"))
+            _write(out / f"{name}-report.txt", results["xir"].partitioner.report(html=out / f"{name}.html"))
     header = ("model", "partitioner", "loads", "matches", "max err", "delegated", "outside", "ms", "failure")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
@@ -186,9 +191,20 @@ def _step(label: str, doing: str, failure: str, total: int | None = None, unit: 
     except Exception as error:
         from passes import PipelineError
 
+        from .partition import NotLowerable
+
         if isinstance(error, PipelineError):
             raise CLIError(f"{failure}: {error}") from error
+        if isinstance(error, NotLowerable):
+            raise CLIError(f"{failure}: {_all_lines(error)}") from error
         raise CLIError(f"{failure}: {_first_line(error)}", hint=True) from error
+
+
+def _all_lines(error: BaseException) -> str:
+    """``Type: message`` with the message's lines joined into one: a NotLowerable's first line ends
+    in ':' and the ops and the reasons follow, one a line."""
+    head, *rest = [line.strip() for line in str(error).splitlines() if line.strip()] or [""]
+    return f"{type(error).__name__}: {head} {'; '.join(rest)}".rstrip()
 
 
 def _progress(label: str, doing: str, more: bool = True) -> None:
@@ -214,34 +230,19 @@ def _model_path(text: str) -> Path:
 NOT_A_PROGRAM = "{path} is not an exported program (a .pt2 file written by torch.export.save)"
 
 
-def _load(path: Path):
-    torch = _import_torch()
+def _load(path: Path, trust_pickle: bool):
+    """The program in ``path``, the archive checked first (:mod:`lowering.pt2`: no code from the file
+    runs unless --trust-pickle)."""
+    _import_torch()
+    from .pt2 import BadArchive, load_exported_program
 
     try:
         with PROGRESS.step(path.name, f"loading {path}"):
-            ep = torch.export.load(str(path))
-    except Exception as error:
-        raise CLIError(f"{NOT_A_PROGRAM.format(path=path)}: {_why_not_loaded(path, error)}") from error
-    if not isinstance(ep, torch.export.ExportedProgram):
-        raise CLIError(f"{NOT_A_PROGRAM.format(path=path)}: it holds a {type(ep).__name__}")
-    return ep
-
-
-def _why_not_loaded(path: Path, error: Exception) -> str:
-    import zipfile
-
-    try:
-        if not zipfile.is_zipfile(path):
-            return "it is not a zip archive"
-        names = zipfile.ZipFile(path).namelist()
-    except OSError as e:
-        return e.strerror or str(e)
-    if not any(name == "archive_format" or name.endswith("/archive_format") for name in names):
-        if any(name.endswith("data.pkl") for name in names):
-            return ("it is a torch.save file (a state dict or module?); export the model with torch.export.export "
-                    "and save that with torch.export.save")
-        return "it is a zip archive without an exported program in it"
-    return _first_line(error)  # a .pt2 archive that does not load (another torch version, a missing custom op, ...)
+            return load_exported_program(path, trust_pickle=trust_pickle)
+    except BadArchive as error:
+        raise CLIError(str(error)) from error
+    except Exception as error:  # an archive torch does not load (another torch version, a missing custom op, ...)
+        raise CLIError(f"{NOT_A_PROGRAM.format(path=path)}: {_first_line(error)}", hint=True) from error
 
 
 def _placeholder_dtypes(ep) -> set:
@@ -366,7 +367,7 @@ def _prepare(path: Path, args) -> Prepared:
     import torch
 
     label = path.name
-    ep = original = _load(path)
+    ep = original = _load(path, args.trust_pickle)
     example_args, example_kwargs = _example_inputs(ep, label)
     dtype = getattr(args, "dtype", None)
     quantize = getattr(args, "quantize", None)
@@ -449,23 +450,17 @@ def _lower(args) -> int:
     out = Path(args.output) if args.output else path.with_suffix(".pte")
     if out.exists() and out.resolve() == path.resolve():
         raise CLIError(f"-o {out} would overwrite the input program")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CLIError(f"cannot create the folder of {out}: {error.strerror or error}") from error
     if args.dtype == "bf16" and args.quantize:
         raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
     args.pipeline = _pipeline(args.pipeline, "--pipeline")
+    _writable(out)
     prepared = _prepare(path, args)
     edge, partitioner = _lower_program(path, prepared, args, _instruments(args))
     with _step(path.name, "serializing to ExecuTorch", f"serializing {path} failed"):
         import executorch.kernels.quantized  # noqa: F401  (quantized ops left outside delegates)
 
         buffer = edge.to_executorch().buffer
-    try:
-        out.write_bytes(buffer)
-    except OSError as error:
-        raise CLIError(f"cannot write {out}: {error.strerror or error}") from error
+    _write(out, buffer)
     from .programs import delegate_count, delegated_ops, outside_ops
 
     inside, outside = sum(delegated_ops(edge).values()), sum(outside_ops(edge).values())
@@ -476,6 +471,27 @@ def _lower(args) -> int:
     if args.verify:
         return _verify(path, out, buffer, prepared)
     return 0
+
+
+def _writable(path: Path) -> Path:
+    """Check, before any work, that ``path`` can be written (its folder is made if missing)."""
+    from xir.files import check_writable
+
+    try:
+        return check_writable(path)
+    except OSError as error:
+        where = f": {error.filename}" if error.filename and Path(error.filename) != path else ""
+        raise CLIError(f"cannot write {path}: {error.strerror or error}{where}") from error
+
+
+def _write(path: Path, data: bytes | str) -> None:
+    """Write through a temporary file and a rename: a failure leaves the old ``path`` as it was."""
+    from xir.files import write_atomic
+
+    try:
+        write_atomic(path, data)
+    except OSError as error:
+        raise CLIError(f"cannot write {path}: {error.strerror or error}") from error
 
 
 def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
@@ -544,13 +560,20 @@ def _parse_text(path: Path):
         raise CLIError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from error
     try:
         graph = xir.parse_graph(text)
-    except xir.ParseError as error:
-        raise CLIError(f"{path}:{error.line}:{error.column}: {error.message}") from error
-    try:
         xir.verify(graph)
-    except xir.VerificationError as error:
-        raise CLIError(f"{path} does not verify: {' '.join(str(error).split())}") from error
+    except xir.IRError as error:
+        raise CLIError(_ir_error(path, error)) from error
     return graph
+
+
+def _ir_error(path: Path, error) -> str:
+    """``FILE:LINE:COLUMN: problem`` on one line (``FILE: problem (at: node)`` when the error has no place)."""
+    line, column = getattr(error, "line", None), getattr(error, "column", None)
+    message = getattr(error, "message", None) or str(error)
+    if line is None:
+        node = getattr(error, "node_text", None)
+        return " ".join(f"{path}: {message}{f' (at: {node})' if node else ''}".split())
+    return " ".join(f"{path}:{line}:{column}: {message}".split())
 
 
 def _dump_text(path: Path, args) -> int:
@@ -653,12 +676,7 @@ def _html_target(text: str) -> Path:
     html = Path(text)
     if html.is_dir():
         raise CLIError(f"--html {text} is a directory; give the .html file to write")
-    if html.parent and not html.parent.exists():
-        try:
-            html.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise CLIError(f"cannot create the folder of {html}: {error.strerror or error}") from error
-    return html
+    return _writable(html)
 
 
 def _explain_text(path: Path, args, html: Path | None) -> int:
@@ -734,6 +752,13 @@ def _add_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL.pt2", help="an ExportedProgram saved with torch.export.save")
 
 
+def _add_trust(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="load a .pt2 that holds pickles (tensor subclasses such as torchao's quantized weights, "
+                             "Python objects, sample inputs beyond tensors) or other code torch runs: this runs code "
+                             "from the file, so only for files you trust (sizes and CRCs are checked still)")
+
+
 def _add_preparation(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=list(DTYPES),
                         help="cast the module and its inputs and re-export (bf16 also enables bf16 delegation; "
@@ -779,6 +804,7 @@ def _parser() -> argparse.ArgumentParser:
                                             "and write the .pte file.")
     _add_model(lower)
     lower.add_argument("-o", "--output", metavar="MODEL.pte", help="the .pte to write (default: MODEL.pte next to MODEL.pt2)")
+    _add_trust(lower)
     _add_preparation(lower)
     _add_lowering(lower)
     lower.add_argument("--verify", action="store_true",
@@ -799,6 +825,7 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("--after", metavar="PIPELINE",
                       help="run this pipeline first ('default': the one lowering runs; '+TEXT' appends to it)")
     dump.add_argument("--no-origin", dest="origin", action="store_false", help="do not annotate nodes with the pass that made them")
+    _add_trust(dump)
     _add_preparation(dump)
     _add_instruments(dump)
     _add_debug(dump)
@@ -817,6 +844,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="write the delegate colours as Model Explorer node data (MODEL.xir-delegates.json) "
                               "and print the command that opens the program in Google's Model Explorer with xir's "
                               "adapter (pip install 'xir[explorer]')")
+    _add_trust(explain)
     _add_preparation(explain)
     _add_lowering(explain)
     _add_debug(explain)

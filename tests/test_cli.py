@@ -361,6 +361,35 @@ def test_verify_exits_with_1_when_the_program_does_not_match(xir, capsys, monkey
     assert err.rstrip().splitlines()[-1].startswith(f"xir: error: verify: {out} does not match eager PyTorch: max error 1 > ")
 
 
+def test_not_lowerable_names_the_ops_and_the_reasons(tmp_path, capsys, monkeypatch):
+    """An int4 weight-only linear (torchao): XNNPACK takes no such linear with an fp32 input, and its
+    dequantize has no kernel outside XNNPACK. The error names the op and the reason (the message was
+    cut to its first line, which ends in ':'). torch.export.save pickles the weight (a tensor
+    subclass): the archive loads with --trust-pickle only."""
+    import torch
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32)).eval()
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    path = tmp_path / "int4.pt2"
+    torch.export.save(torch.export.export(model, (torch.randn(4, 64),)), path)
+    status, _, err = run_main(["lower", str(path)], capsys, monkeypatch)
+    assert status == 2
+    assert err.rstrip().splitlines()[-1] == (
+        f"xir: error: {path}: weight 0.weight (member int4/data/weights/weight_0) is pickled (a tensor subclass: "
+        f"a torchao quantized weight, for example): loading it would run code from the file (--trust-pickle, "
+        f"or trust_pickle=True, loads it if you trust the file)")
+    status, _, err = run_main(["lower", str(path), "--trust-pickle"], capsys, monkeypatch)
+    line = err.rstrip().splitlines()[-1]
+    assert status == 2 and "Traceback" not in err
+    assert line.startswith(f"xir: error: lowering {path} failed: NotLowerable: XNNPACK cannot run these ops, and "
+                           f"their quantize/dequantize ops cannot run outside an XNNPACK delegate either")
+    assert "): aten.linear f32[4,32]: " in line and "int8 weight-only linear: an int4 or group-wise weight" in line
+    assert "--debug" not in line  # the reason is the message, not a library's failure
+
+
 def test_debug_flag_before_or_after_the_command():
     from lowering.cli import _parser
 

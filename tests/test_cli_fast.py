@@ -42,6 +42,16 @@ IR = textwrap.dedent("""\
     """)
 
 
+# IR text that does not parse or verify: the error names the file, the line and the column
+BAD_IR = {
+    "unbalanced.xir": IR.replace("input %x: f32[2,8]", "input %x: f32[2,8"),
+    "huge-integer.xir": IR.replace("input %x: f32[2,8]", "input %x: f32[2," + "9" * 5000 + "]"),
+    "trailing.xir": IR + "}\n",
+    "nested.xir": IR.replace("{dims=[1, 0]}", "{dims=" + "[" * 10000 + "]" * 10000 + "}", 1),
+    "wrong-dims.xir": IR.replace("{dims=[1, 0]}", "{dims=[5, 0]}", 1),
+}
+
+
 def probe(args: list[str], cwd: Path) -> dict:
     result = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
@@ -54,6 +64,10 @@ def folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("fast")
     (folder / "model.xir").write_text(IR)
     (folder / "broken.xir").write_text(IR.replace("aten.linear(%x, %w)", "aten.linear(%y, %w)"))
+    for name, text in BAD_IR.items():
+        (folder / name).write_text(text)
+    (folder / "adir").mkdir()
+    (folder / "afile").write_text("a file, not a folder\n")
     return folder
 
 
@@ -133,11 +147,23 @@ def test_explain_explorer_writes_node_data_and_prints_the_command(folder):
     (["dump", "model.xir", "--after", "fold-batch-norm{bogus=1}"],
      "xir: error: --after: pass fold-batch-norm has no option 'bogus'"),
     (["dump", "model.xir", "--dtype", "bf16"], "xir: error: --dtype and --quantize apply to an exported program"),
+    # the output is checked before the model is loaded (the model here is not even a program)
+    (["lower", "model.xir", "-o", "adir"], "xir: error: cannot write adir: is a directory"),
+    (["lower", "model.xir", "-o", "afile/model.pte"], "xir: error: cannot write afile/model.pte: File exists: afile"),
+    (["explain", "model.xir", "--html", "afile/model.html"],
+     "xir: error: cannot write afile/model.html: File exists: afile"),
+    # bad IR text, read by dump and by explain
+    (["dump", "unbalanced.xir"], "xir: error: unbalanced.xir:3:16: "),
+    (["explain", "huge-integer.xir"], "xir: error: huge-integer.xir:3:19: "),
+    (["dump", "trailing.xir"], "xir: error: trailing.xir:10:1: "),
+    (["explain", "nested.xir"], "xir: error: nested.xir:5:"),
+    (["dump", "wrong-dims.xir"], "xir: error: wrong-dims.xir:5:3: aten.permute_copy: "),
 ])
 def test_errors_without_torch(folder, args, message):
     result = probe(args, folder)
     assert result["status"] == 2 and result["heavy"] == [], result
     assert result["err"].rstrip().splitlines()[-1].startswith(message), result["err"]
+    assert result["err"].count("xir: error:") == 1 and "Traceback" not in result["err"], result["err"]
 
 
 def test_example_names_are_the_examples():

@@ -33,8 +33,10 @@ except ImportError:  # the adapter needs Model Explorer; graph_json() and node_d
 from .data import graph_id, graph_json, namespace, node_data, write_node_data  # noqa: F401,E402
 
 
-def _report_data(model_path: str) -> tuple[dict, str]:
-    """Lower a .pt2 with xir (or plan IR text) and return the report's data and the graph id."""
+def _report_data(model_path: str, trust_pickle: bool = False) -> tuple[dict, str]:
+    """Lower a .pt2 with xir (or plan IR text) and return the report's data and the graph id. The
+    .pt2 is checked before torch reads it (:mod:`lowering.pt2`: no code from the file runs unless
+    ``trust_pickle``)."""
     from ..html_report import RecordPasses, report_data
 
     path = Path(model_path)
@@ -53,8 +55,9 @@ def _report_data(model_path: str) -> tuple[dict, str]:
     import torch
 
     from ..partitioner import XnnpackPartitioner, to_edge_transform_and_lower
+    from ..pt2 import load_exported_program
 
-    ep = torch.export.load(str(path))
+    ep = load_exported_program(path, trust_pickle=trust_pickle)
     bf16 = any(n.op == "placeholder" and getattr(n.meta.get("val"), "dtype", None) == torch.bfloat16
                for n in ep.graph.nodes)
     recorder = RecordPasses()
@@ -66,9 +69,9 @@ def _report_data(model_path: str) -> tuple[dict, str]:
     return data, graph_id(graph)
 
 
-def convert_model(model_path: str) -> dict:
-    """``{"graphs": [graph JSON]}`` for a .pt2 or .xir file."""
-    data, graph_id = _report_data(model_path)
+def convert_model(model_path: str, trust_pickle: bool = False) -> dict:
+    """``{"graphs": [graph JSON]}`` for a .pt2 or .xir file (``trust_pickle``: see :mod:`lowering.pt2`)."""
+    data, graph_id = _report_data(model_path, trust_pickle)
     return {"graphs": [graph_json(data, graph_id)]}
 
 
