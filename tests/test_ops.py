@@ -107,3 +107,35 @@ def test_traits_and_named_operands_of_built_in_ops():
     assert (addmm.input.name, addmm.weight.name, addmm.bias.name) == ("x", "w", "b")
     with pytest.raises(AttributeError, match="operands: bias, input, weight"):
         addmm.kernel  # noqa: B018
+
+
+@pytest.mark.parametrize("op, attributes", [
+    ("aten.full", {"size": [2, 3], "fill_value": 1.5}),
+    ("aten.full", {"size": [4], "fill_value": 7}),
+    ("aten.full", {"size": [], "fill_value": True}),
+    ("aten.full", {"size": [0, 5], "fill_value": 1, "dtype": DType.bf16}),
+    ("aten.zeros", {"size": [3, 1]}),
+    ("aten.ones", {"size": [2], "dtype": DType.i8}),
+    ("aten.scalar_tensor", {"s": 3}),
+    ("aten.arange", {"end": 5}),
+    ("aten.arange", {"end": 2.5}),
+    ("aten.arange.start", {"start": -3, "end": 4}),
+    ("aten.arange.start_step", {"start": 0, "end": 10, "step": 3}),
+    ("aten.arange.start_step", {"start": 10, "end": 0, "step": -3}),
+    ("aten.arange.start_step", {"start": 0, "end": 1.0, "step": 0.1}),
+    ("aten.arange.start_step", {"start": 0.5, "end": 7.9, "step": 1.5, "dtype": DType.i64}),
+    ("aten.arange.start_step", {"start": 0.5, "end": 7.9, "step": 1.5, "dtype": DType.i32}),
+    ("aten.arange.start_step", {"start": 4, "end": 4, "step": 1}),
+])
+def test_creation_ops_infer_the_type_pytorch_makes(op, attributes):
+    """The result type the creation ops' definitions give is the one PyTorch's op returns: a declared
+    type that disagrees fails verification, and fold-constants checks sizes by it."""
+    import torch
+
+    from lowering.writeback import resolve_op
+    from xir.fx_import import TORCH_TO_DTYPE, op_arguments
+
+    node = Graph().create_node(op, [], attributes=attributes)  # the result type inferred
+    args, kwargs = op_arguments(resolve_op(op)._schema, node, None)
+    made = resolve_op(op)(*args, **kwargs)
+    assert node.result.type == TensorType(TORCH_TO_DTYPE[made.dtype], tuple(made.shape))

@@ -156,6 +156,8 @@ class Node:
     ``written_for`` is, for a node a rewrite rule created, the torch.fx node of the program's op
     the rule matched (through rules that matched nodes created by rules): write-back gives the new
     node that op's module, which source partitions (XNNPACK's linear rebuild) go by.
+    ``location`` is, for a node read from IR text, the (line, column) where its text starts: the
+    verifier's errors point there.
     """
 
     op: str
@@ -165,6 +167,7 @@ class Node:
     origin: str | None = None
     fx_node: Any = None
     written_for: Any = None
+    location: tuple[int, int] | None = None
     graph: Graph | None = None
     prev: Node | None = None
     next: Node | None = None
@@ -592,6 +595,7 @@ class Graph:
             new.origin = node.origin
             new.fx_node = node.fx_node
             new.written_for = node.written_for
+            new.location = node.location
             clone.append(new)
             for old_result, new_result in zip(node.results, new.results):
                 mapping[id(old_result)] = new_result

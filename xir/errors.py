@@ -20,10 +20,15 @@ class ParseError(IRError):
 
 
 class VerificationError(IRError):
-    """The IR breaks an invariant. Names the node (printed) and the rule."""
+    """The IR breaks an invariant. Names the node (printed) and the rule, and for a node read from
+    IR text the line and column of its text (``line`` and ``column`` are None otherwise)."""
 
-    def __init__(self, message: str, node_text: str | None = None):
+    def __init__(self, message: str, node_text: str | None = None, line: int | None = None, column: int | None = None):
         self.message = message
         self.node_text = node_text
-        text = message if node_text is None else f"{message}\n  at: {node_text}"
+        self.line = line
+        self.column = column
+        text = message if line is None else f"line {line}, column {column}: {message}"
+        if node_text is not None:
+            text += f"\n  at: {node_text}"
         super().__init__(text)

@@ -3,15 +3,24 @@
 Each op is one :func:`~xir.ops.define_op` call here. Result-type inference returns None where
 the types cannot be told from the operands and attributes alone (then the verifier does not
 compare, and a pass creating the op must give them).
+
+Attributes may come from IR text anyone wrote: inference and checks raise
+:class:`~xir.errors.IRError` for an attribute of the wrong kind or out of range (a dim past the
+rank, a stride of 0, a size below 0), which the verifier reports against the node. They never take
+a dim modulo the rank (that turns a wrong dim into another dim) nor fail with Python's own errors.
 """
 
 from __future__ import annotations
 
+import math
+
+from .core import Value
 from .dtypes import DType
+from .errors import IRError
 from .ops import COMMUTATIVE, ELEMENTWISE, PURE, REQUIRED, VIEW, define_op, dims_agree, same_as_input, show_shape
 from .types import Symbol, TensorType
 
-# ------------------------------------------------------------------------------- inference
+# ------------------------------------------------------------------------------- attributes
 
 
 def _tensor(value) -> TensorType | None:
@@ -21,6 +30,98 @@ def _tensor(value) -> TensorType | None:
 def _attr(node, name, default=None):
     value = node.attributes.get(name, default)
     return default if value is None else value
+
+
+def _is_int(value) -> bool:
+    """An integer (True and False are not, though Python counts them as ints)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _dim(dim, rank: int, name: str = "dim") -> int:
+    """``dim`` as an index in [0, rank); a negative one counts from the end, as in PyTorch. One out
+    of range is an error, never taken modulo the rank."""
+    if not _is_int(dim):
+        raise IRError(f"{name} must be an integer, got {dim!r}")
+    if not -rank <= dim < rank:
+        raise IRError(f"{name} {dim} is out of range [{-rank}, {rank - 1}]")
+    return dim + rank if dim < 0 else dim
+
+
+def _dims(value, rank: int, name: str = "dim") -> list[int]:
+    """One dim or a list of dims, each as :func:`_dim` gives it; a dim named twice is an error."""
+    dims = [_dim(d, rank, name) for d in (value if isinstance(value, list) else [value])]
+    if len(set(dims)) != len(dims):
+        raise IRError(f"{name} {value} names a dim twice")
+    return dims
+
+
+def _ints(node, name: str, default, count: int, minimum: int) -> list[int]:
+    """Attribute ``name`` as ``count`` integers of at least ``minimum``: a list of them, or one integer
+    (or a list of one) for all, as PyTorch's ``int[N]`` arguments take them."""
+    value = _attr(node, name, default)
+    items = [value] if _is_int(value) else value
+    if not isinstance(items, list) or not all(_is_int(v) for v in items):
+        raise IRError(f"{name} must be a list of integers, got {value!r}")
+    if len(items) == 1:
+        items = items * count
+    if len(items) != count:
+        raise IRError(f"{name} must have {count} values, got {len(items)}")
+    if any(v < minimum for v in items):
+        raise IRError(f"{name} must be at least {minimum}, got {value}")
+    return items
+
+
+def _groups(node) -> int:
+    groups = _attr(node, "groups", 1)
+    if not _is_int(groups) or groups < 1:
+        raise IRError(f"groups must be an integer of at least 1, got {groups!r}")
+    return groups
+
+
+def _flag(node, name: str) -> bool:
+    value = _attr(node, name, False)
+    if not isinstance(value, bool):
+        raise IRError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def _dtype(node, name: str, default):
+    """Attribute ``name``, a dtype (``default`` when the node leaves it out or sets it to none)."""
+    value = _attr(node, name, default)
+    if value is not None and not isinstance(value, DType):
+        raise IRError(f"{name} must be a dtype such as f32, got {value!r}")
+    return value
+
+
+def _sizes(size, name: str = "size") -> tuple[int, ...] | None:
+    """A list of sizes (integers of at least 0, or values known at run time) as a static shape: None
+    when a size is a value."""
+    if not isinstance(size, list) or not all(_is_int(d) or isinstance(d, Value) for d in size):
+        raise IRError(f"{name} must be a list of sizes, got {size!r}")
+    if any(_is_int(d) and d < 0 for d in size):
+        raise IRError(f"{name} {size} has a negative size")
+    return None if any(isinstance(d, Value) for d in size) else tuple(size)
+
+
+def _scalar_dtype(value, name: str) -> DType | None:
+    """The dtype PyTorch gives a tensor made from the scalar ``value`` when no dtype is named: bool,
+    i64 for an integer, f32 (the default float dtype) for a float; None for a value known at run time."""
+    if isinstance(value, Value):
+        return None
+    if isinstance(value, bool):
+        return DType.bool
+    if isinstance(value, int):
+        return DType.i64
+    if isinstance(value, float):
+        return DType.f32
+    raise IRError(f"{name} must be a number, got {value!r}")
+
+
+# ------------------------------------------------------------------------------- inference
 
 
 def _broadcast_shapes(shapes):
@@ -43,20 +144,21 @@ def _broadcast_shapes(shapes):
 
 def broadcast(node):
     """Elementwise on tensors of one float dtype, broadcast to a common shape (other dtypes
-    promote in ways not modelled here: not inferred)."""
+    promote in ways not modelled here: not inferred). Shapes that do not broadcast are an error."""
     tensors = [_tensor(v) for v in node.operands]
     if not tensors or any(t is None for t in tensors) or len({t.dtype for t in tensors}) != 1:
         return None
     if not tensors[0].dtype.is_float:
         return None
     shape = _broadcast_shapes([t.shape for t in tensors])
-    return None if shape is None else [TensorType(tensors[0].dtype, shape)]
+    if shape is None:
+        raise IRError(f"operand shapes {', '.join(show_shape(t.shape) for t in tensors)} do not broadcast")
+    return [TensorType(tensors[0].dtype, shape)]
 
 
 def _to_dtype(node):
     x = _tensor(node.operands[0])
-    dtype = _attr(node, "dtype", x.dtype if x is not None else None)
-    return None if x is None or not isinstance(dtype, DType) else [x.with_dtype(dtype)]
+    return None if x is None else [x.with_dtype(_dtype(node, "dtype", x.dtype))]
 
 
 def _linear(node):
@@ -95,18 +197,17 @@ def _matmul(node):
 
 
 def _window(size, kernel, stride, padding, dilation, ceil_mode=False):
-    if not all(isinstance(v, int) for v in (size, kernel, stride, padding, dilation)):
+    """The output size of a window sliding along one dim (None when a size is symbolic); a window
+    that does not fit the padded input is an error."""
+    if not isinstance(size, int) or not isinstance(kernel, int):
         return None
     span = size + 2 * padding - dilation * (kernel - 1) - 1
     out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
     if ceil_mode and (out - 1) * stride >= size + padding:
         out -= 1
+    if out < 1:
+        raise IRError(f"a window of {kernel} (dilation {dilation}) does not fit a dim of {size} padded by {padding}")
     return out
-
-
-def _expand(values, n):
-    values = list(values) if values is not None else []
-    return values * n if len(values) == 1 else values
 
 
 def _convolution(node):
@@ -114,23 +215,20 @@ def _convolution(node):
     if x is None or w is None or x.rank != w.rank or x.rank < 3:
         return None
     spatial = x.rank - 2
-    stride = _expand(_attr(node, "stride", [1]), spatial)
-    padding = _expand(_attr(node, "padding", [0]), spatial)
-    dilation = _expand(_attr(node, "dilation", [1]), spatial)
-    groups = _attr(node, "groups", 1)
-    if len(stride) != spatial or len(padding) != spatial or len(dilation) != spatial:
-        return None
-    if _attr(node, "transposed", False):
-        output_padding = _expand(_attr(node, "output_padding", [0]), spatial)
+    stride = _ints(node, "stride", [1], spatial, 1)
+    padding = _ints(node, "padding", [0], spatial, 0)
+    dilation = _ints(node, "dilation", [1], spatial, 1)
+    if _flag(node, "transposed"):
+        output_padding = _ints(node, "output_padding", [0], spatial, 0)
         sizes = []
         for i in range(spatial):
             size, k = x.shape[2 + i], w.shape[2 + i]
-            if not all(isinstance(v, int) for v in (size, k, stride[i], padding[i], dilation[i], output_padding[i])):
+            if not isinstance(size, int) or not isinstance(k, int) or not isinstance(w.shape[1], int):
                 return None
             sizes.append((size - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k - 1) + output_padding[i] + 1)
-        channels = w.shape[1] * groups if isinstance(w.shape[1], int) and isinstance(groups, int) else None
-        if channels is None:
-            return None
+        if min(sizes) < 1:
+            raise IRError(f"the transposed convolution's output sizes {sizes} are not all positive")
+        channels = w.shape[1] * _groups(node)
     else:
         sizes = [_window(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(spatial)]
         if any(s is None for s in sizes):
@@ -142,15 +240,15 @@ def _convolution(node):
 def _pool(with_indices: bool, has_dilation: bool):
     def infer(node):
         x = _tensor(node.operands[0])
-        if x is None or x.rank < 3:
+        if x is None:
             return None
-        kernel = _expand(_attr(node, "kernel_size"), 2)
-        stride = _expand(_attr(node, "stride") or kernel, 2)
-        padding = _expand(_attr(node, "padding", [0]), 2)
-        dilation = _expand(_attr(node, "dilation", [1]), 2) if has_dilation else [1, 1]
-        ceil_mode = bool(_attr(node, "ceil_mode", False))
-        if len(kernel) != 2 or len(stride) != 2 or len(padding) != 2 or len(dilation) != 2:
-            return None
+        if x.rank not in (3, 4):
+            raise IRError(f"input must be 3-D or 4-D, got {x}")
+        kernel = _ints(node, "kernel_size", None, 2, 1)
+        stride = kernel if _attr(node, "stride") in (None, []) else _ints(node, "stride", None, 2, 1)
+        padding = _ints(node, "padding", [0], 2, 0)
+        dilation = _ints(node, "dilation", [1], 2, 1) if has_dilation else [1, 1]
+        ceil_mode = _flag(node, "ceil_mode")
         sizes = [_window(x.shape[-2 + i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode) for i in range(2)]
         if any(s is None for s in sizes):
             return None
@@ -160,108 +258,153 @@ def _pool(with_indices: bool, has_dilation: bool):
     return infer
 
 
+def _permutation(node, rank: int) -> list[int]:
+    """A permute's dims, each in [0, rank); an error unless they are a permutation of the rank's dims."""
+    dims = _attr(node, "dims")
+    if not isinstance(dims, list):
+        raise IRError(f"dims must be a list of integers, got {dims!r}")
+    normalized = [_dim(d, rank) for d in dims]
+    if sorted(normalized) != list(range(rank)):
+        raise IRError(f"dims {dims} is not a permutation of {rank} dims")
+    return normalized
+
+
 def _permute(node):
     x = _tensor(node.operands[0])
-    dims = _attr(node, "dims")
-    if x is None or not isinstance(dims, list) or len(dims) != x.rank:
-        return None
-    return [TensorType(x.dtype, tuple(x.shape[d % x.rank] for d in dims))] if x.rank else [x]
+    return None if x is None else [TensorType(x.dtype, tuple(x.shape[d] for d in _permutation(node, x.rank)))]
 
 
 def _view(node):
     x = _tensor(node.operands[0])
+    if x is None:
+        return None
     size = _attr(node, "size")
-    if x is None or not isinstance(size, list) or not all(isinstance(d, int) for d in size):
+    if not isinstance(size, list) or not all(_is_int(d) or isinstance(d, Value) for d in size):
+        raise IRError(f"size must be a list of sizes, got {size!r}")
+    if any(_is_int(d) and d < -1 for d in size) or size.count(-1) > 1:
+        raise IRError(f"size {size} has a size below 0 other than one -1")
+    if not all(_is_int(d) for d in size):
         return None
     if -1 in size:
-        known = 1
-        for d in size:
-            known *= d if d != -1 else 1
+        known = math.prod(d for d in size if d != -1)
         total = x.numel()
         if total is None or known == 0:
             return None
+        if total % known:
+            raise IRError(f"size {size} does not fit the input's {total} elements")
         size = [total // known if d == -1 else d for d in size]
     return [TensorType(x.dtype, tuple(size))]
 
 
 def _expand_copy(node):
     x = _tensor(node.operands[0])
-    size = _attr(node, "size")
-    if x is None or not isinstance(size, list) or len(size) < x.rank:
+    if x is None:
         return None
+    size = _attr(node, "size")
+    if not isinstance(size, list) or not all(_is_int(d) or isinstance(d, Value) for d in size):
+        raise IRError(f"size must be a list of sizes, got {size!r}")
+    if len(size) < x.rank:
+        raise IRError(f"size {size} has fewer dims than the input's {x.rank}")
     offset = len(size) - x.rank
-    shape = tuple(x.shape[i - offset] if d == -1 else d for i, d in enumerate(size))
-    return [TensorType(x.dtype, shape)] if all(isinstance(d, (int, Symbol)) for d in shape) else None
+    shape = []
+    for i, d in enumerate(size):
+        old = x.shape[i - offset] if i >= offset else None
+        if _is_int(d) and (d < -1 or (d == -1 and old is None)):
+            raise IRError(f"size {size}: {d} at dim {i} is not a size (-1 keeps one of the input's dims)")
+        if _is_int(d) and isinstance(old, int) and old != 1 and d not in (-1, old):
+            raise IRError(f"cannot expand dim {i - offset} of size {old} to {d}")
+        shape.append(old if d == -1 else d)
+    return None if any(isinstance(d, Value) for d in shape) else [TensorType(x.dtype, tuple(shape))]
 
 
 def _unsqueeze(node):
     x = _tensor(node.operands[0])
-    dim = _attr(node, "dim")
-    if x is None or not isinstance(dim, int):
+    if x is None:
         return None
-    dim = dim % (x.rank + 1)
+    dim = _dim(_attr(node, "dim"), x.rank + 1)
     return [TensorType(x.dtype, x.shape[:dim] + (1,) + x.shape[dim:])]
 
 
 def _squeeze(node):
     x = _tensor(node.operands[0])
-    dims = _attr(node, "dim", None)
     if x is None:
         return None
-    dims = list(range(x.rank)) if dims is None else ([dims] if isinstance(dims, int) else list(dims))
-    drop = {d % max(x.rank, 1) for d in dims if x.shape[d % max(x.rank, 1)] == 1} if x.rank else set()
+    dims = _attr(node, "dim", None)
+    dims = range(x.rank) if dims is None else _dims(dims, max(x.rank, 1))
+    drop = {d for d in dims if x.rank and x.shape[d] == 1}
     return [TensorType(x.dtype, tuple(d for i, d in enumerate(x.shape) if i not in drop))]
 
 
 def _slice(node):
     x = _tensor(node.operands[0])
-    if x is None or x.rank == 0:
+    if x is None:
         return None
-    dim = _attr(node, "dim", 0) % x.rank
-    size = x.shape[dim]
+    if x.rank == 0:
+        raise IRError("cannot slice a 0-D tensor")
+    dim = _dim(_attr(node, "dim", 0), x.rank)
     start, end, step = _attr(node, "start", 0), _attr(node, "end", None), _attr(node, "step", 1)
-    if not isinstance(size, int) or not all(isinstance(v, int) for v in (start, step)) or not isinstance(end, (int, type(None))):
+    if not all(v is None or _is_int(v) or isinstance(v, Value) for v in (start, end, step)):
+        raise IRError(f"start, end and step must be integers, got {start!r}, {end!r}, {step!r}")
+    if _is_int(step) and step < 1:
+        raise IRError(f"step must be at least 1, got {step}")
+    size = x.shape[dim]
+    if not isinstance(size, int) or not all(_is_int(v) for v in (start, step)) or not isinstance(end, (int, type(None))):
         return None
-    length = len(range(*slice(start, end, step).indices(size)))
+    first, stop, _ = slice(start, end, step).indices(size)
+    length = max(0, (stop - first + step - 1) // step)
     return [TensorType(x.dtype, x.shape[:dim] + (length,) + x.shape[dim + 1:])]
 
 
 def _cat(node):
     tensors = [_tensor(v) for v in node.operands]
-    if not tensors or any(t is None for t in tensors) or len({t.dtype for t in tensors}) != 1:
+    if not tensors:
+        raise IRError("concatenates no tensors (it needs at least one)")
+    if any(t is None for t in tensors):
         return None
-    tensors = [t for t in tensors if t.shape != (0,)] or tensors
+    tensors = [t for t in tensors if t.shape != (0,)] or tensors  # (PyTorch skips legacy empty 1-D tensors)
     rank = tensors[0].rank
-    dim = _attr(node, "dim", 0) % max(rank, 1)
-    sizes = [t.shape[dim] for t in tensors]
-    if not all(isinstance(s, int) for s in sizes) or any(t.rank != rank for t in tensors):
-        return None
+    if rank == 0 or any(t.rank != rank for t in tensors):
+        raise IRError(f"cannot concatenate tensors of ranks {', '.join(str(t.rank) for t in tensors)} "
+                      "(all must have the same rank, at least 1)")
+    dim = _dim(_attr(node, "dim", 0), rank)
     first = tensors[0].shape
+    if not all(dims_agree(t.shape[i], first[i]) for t in tensors for i in range(rank) if i != dim):
+        raise IRError(f"operand shapes {', '.join(show_shape(t.shape) for t in tensors)} differ outside dim {dim}")
+    sizes = [t.shape[dim] for t in tensors]
+    if not all(isinstance(s, int) for s in sizes) or len({t.dtype for t in tensors}) != 1:
+        return None  # (operands of several dtypes: PyTorch promotes them, not modelled here)
     return [TensorType(tensors[0].dtype, first[:dim] + (sum(sizes),) + first[dim + 1:])]
 
 
 def _constant_pad(node):
     x = _tensor(node.operands[0])
-    pad = _attr(node, "pad")
-    if x is None or not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > x.rank:
+    if x is None:
         return None
+    pad = _attr(node, "pad")
+    if not isinstance(pad, list) or len(pad) % 2 or not all(_is_int(p) or isinstance(p, Value) for p in pad):
+        raise IRError(f"pad must be a list of an even number of integers, got {pad!r}")
+    if len(pad) // 2 > x.rank:
+        raise IRError(f"pad {pad} pads {len(pad) // 2} dims of a tensor of rank {x.rank}")
     shape = list(x.shape)
     for i in range(len(pad) // 2):
         d = x.rank - 1 - i
-        if not isinstance(shape[d], int):
+        if not isinstance(shape[d], int) or not all(_is_int(p) for p in pad[2 * i: 2 * i + 2]):
             return None
         shape[d] += pad[2 * i] + pad[2 * i + 1]
+        if shape[d] < 0:
+            raise IRError(f"pad {pad} leaves dim {d} of {x} with {shape[d]} elements")
     return [TensorType(x.dtype, tuple(shape))]
 
 
 def _reduce(node):
     x = _tensor(node.operands[0])
-    dims = _attr(node, "dim")
-    if x is None or _attr(node, "dtype") is not None or not x.dtype.is_float:
+    if x is None:
         return None
-    dims = list(range(x.rank)) if dims in (None, []) else ([dims] if isinstance(dims, int) else list(dims))
-    dims = {d % max(x.rank, 1) for d in dims}
-    keep = _attr(node, "keepdim", False)
+    dims = _attr(node, "dim")
+    dims = set(range(x.rank) if dims in (None, []) else _dims(dims, max(x.rank, 1)))
+    keep = _flag(node, "keepdim")
+    if _dtype(node, "dtype", None) is not None or not x.dtype.is_float:
+        return None
     shape = tuple(1 if i in dims else d for i, d in enumerate(x.shape)) if keep else \
         tuple(d for i, d in enumerate(x.shape) if i not in dims)
     return [TensorType(x.dtype, shape)]
@@ -269,11 +412,10 @@ def _reduce(node):
 
 def _max_dim(node):
     x = _tensor(node.operands[0])
-    dim = _attr(node, "dim")
-    if x is None or not isinstance(dim, int) or x.rank == 0:
+    if x is None:
         return None
-    dim %= x.rank
-    keep = _attr(node, "keepdim", False)
+    dim = _dim(_attr(node, "dim"), max(x.rank, 1))
+    keep = _flag(node, "keepdim")
     shape = tuple(1 if i == dim else d for i, d in enumerate(x.shape)) if keep else \
         tuple(d for i, d in enumerate(x.shape) if i != dim)
     return [TensorType(x.dtype, shape), TensorType(DType.i64, shape)]
@@ -286,8 +428,13 @@ def _batch_norm(node):
 
 def _layer_norm(node):
     x = _tensor(node.operands[0])
+    if x is None:
+        return None
     normalized = _attr(node, "normalized_shape")
-    if x is None or x.dtype is not DType.f32 or not isinstance(normalized, list):
+    static = _sizes(normalized, "normalized_shape")
+    if len(normalized) > x.rank or (static is not None and not all(map(dims_agree, static, x.shape[x.rank - len(static):]))):
+        raise IRError(f"normalized_shape {normalized} is not the last dims of the input's {show_shape(x.shape)}")
+    if x.dtype is not DType.f32:
         return None
     axis = x.rank - len(normalized)
     stats = TensorType(DType.f32, x.shape[:axis] + (1,) * len(normalized))
@@ -296,27 +443,110 @@ def _layer_norm(node):
 
 def _quantize(node):
     x = _tensor(node.operands[0])
-    dtype = _attr(node, "dtype")
-    return None if x is None or not isinstance(dtype, DType) else [x.with_dtype(dtype)]
+    dtype = _dtype(node, "dtype", None)
+    return None if x is None or dtype is None else [x.with_dtype(dtype)]
 
 
 def _dequantize(node):
     x = _tensor(node.operands[0])
-    dtype = _attr(node, "out_dtype", DType.f32)
-    return None if x is None or not isinstance(dtype, DType) else [x.with_dtype(dtype)]
+    return None if x is None else [x.with_dtype(_dtype(node, "out_dtype", DType.f32))]
 
 
 def _upsample(node):
     x = _tensor(node.operands[0])
-    if x is None or x.rank != 4:
+    if x is None:
         return None
-    size = _attr(node, "output_size")
-    if isinstance(size, list) and all(isinstance(s, int) for s in size):
-        return [TensorType(x.dtype, x.shape[:2] + tuple(size))]
-    scales = _attr(node, "scale_factors")
-    if isinstance(scales, list) and all(isinstance(d, int) for d in x.shape[2:]):
-        return [TensorType(x.dtype, x.shape[:2] + tuple(int(d * s) for d, s in zip(x.shape[2:], scales)))]
-    return None
+    if x.rank != 4:
+        raise IRError(f"input must be 4-D, got {x}")
+    size, scales = _attr(node, "output_size"), _attr(node, "scale_factors")
+    if size is not None:
+        static = _sizes(size, "output_size")
+        if len(size) != 2 or (static is not None and min(static) < 1):
+            raise IRError(f"output_size must be two sizes of at least 1, got {size}")
+        return None if static is None else [TensorType(x.dtype, x.shape[:2] + static)]
+    if scales is None:
+        raise IRError("needs output_size or scale_factors")
+    if not isinstance(scales, list) or len(scales) != 2 or \
+            not all(_is_number(s) and math.isfinite(s) and s > 0 for s in scales):
+        raise IRError(f"scale_factors must be two positive numbers, got {scales!r}")
+    if not all(isinstance(d, int) for d in x.shape[2:]):
+        return None
+    sizes = [d * s for d, s in zip(x.shape[2:], scales)]
+    if not all(math.isfinite(s) for s in sizes):
+        raise IRError(f"scale_factors {scales} overflow the input's {show_shape(x.shape)}")
+    return [TensorType(x.dtype, x.shape[:2] + tuple(int(s) for s in sizes))]
+
+
+def _transpose(node):
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    if x.rank > 2:
+        raise IRError(f"transposes a tensor of at most 2 dims, got {x}")
+    return [TensorType(x.dtype, tuple(reversed(x.shape)))]
+
+
+def _embedding(node):
+    weight, indices = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if weight is None or indices is None:
+        return None
+    if weight.rank != 2:
+        raise IRError(f"weight must be 2-D, got {weight}")
+    return [TensorType(weight.dtype, indices.shape + weight.shape[1:])]
+
+
+# creation ops: the type their attributes give, so that a declared type that disagrees fails
+# verification (and fold-constants never evaluates one whose size is not the declared one)
+
+def _full(node):
+    shape = _sizes(_attr(node, "size"))
+    dtype = _scalar_dtype(_attr(node, "fill_value"), "fill_value")
+    dtype = _dtype(node, "dtype", dtype)
+    return None if shape is None or dtype is None else [TensorType(dtype, shape)]
+
+
+def _zeros_or_ones(node):
+    shape = _sizes(_attr(node, "size"))
+    return None if shape is None else [TensorType(_dtype(node, "dtype", DType.f32), shape)]
+
+
+def _like(node):
+    """full_like, zeros_like, ones_like: the input's shape, and its dtype unless one is named."""
+    x = _tensor(node.operands[0])
+    if "fill_value" in node.attributes:
+        _scalar_dtype(node.attributes["fill_value"], "fill_value")  # a number, or a value known at run time
+    return None if x is None else [TensorType(_dtype(node, "dtype", x.dtype), x.shape)]
+
+
+def _scalar_tensor(node):
+    _scalar_dtype(_attr(node, "s"), "s")
+    return [TensorType(_dtype(node, "dtype", DType.f32), ())]
+
+
+def _arange(node):
+    """arange(start=0, end, step=1): the length PyTorch computes (in integers when the dtype is i64
+    or the bounds are integers, else ceil((end - start) / step)); as in PyTorch, a step of 0 or one
+    that does not go from start towards end is an error."""
+    bounds = start, end, step = _attr(node, "start", 0), _attr(node, "end"), _attr(node, "step", 1)
+    if any(isinstance(v, Value) for v in bounds):
+        return None
+    if not all(_is_number(v) and math.isfinite(v) for v in bounds):
+        raise IRError(f"start, end and step must be finite numbers, got {start!r}, {end!r}, {step!r}")
+    if step == 0 or (end - start) * step < 0:
+        raise IRError(f"a step of {step} does not go from {start} to {end}")
+    integers = all(_is_int(v) for v in bounds)
+    dtype = _dtype(node, "dtype", DType.i64 if integers else DType.f32)
+    if dtype is DType.i64 or integers:
+        start, end, step = int(start), int(end), int(step)
+        if step == 0:
+            raise IRError(f"step {bounds[2]} is 0 as an integer")
+        length = (end - start + step - (1 if step > 0 else -1)) // step
+    else:
+        span = (end - start) / step
+        if not math.isfinite(span):
+            raise IRError(f"the range from {start} to {end} by {step} overflows")
+        length = math.ceil(span)
+    return [TensorType(dtype, (length,))]
 
 
 # ------------------------------------------------------------------------ operand checks
@@ -389,15 +619,15 @@ def _check_convolution(node) -> str | None:
         return "an operand is not a tensor"
     if x.rank != w.rank:
         return f"input rank {x.rank} differs from weight rank {w.rank}"
-    transposed = bool(_attr(node, "transposed", False))
-    groups = _attr(node, "groups", 1)
-    if transposed:  # weight (in, out / groups, ...)
+    if x.rank < 3:
+        return f"input must have a batch dim, a channel dim and spatial dims, got {x}"
+    groups = _groups(node)
+    if _flag(node, "transposed"):  # weight (in, out / groups, ...)
         if not dims_agree(x.shape[1], w.shape[0]):
             return f"input has {x.shape[1]} channels, the transposed weight expects {w.shape[0]}"
-        out_channels = w.shape[1] * groups if isinstance(groups, int) and isinstance(w.shape[1], int) else w.shape[1]
+        out_channels = w.shape[1] * groups if isinstance(w.shape[1], int) else w.shape[1]
     else:
-        if isinstance(groups, int) and isinstance(w.shape[1], int) and isinstance(x.shape[1], int) \
-                and x.shape[1] != w.shape[1] * groups:
+        if isinstance(w.shape[1], int) and isinstance(x.shape[1], int) and x.shape[1] != w.shape[1] * groups:
             return f"input has {x.shape[1]} channels, weight expects {w.shape[1]} x {groups} groups"
         out_channels = w.shape[0]
     out = _tensor(node.results[0]) if node.results else None
@@ -425,11 +655,18 @@ def _check_batch_norm(node) -> str | None:
 
 def _check_permute(node) -> str | None:
     x = _tensor(node.operands[0])
-    dims = _attr(node, "dims")
     if x is None:
         return "its operand is not a tensor"
-    if not isinstance(dims, list) or sorted(d % max(x.rank, 1) for d in dims) != list(range(x.rank)):
-        return f"dims {dims} is not a permutation of {x.rank} dims"
+    _permutation(node, x.rank)
+    return None
+
+
+def _check_dim(node) -> str | None:
+    """The ``dim`` attribute names a dim of the input (a 0-D input has one, as in PyTorch)."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return "its operand is not a tensor"
+    _dim(_attr(node, "dim"), max(x.rank, 1))
     return None
 
 
@@ -533,9 +770,9 @@ define_op("aten.amin", operands=("input",), attributes={"dim": [], "keepdim": Fa
 define_op("aten.max", overloads=("dim",), operands=("input",), attributes={"dim": REQUIRED, "keepdim": False},
           traits=PURE, infer=_max_dim, doc="the maximum along one dim and its index (values, indices)")
 define_op("aten._softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
-          infer=same_as_input)
+          infer=same_as_input, check=_check_dim)
 define_op("aten._log_softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
-          infer=same_as_input)
+          infer=same_as_input, check=_check_dim)
 define_op("aten.upsample_bilinear2d", overloads=("vec",), operands=("input",),
           attributes={"output_size": None, "align_corners": False, "scale_factors": None}, traits=PURE, infer=_upsample)
 define_op("aten.upsample_nearest2d", overloads=("vec",), operands=("input",),
@@ -558,8 +795,7 @@ define_op("aten.expand_copy", operands=("input",), attributes={"size": REQUIRED,
 define_op("aten.unsqueeze_copy", operands=("input",), attributes={"dim": REQUIRED}, traits=PURE | VIEW, infer=_unsqueeze)
 define_op("aten.squeeze_copy", overloads=("dims", "dim", "default"), operands=("input",), attributes={"dim": None},
           traits=PURE | VIEW, infer=_squeeze)
-define_op("aten.t_copy", operands=("input",), traits=PURE | VIEW,
-          infer=lambda node: [TensorType(node.operands[0].dtype, tuple(reversed(node.operands[0].shape)))])
+define_op("aten.t_copy", operands=("input",), traits=PURE | VIEW, infer=_transpose)
 for _name in ("alias_copy", "contiguous"):
     define_op(f"aten.{_name}", operands=("input",), traits=PURE | VIEW, infer=same_as_input)
 define_op("aten.clone", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW, infer=same_as_input)
@@ -576,8 +812,24 @@ define_op("aten._to_copy", operands=("input",),
           traits=PURE | ELEMENTWISE, infer=_to_dtype)
 define_op("aten.embedding", operands=("weight", "indices"),
           attributes={"padding_idx": -1, "scale_grad_by_freq": False, "sparse": False}, traits=PURE, weights=("weight",),
-          infer=lambda node: [TensorType(node.operands[0].dtype, node.operands[1].shape + node.operands[0].shape[1:])])
-for _name in ("sym_size.int", "scalar_tensor", "full", "arange.start_step", "full_like", "zeros", "ones", "index.Tensor",
+          infer=_embedding)
+
+# creation ops
+_FACTORY = {"dtype": None, "layout": None, "device": None, "pin_memory": None}
+define_op("aten.full", operands=(), attributes={"size": REQUIRED, "fill_value": REQUIRED, **_FACTORY}, traits=PURE,
+          infer=_full)
+for _name in ("zeros", "ones"):
+    define_op(f"aten.{_name}", operands=(), attributes={"size": REQUIRED, **_FACTORY}, traits=PURE, infer=_zeros_or_ones)
+define_op("aten.arange", overloads=("default", "start", "start_step"), operands=(),
+          attributes={"start": 0, "end": REQUIRED, "step": 1, **_FACTORY}, traits=PURE, infer=_arange)
+define_op("aten.scalar_tensor", operands=(), attributes={"s": REQUIRED, **_FACTORY}, traits=PURE, infer=_scalar_tensor)
+define_op("aten.full_like", operands=("input",), attributes={"fill_value": REQUIRED, **_FACTORY, "memory_format": None},
+          traits=PURE, infer=_like)
+for _name in ("zeros_like", "ones_like"):
+    define_op(f"aten.{_name}", operands=("input",), attributes={**_FACTORY, "memory_format": None}, traits=PURE,
+              infer=_like)
+
+for _name in ("sym_size.int", "index.Tensor",
               "eq.Scalar", "eq.Tensor", "lt.Scalar", "gt.Scalar", "le.Scalar", "ge.Scalar", "ne.Scalar", "lt.Tensor",
               "gt.Tensor", "le.Tensor", "ge.Tensor", "ne.Tensor", "bitwise_or.Tensor", "any.dim", "any",
               "logical_and", "logical_or", "select_copy.int", "split_with_sizes_copy", "split_copy.Tensor", "var_mean.correction",

@@ -117,7 +117,9 @@ class OpDef:
 
     # ------------------------------------------------------------ verification
     def problems(self, node) -> str | None:
-        """What is wrong with ``node`` as an instance of this op, or None."""
+        """What is wrong with ``node`` as an instance of this op, or None. The check and the
+        inference may raise IRError for an attribute they cannot take (a dim out of range, a
+        stride of 0): that is the problem."""
         fewest, most = self.arity()
         count = len(node.operands)
         if count < fewest or (most is not None and count > most):
@@ -126,14 +128,16 @@ class OpDef:
         for name, default in self.attributes.items():
             if default is REQUIRED and name not in node.attributes:
                 return f"needs the attribute {name!r}"
-        if self.check is not None:
-            problem = self.check(node)
+        try:
+            problem = self.check(node) if self.check is not None else None
             if problem:
                 return problem
-        if self.infer is not None and all(isinstance(v.type, (TensorType, ScalarType)) for v in node.operands):
-            expected = self.infer(node)
-            if expected is not None:
-                return _compare_results(node, expected)
+            if self.infer is not None and all(isinstance(v.type, (TensorType, ScalarType)) for v in node.operands):
+                expected = self.infer(node)
+                if expected is not None:
+                    return _compare_results(node, expected)
+        except IRError as error:
+            return str(error)
         return None
 
     def __repr__(self) -> str:

@@ -1,7 +1,11 @@
 """Reads IR text (see :mod:`xir.printer`) back into a :class:`~xir.core.Graph`.
 
 Errors are :class:`~xir.errors.ParseError` with the line and column of the problem and what
-was expected there.
+was expected there. The text may come from anyone: whatever it holds, reading it ends in a graph
+or a ParseError. Attribute lists nest at most :data:`MAX_NESTING` deep and integers fit in 64 bits
+(so no input reaches Python's recursion or integer-conversion limits), a dimension is never
+negative, an attribute is given once, and nothing but comments follows the graph's closing ``}``.
+Each node records where its text starts (``node.location``), for the verifier's errors.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import re
 from typing import Any
 
 from .attributes import EnumAttr
-from .core import Graph, InputKind, Value
+from .core import RETURN_OP, Graph, InputKind, Value
 from .dtypes import DType
 from .errors import ParseError
 from .types import ScalarType, Symbol, TensorType, Type
@@ -22,6 +26,8 @@ _NUMBER = re.compile(r"-?(?:inf\b|nan\b|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
 _INT_DIM = re.compile(r"-?\d+$")
 _INPUT_KINDS = {kind.value: kind for kind in InputKind}
 _SCALAR_KINDS = {"int", "float", "bool", "none", "opaque"}
+MAX_NESTING = 32  # attribute lists in lists: real programs nest two deep
+INT_LIMIT = 2**63  # integer literals (attributes and dims) lie in [-INT_LIMIT, INT_LIMIT)
 
 
 class _Line:
@@ -95,11 +101,12 @@ class _Parser:
         self._end(line)
         self.graph = Graph(name)
         returned = False
-        for number, text in body[1:]:
+        for i, (number, text) in enumerate(body[1:], 1):
             line = _Line(text, number)
             if returned:
                 line.expect("}", "'}' after return")
                 self._end(line)
+                self._nothing_after(body[i + 1:])
                 return self.graph
             word = line.match(_IDENT)
             if word in _INPUT_KINDS:
@@ -122,14 +129,24 @@ class _Parser:
         if not line.at_end():
             raise line.error(f"expected end of line, found {line.found()}")
 
+    @staticmethod
+    def _nothing_after(rest: list[tuple[int, str]]) -> None:
+        """The text is one graph: a second graph, or anything else after the closing '}', is an
+        error (never silently dropped)."""
+        if rest:
+            number, text = rest[0]
+            line = _Line(text, number)
+            raise line.error(f"expected the end of the text after the graph's closing '}}', found {line.found()}")
+
     def _input(self, line: _Line, kind: InputKind) -> None:
+        line.skip_spaces()
         start = line.pos
         name = self._new_name(line)
         line.expect(":", "':' and a type")
         type_ = self._type(line)
         self._end(line)
-        value = self.graph.add_input(name, type_, kind)
-        self._define(line, name, value, start)
+        self._check_new(line, name, start)
+        self.values[name] = self.graph.add_input(name, type_, kind)
 
     def _return(self, line: _Line) -> None:
         outputs = []
@@ -141,9 +158,12 @@ class _Parser:
         self.graph.outputs = outputs
 
     def _node(self, line: _Line, results_allowed: bool = True) -> None:
+        line.skip_spaces()
+        node_start = line.pos
         results: list[tuple[str, Type, int]] = []
         if results_allowed:
             while True:
+                line.skip_spaces()
                 start = line.pos
                 name = self._new_name(line)
                 line.expect(":", "':' and a type")
@@ -155,6 +175,8 @@ class _Parser:
         op = line.match(_IDENT)
         if op is None:
             raise line.error(f"expected an operation name, found {line.found()}")
+        if op == RETURN_OP:
+            raise line.error("'return' is not an operation: the graph's outputs are its own 'return' line", op_start)
         line.expect("(", "'(' after the operation name")
         operands: list[Value] = []
         if not line.accept(")"):
@@ -167,9 +189,13 @@ class _Parser:
         if line.accept("{"):
             if not line.accept("}"):
                 while True:
+                    line.skip_spaces()
+                    key_start = line.pos
                     key = line.match(_IDENT)
                     if key is None:
                         raise line.error(f"expected an attribute name, found {line.found()}")
+                    if key in attributes:
+                        raise line.error(f"attribute {key!r} is given twice", key_start)
                     line.expect("=", "'=' after the attribute name")
                     attributes[key] = self._attribute(line)
                     if line.accept("}"):
@@ -182,11 +208,17 @@ class _Parser:
                 origin = line.match(_IDENT)
             line.pos = len(line.text)
         self._end(line)
+        names: set[str] = set()
+        for name, _, start in results:
+            if name in names:
+                raise line.error(f"value %{name} is defined twice", start)
+            self._check_new(line, name, start)
+            names.add(name)
         node = self.graph.create_node(op, operands, [t for _, t, _ in results], attributes, origin=origin)
+        node.location = (line.number, node_start + 1)
         self.graph.append(node)
-        for (name, _, start), value in zip(results, node.results):
-            self._define(line, name, value, start)
-        del op_start
+        for (name, _, _), value in zip(results, node.results):
+            self.values[name] = value
 
     def _new_name(self, line: _Line) -> str:
         line.expect("%", "'%' and a value name")
@@ -195,10 +227,10 @@ class _Parser:
             raise line.error(f"expected a value name after '%', found {line.found()}")
         return name
 
-    def _define(self, line: _Line, name: str, value: Value, start: int) -> None:
+    def _check_new(self, line: _Line, name: str, start: int) -> None:
+        """A definition of %name (an input or a result) must be its first."""
         if name in self.values:
             raise line.error(f"value %{name} is defined twice", start)
-        self.values[name] = value
 
     def _use(self, line: _Line) -> Value:
         line.skip_spaces()
@@ -232,7 +264,11 @@ class _Parser:
             for part in dims_text.split(","):
                 item = part.strip()
                 if _INT_DIM.match(item):
-                    dims.append(int(item))
+                    at = column + len(part) - len(part.lstrip())
+                    dim = _integer(line, item, at)
+                    if dim < 0:
+                        raise line.error(f"a dimension is at least 0, found {dim}", at)
+                    dims.append(dim)
                 else:
                     try:
                         dims.append(Symbol(item))
@@ -242,17 +278,19 @@ class _Parser:
         line.pos = close + 1
         return TensorType(dtype, tuple(dims))
 
-    def _attribute(self, line: _Line) -> Any:
+    def _attribute(self, line: _Line, depth: int = 0) -> Any:
         c = line.peek()
         start = line.pos
         if c == "%":
             return self._use(line)
         if c == "[":
+            if depth == MAX_NESTING:
+                raise line.error(f"attribute lists nest more than {MAX_NESTING} deep")
             line.expect("[")
             items = []
             if not line.accept("]"):
                 while True:
-                    items.append(self._attribute(line))
+                    items.append(self._attribute(line, depth + 1))
                     if line.accept("]"):
                         break
                     line.expect(",", "',' or ']'")
@@ -261,14 +299,16 @@ class _Parser:
             decoder = json.JSONDecoder()
             try:
                 value, end = decoder.raw_decode(line.text, line.pos)
-            except json.JSONDecodeError:
-                raise line.error("unterminated string") from None
+            except json.JSONDecodeError as error:
+                raise line.error(f"bad string: {error.msg}", error.pos) from None
+            if not _encodable(value):
+                raise line.error("bad string: an escape gives a lone surrogate, which UTF-8 cannot encode")
             line.pos = end
             return value
         number = line.match(_NUMBER)
         if number is not None:
             if re.fullmatch(r"-?\d+", number):
-                return int(number)
+                return _integer(line, number, start)
             return float(number)
         word = line.match(_IDENT)
         if word is None:
@@ -283,6 +323,25 @@ class _Parser:
             kind, _, name = word.partition(".")
             return EnumAttr(kind, name)
         raise line.error(f"expected an attribute value (number, string, list, dtype, kind.name or %value), found {word!r}", start)
+
+
+def _integer(line: _Line, text: str, start: int) -> int:
+    """The integer literal ``text`` (at column ``start`` + 1): one outside 64 bits is an error,
+    before Python converts thousands of digits (slow, or refused past its conversion limit)."""
+    digits = text.lstrip("-").lstrip("0") or "0"
+    value = int(digits) if len(digits) <= 19 else 2 * INT_LIMIT  # (out of range, not converted)
+    value = -value if text.startswith("-") else value
+    if not -INT_LIMIT <= value < INT_LIMIT:
+        raise line.error(f"integer {text[:24]}{'...' if len(text) > 24 else ''} does not fit in 64 bits", start)
+    return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_graph(text: str) -> Graph:

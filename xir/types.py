@@ -8,7 +8,10 @@ import attrs
 
 from .dtypes import DType
 
-_SYMBOL_RE = re.compile(r"^[A-Za-z0-9_*+\-/() ]*[A-Za-z_][A-Za-z0-9_*+\-/() ]*$")  # an expression naming a symbol
+# an expression naming a symbol: these characters, at least one a letter or '_' (two checks, each
+# linear in the length: one pattern for both backtracks quadratically on a long bad name)
+_SYMBOL_CHARS = re.compile(r"[A-Za-z0-9_*+\-/() ]*")
+_SYMBOL_LETTER = re.compile(r"[A-Za-z_]")
 
 
 @attrs.frozen
@@ -22,7 +25,7 @@ class Symbol:
 
     @name.validator
     def _check(self, _attribute, value):
-        if not _SYMBOL_RE.match(value) or "," in value:
+        if not isinstance(value, str) or not _SYMBOL_CHARS.fullmatch(value) or not _SYMBOL_LETTER.search(value):
             raise ValueError(f"invalid symbolic dimension {value!r}")
 
     def __str__(self) -> str:

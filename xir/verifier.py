@@ -8,7 +8,9 @@
 
 Ops without a definition are *opaque*: checked structurally only. :func:`verify` returns their
 names, so a caller can say which ops it could not check; ``verify(graph, allow_opaque=False)``
-refuses them. Errors are :class:`~xir.errors.VerificationError` naming the rule and the node.
+refuses them. Errors are :class:`~xir.errors.VerificationError` naming the rule and the node
+(and, for a node parsed from IR text, the line and column of its text); a malformed node, whatever
+its attributes hold, gives that error and no other.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ def verify(graph: Graph, *, allow_opaque: bool = True) -> list[str]:
     namer = Namer(graph)
 
     def fail(message: str, node: Node | None = None) -> None:
-        raise VerificationError(message, None if node is None else print_node(node, namer))
+        if node is None:
+            raise VerificationError(message)
+        raise VerificationError(message, print_node(node, namer), *(node.location or (None, None)))
 
     defined: set[int] = set()
     for value in graph.inputs:
@@ -91,3 +95,5 @@ def verify(graph: Graph, *, allow_opaque: bool = True) -> list[str]:
 def _check_typed(value: Value, fail, node: Node | None) -> None:
     if not isinstance(value.type, (TensorType, ScalarType)):
         fail(f"value {value.describe()} has no type", node)
+    if isinstance(value.type, TensorType) and any(isinstance(d, int) and d < 0 for d in value.type.shape):
+        fail(f"value {value.describe()} has a negative dim in its type {value.type}", node)
