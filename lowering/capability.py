@@ -421,32 +421,68 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
     decomposed linear (``linear``), its input and output are those of the whole linear."""
     if linear is None and fp32_of_dequantized_weight(node, options):
         return None, None  # fp32 on dequantized tensors left outside (float_verdict decides)
-    tensor_operands = [v for v in node.operands if isinstance(v.type, TensorType)]
-    dqs = [_dq_producer(v) for v in tensor_operands]
-    gemm = node.op in GEMM_OPS
-    layout: list[Node] = []
     pad = _quantized_conv_pad(node)
-    if gemm:
-        data = [linear.input if linear is not None else (pad.input if pad is not None else node.input)]
-        weight_dq, layout = _weight_dq(node.weight)
-        if weight_dq is None and _dq_producer(data[0]) is None:
-            return None, None
-        if weight_dq is not None and weight_dq.op == AFFINE_DEQUANTIZE:
-            if _dq_producer(data[0]) is None and node.op == "aten.linear" and linear is None:
-                return weight_only_unit(node, weight_dq, layout, options)
-            return None, Verdict(False, AFFINE_RULE, AFFINE_DECOMPOSED)
-        if weight_dq is None and float_gemm_of_dequantized_input(node, options):
-            return None, None  # an fp32 op reading a dequantized activation (float_verdict decides)
-        if weight_dq is None or _dq_producer(data[0]) is None:
-            return None, Verdict(False, "quant", "only one of input and weight is quantized")
-        quantized_inputs = [_dq_producer(data[0]), weight_dq]
-    else:
-        if not tensor_operands or any(d is None for d in dqs):
-            return None, None
-        quantized_inputs = dqs
+    inputs = _static_inputs(node, options, linear, pad)
+    if isinstance(inputs, _Decided):
+        return inputs.unit, inputs.verdict
+    quantized_inputs, layout = inputs
+    chain, user = _static_output(node, linear, pad)
+    if user is None or user.op != "quantized_decomposed.quantize_per_tensor":
+        return None, Verdict(False, "quant", "its inputs are quantized but its output is not: XNNPACK has no quantized "
+                                             f"{node.op.split('.')[1]} with a float output, so it stays outside with its Q/DQ")
+    verdict = _static_constraints(node, options, linear, pad, quantized_inputs, user)
+    if verdict is not None:
+        return None, verdict
+    bias = node.operand("bias") if node.op in GEMM_OPS and node.op != "aten.mm" else None
+    extra = [_dq_producer(bias)] if bias is not None and _dq_producer(bias) is not None else []
+    for dq in quantized_inputs + extra:
+        if dq.results[0].rank > MAX_RANK:
+            return None, Verdict(False, "rank", f"{dq.results[0].rank}-D quantized input")
+    implicit = list(dict.fromkeys(quantized_inputs + extra + [user]))
+    return Unit(node, list(dict.fromkeys(implicit[:-1] + layout + chain + [user])), STATIC, implicit), None
+
+
+@attrs.frozen
+class _Decided:
+    """What :func:`static_unit` answers, found before it has looked at the whole pattern."""
+
+    unit: Unit | None = None
+    verdict: Verdict | None = None
+
+
+def _static_inputs(node: Node, options: Options, linear: DecomposedLinear | None,
+                   pad: Node | None) -> tuple[list[Node], list[Node]] | _Decided:
+    """The dequantizes of ``node``'s quantized inputs (data, then a GEMM's weight) and the layout
+    ops between a GEMM weight and its dequantize; or the answer, where the inputs decide it."""
+    if node.op not in GEMM_OPS:
+        dqs = [_dq_producer(v) for v in node.operands if isinstance(v.type, TensorType)]
+        if not dqs or any(d is None for d in dqs):
+            return _Decided()
+        return _not_dynamic(dqs, [])
+    data = _dq_producer(linear.input if linear is not None else (pad.input if pad is not None else node.input))
+    weight_dq, layout = _weight_dq(node.weight)
+    if weight_dq is None and data is None:
+        return _Decided()
+    if weight_dq is not None and weight_dq.op == AFFINE_DEQUANTIZE:
+        if data is None and node.op == "aten.linear" and linear is None:
+            return _Decided(*weight_only_unit(node, weight_dq, layout, options))
+        return _Decided(verdict=Verdict(False, AFFINE_RULE, AFFINE_DECOMPOSED))
+    if weight_dq is None and float_gemm_of_dequantized_input(node, options):
+        return _Decided()  # an fp32 op reading a dequantized activation (float_verdict decides)
+    if weight_dq is None or data is None:
+        return _Decided(verdict=Verdict(False, "quant", "only one of input and weight is quantized"))
+    return _not_dynamic([data, weight_dq], layout)
+
+
+def _not_dynamic(quantized_inputs: list[Node], layout: list[Node]) -> tuple[list[Node], list[Node]] | _Decided:
     if any(d.op in ("quantized_decomposed.dequantize_per_tensor.tensor", AFFINE_DEQUANTIZE) for d in quantized_inputs):
-        return None, None  # dynamic pattern (torchao's affine ops: dynamically quantized linears only)
-    # output: op -> [relu/hardtanh] -> quantize
+        return _Decided()  # dynamic pattern (torchao's affine ops: dynamically quantized linears only)
+    return quantized_inputs, layout
+
+
+def _static_output(node: Node, linear: DecomposedLinear | None, pad: Node | None) -> tuple[list[Node], Node | None]:
+    """The nodes of the pattern from its pad to its output (op -> [relu/hardtanh]), and the node
+    that reads the output: the pattern's quantize where it is one."""
     chain = ([pad] if pad is not None else []) + [node] + (list(linear.nodes) if linear is not None else [])
     output = linear.output if linear is not None else node.results[0]
     user = output.single_user()
@@ -455,38 +491,33 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
         if after is not None and after.op in QUANTIZE_OPS:
             chain.append(user)
             user = after
-    if user is None or user.op != "quantized_decomposed.quantize_per_tensor":
-        return None, Verdict(False, "quant", "its inputs are quantized but its output is not: XNNPACK has no quantized "
-                                             f"{node.op.split('.')[1]} with a float output, so it stays outside with its Q/DQ")
+    return chain, user
+
+
+def _static_constraints(node: Node, options: Options, linear: DecomposedLinear | None, pad: Node | None,
+                        quantized_inputs: list[Node], quantize: Node) -> Verdict | None:
+    """Why XNNPACK cannot run the statically quantized pattern of ``node``, or None."""
     if STATIC not in options.precisions:
-        return None, Verdict(False, "precision", "static quantization is not among config_precisions")
+        return Verdict(False, "precision", "static quantization is not among config_precisions")
     rule = RULES.get(node.op)
     if rule is None or STATIC not in rule.precisions:
-        return None, Verdict(False, "quant", "XNNPACK has no statically quantized version of this op")
+        return Verdict(False, "quant", "XNNPACK has no statically quantized version of this op")
     problem = check_rank(node) or next(filter(None, (check_rank(v) for v in (linear.reshapes if linear else ()))), None)
     if problem:
-        return None, problem
+        return problem
     reason = rule.reject_reason(node, options) or (RULES[pad.op].reject_reason(pad, options) if pad is not None else None)
     if reason:
-        return None, Verdict(False, "constraint", reason)
-    if node.op in SAME_QPARAMS_OPS and _qparams(quantized_inputs[0]) != _qparams(user):
-        return None, Verdict(False, "quant", "its input and output are quantized differently (XNNPACK's quantized "
-                                             f"{node.op.split('.')[1]} keeps the quantization parameters)")
+        return Verdict(False, "constraint", reason)
+    if node.op in SAME_QPARAMS_OPS and _qparams(quantized_inputs[0]) != _qparams(quantize):
+        return Verdict(False, "quant", "its input and output are quantized differently (XNNPACK's quantized "
+                                       f"{node.op.split('.')[1]} keeps the quantization parameters)")
     if node.op == "aten.convolution":
         reason = _quantized_conv_reason(node, quantized_inputs[1])
         if reason:
-            return None, Verdict(False, "quant", reason)
-    if gemm and node.op != "aten.convolution" and _int4_odd_input_channels(quantized_inputs[1]):
-        return None, Verdict(False, "quant", INT4_ODD_INPUT_CHANNELS.format(k=quantized_inputs[1].results[0].shape[-1]))
-    extra = []
-    bias = node.operand("bias") if gemm and node.op != "aten.mm" else None
-    if bias is not None and _dq_producer(bias) is not None:
-        extra.append(_dq_producer(bias))
-    for dq in quantized_inputs + extra:
-        if dq.results[0].rank > MAX_RANK:
-            return None, Verdict(False, "rank", f"{dq.results[0].rank}-D quantized input")
-    implicit = list(dict.fromkeys(quantized_inputs + extra + [user]))
-    return Unit(node, list(dict.fromkeys(implicit[:-1] + layout + chain + [user])), STATIC, implicit), None
+            return Verdict(False, "quant", reason)
+    if node.op in GEMM_OPS and node.op != "aten.convolution" and _int4_odd_input_channels(quantized_inputs[1]):
+        return Verdict(False, "quant", INT4_ODD_INPUT_CHANNELS.format(k=quantized_inputs[1].results[0].shape[-1]))
+    return None
 
 
 WEIGHT_ONLY_BIAS_REWRITE = "xnnpack.weight-only-linear-bias"
@@ -637,31 +668,9 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
     weight_dq, layout = _weight_dq(node.weight)
     if weight_dq is None or not weight_dq.operands[0].is_constant:
         return None, Verdict(False, "quant", "dynamically quantized input but the weight is not a quantized constant")
-    if affine:
-        reason = _affine_activation_reason(q, dq, choose) or (
-            "torchao's affine quantization runs in XNNPACK in a linear only" if node.op not in LINEAR_OPS else None)
-        reason = reason or (_affine_weight_reason(weight_dq) if weight_dq.op == AFFINE_DEQUANTIZE else
-                            "a torchao per-token activation with a quantized_decomposed weight")
-        if reason:
-            return None, Verdict(False, AFFINE_RULE, reason)
-    elif weight_dq.op != "quantized_decomposed.dequantize_per_channel":
-        return None, Verdict(False, "quant", "dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)")
-    elif node.op in LINEAR_OPS and _int4_odd_input_channels(weight_dq):
-        reason = INT4_ODD_INPUT_CHANNELS.format(k=weight_dq.results[0].shape[-1])
-        if choose.operands[0].dtype is not DType.f32:  # left outside, it aborts the program at run time
-            return None, Verdict(False, UNRUNNABLE_RULE, f"{reason}; and outside XNNPACK it cannot run either: ExecuTorch's "
-                                                          f"choose_qparams kernel takes an fp32 input, this one is "
-                                                          f"{choose.operands[0].dtype}")
-        return None, Verdict(False, "quant", reason)
-    if node.op == "aten.convolution":
-        groups, kernel = node.attributes.get("groups", 1), node.operands[1]
-        if kernel.rank != 4:
-            return None, Verdict(False, "quant", "a dynamically quantized conv must be 2-D")
-        if groups != 1 and _depthwise(kernel.shape, groups, bool(node.attributes.get("transposed", False))):
-            return None, Verdict(False, "quant", "a dynamically quantized conv cannot be depthwise")
-        reason = _quantized_conv_reason(node, weight_dq)  # (a transposed one: weight per output channel, axis 1)
-        if reason:
-            return None, Verdict(False, "quant", reason)
+    verdict = _dynamic_quantization_verdict(node, affine, q, dq, choose, weight_dq)
+    if verdict is not None:
+        return None, verdict
     problem = check_rank(node) or check_rank(dq) or check_rank(choose) or \
         next(filter(None, (check_rank(v) for v in (linear.reshapes if linear else ()))), None) or \
         check_float_dtypes(node, options, True, "")
@@ -673,6 +682,39 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
         return None, Verdict(False, "constraint", reason)
     nodes = [choose, q, dq, weight_dq] + layout + [node] + (linear.nodes if linear is not None else [])
     return Unit(node, nodes, DYNAMIC, [q, dq, weight_dq]), None
+
+
+def _dynamic_quantization_verdict(node: Node, affine: bool, q: Node, dq: Node, choose: Node, weight_dq: Node) -> Verdict | None:
+    """Why XNNPACK cannot run ``node`` on its dynamically quantized activation (``choose`` ->
+    ``q`` -> ``dq``) and its quantized weight (``weight_dq``), or None: the quantization schemes
+    (torchao's affine ones in a linear only, a per-channel weight otherwise, no int4 weight with
+    an odd number of input channels) and, for a conv, what XNNPACK's dynamically quantized conv takes."""
+    if affine:
+        reason = _affine_activation_reason(q, dq, choose) or (
+            "torchao's affine quantization runs in XNNPACK in a linear only" if node.op not in LINEAR_OPS else None)
+        reason = reason or (_affine_weight_reason(weight_dq) if weight_dq.op == AFFINE_DEQUANTIZE else
+                            "a torchao per-token activation with a quantized_decomposed weight")
+        if reason:
+            return Verdict(False, AFFINE_RULE, reason)
+    elif weight_dq.op != "quantized_decomposed.dequantize_per_channel":
+        return Verdict(False, "quant", "dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)")
+    elif node.op in LINEAR_OPS and _int4_odd_input_channels(weight_dq):
+        reason = INT4_ODD_INPUT_CHANNELS.format(k=weight_dq.results[0].shape[-1])
+        if choose.operands[0].dtype is not DType.f32:  # left outside, it aborts the program at run time
+            return Verdict(False, UNRUNNABLE_RULE, f"{reason}; and outside XNNPACK it cannot run either: ExecuTorch's "
+                                                   f"choose_qparams kernel takes an fp32 input, this one is "
+                                                   f"{choose.operands[0].dtype}")
+        return Verdict(False, "quant", reason)
+    if node.op == "aten.convolution":
+        groups, kernel = node.attributes.get("groups", 1), node.operands[1]
+        if kernel.rank != 4:
+            return Verdict(False, "quant", "a dynamically quantized conv must be 2-D")
+        if groups != 1 and _depthwise(kernel.shape, groups, bool(node.attributes.get("transposed", False))):
+            return Verdict(False, "quant", "a dynamically quantized conv cannot be depthwise")
+        reason = _quantized_conv_reason(node, weight_dq)  # (a transposed one: weight per output channel, axis 1)
+        if reason:
+            return Verdict(False, "quant", reason)
+    return None
 
 
 def _depthwise(kernel_shape, groups: int, transposed: bool) -> bool:

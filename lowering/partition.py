@@ -593,75 +593,94 @@ def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> li
     outside that group ("tainted"). A node may join group G only if none of its operands from
     outside G has G tainted: otherwise a path would leave G and come back.
     """
-    uf = _UnionFind()
-    unit_index = {id(u): i for i, u in enumerate(units)}
-    node_unit = {id(n): unit_index[id(capability.unit_of[id(n)])] for u in units for n in u.nodes}
-    # ancestors[v]: group roots (as unit indices, resolved through uf) among the strict ancestors of v
-    ancestors: dict[int, set[int]] = {}
-    members: dict[int, list[Node]] = {i: list(u.nodes) for i, u in enumerate(units)}
-    order = graph.order()
-    first = {i: min(order[id(n)] for n in u.nodes) for i, u in enumerate(units)}
-    last = {i: max(order[id(n)] for n in u.nodes) for i, u in enumerate(units)}
+    merger = _ConvexMerger(graph, units, capability)
+    for node in graph:
+        merger.visit(node)
+    return merger.groups()
 
-    def ancestor_groups(node: Node) -> set[int]:
-        result: set[int] = set()
-        for v in node.inputs():
-            p = v.producer
-            if p is None:
-                continue
-            result |= {uf.find(g) for g in ancestors.get(id(p), ())}
-            if id(p) in node_unit:
-                result.add(uf.find(node_unit[id(p)]))
+
+class _ConvexMerger:
+    """The state of :func:`_merge_convex`: groups as union-find roots (unit indices), their nodes
+    and program-order extent, and each visited node's ancestor groups."""
+
+    def __init__(self, graph: Graph, units: list[Unit], capability: Capability):
+        self.units = units
+        self.uf = _UnionFind()
+        unit_index = {id(u): i for i, u in enumerate(units)}
+        self.node_unit = {id(n): unit_index[id(capability.unit_of[id(n)])] for u in units for n in u.nodes}
+        # ancestors[v]: group roots (as unit indices, resolved through uf) among the strict ancestors of v
+        self.ancestors: dict[int, set[int]] = {}
+        self.members: dict[int, list[Node]] = {i: list(u.nodes) for i, u in enumerate(units)}
+        self.order = graph.order()
+        self.first = {i: min(self.order[id(n)] for n in u.nodes) for i, u in enumerate(units)}
+        self.last = {i: max(self.order[id(n)] for n in u.nodes) for i, u in enumerate(units)}
+
+    def group_of(self, node: Node | None) -> int | None:
+        """The group (root) ``node`` is in, None for a node in no unit (or no node)."""
+        if node is None or id(node) not in self.node_unit:
+            return None
+        return self.uf.find(self.node_unit[id(node)])
+
+    def reach(self, producer: Node) -> set[int]:
+        """The groups among ``producer``'s ancestors, and its own."""
+        result = {self.uf.find(g) for g in self.ancestors.get(id(producer), ())}
+        own = self.group_of(producer)
+        if own is not None:
+            result.add(own)
         return result
 
-    def can_join(group: int, nodes: list[Node]) -> bool:
+    def ancestor_groups(self, node: Node) -> set[int]:
+        result: set[int] = set()
+        for v in node.inputs():
+            if v.producer is not None:
+                result |= self.reach(v.producer)
+        return result
+
+    def can_join(self, group: int, nodes: list[Node]) -> bool:
         """Can the nodes (one unit, or a whole group) join ``group`` without a path leaving and re-entering?"""
-        g = uf.find(group)
+        g = self.uf.find(group)
         node_ids = {id(n) for n in nodes}
         for n in nodes:
             for v in n.inputs():
                 p = v.producer
-                if p is None or id(p) in node_ids:
+                if p is None or id(p) in node_ids or self.group_of(p) == g:
                     continue
-                if id(p) in node_unit and uf.find(node_unit[id(p)]) == g:
-                    continue
-                reach = {uf.find(x) for x in ancestors.get(id(p), ())}
-                if id(p) in node_unit:
-                    reach.add(uf.find(node_unit[id(p)]))
-                if g in reach:
+                if g in self.reach(p):
                     return False
         return True
 
-    for node in graph:
-        ancestors[id(node)] = ancestor_groups(node)
-        if id(node) not in node_unit:
-            continue
-        u = uf.find(node_unit[id(node)])
-        # candidate groups: those of the producers of this node's operands
-        for v in node.inputs():
-            p = v.producer
-            if p is None or id(p) not in node_unit:
-                continue
-            g = uf.find(node_unit[id(p)])
-            if g == u:
+    def visit(self, node: Node) -> None:
+        """Merge ``node``'s unit into the groups of its operands' producers where the result stays convex."""
+        self.ancestors[id(node)] = self.ancestor_groups(node)
+        u = self.group_of(node)
+        if u is None:
+            return
+        for v in node.inputs():  # candidate groups: those of the producers of this node's operands
+            g = self.group_of(v.producer)
+            if g is None or g == u:
                 continue
             # a path from u back into g is only possible if some node of g comes after u starts
-            if can_join(g, members[u]) and (first[u] > last[g] or can_join(u, members[g])):
-                root = uf.union(g, u)
-                other = u if root == g else g
-                if len(members[root]) < len(members[other]):
-                    members[root], members[other] = members[other], members[root]
-                members[root].extend(members.pop(other))
-                first[root], last[root] = min(first[root], first.pop(other)), max(last[root], last.pop(other))
-                u = root
+            if self.can_join(g, self.members[u]) and (self.first[u] > self.last[g] or self.can_join(u, self.members[g])):
+                u = self.merge(g, u)
         # recompute this node's ancestor groups with the merged ids
-        ancestors[id(node)] = ancestor_groups(node)
-    roots: dict[int, list[Unit]] = {}
-    for i, unit in enumerate(units):
-        roots.setdefault(uf.find(i), []).append(unit)
-    result = list(roots.values())
-    result.sort(key=lambda us: min(order[id(n)] for u in us for n in u.nodes))
-    return result
+        self.ancestors[id(node)] = self.ancestor_groups(node)
+
+    def merge(self, g: int, u: int) -> int:
+        root = self.uf.union(g, u)
+        other = u if root == g else g
+        if len(self.members[root]) < len(self.members[other]):
+            self.members[root], self.members[other] = self.members[other], self.members[root]
+        self.members[root].extend(self.members.pop(other))
+        self.first[root] = min(self.first[root], self.first.pop(other))
+        self.last[root] = max(self.last[root], self.last.pop(other))
+        return root
+
+    def groups(self) -> list[list[Unit]]:
+        """The units of each group, the groups in program order."""
+        roots: dict[int, list[Unit]] = {}
+        for i, unit in enumerate(self.units):
+            roots.setdefault(self.uf.find(i), []).append(unit)
+        return sorted(roots.values(), key=lambda us: min(self.order[id(n)] for u in us for n in u.nodes))
 
 
 # The checks of the planned groups, in the order they run (plan_partition): each is one function
