@@ -9,8 +9,8 @@ A node folds when
 * every value it reads (operands and values inside attributes) is a constant with data that the
   program does not write (see :func:`written_constants`: KV caches are buffers the program
   mutates), or it reads no value at all (``arange``, ``full``, ``scalar_tensor``, ``zeros``,
-  ``ones`` with static attributes); ``full_like`` reads only the type of its first operand, which
-  may be any tensor of static shape (:data:`SHAPE_ONLY_OPS`);
+  ``ones`` with static attributes); ``full_like``, ``zeros_like`` and ``ones_like`` read only the
+  type of their first operand, which may be any tensor of static shape (:data:`SHAPE_ONLY_OPS`);
 * every result is a tensor of static shape with at most ``max_elements`` elements (a larger
   constant stays computed: folding would grow the program), and contiguous (the IR records no dim
   order, and a constant is written contiguous: a channels-last copy stays computed);
@@ -20,11 +20,17 @@ A node folds when
 The node is evaluated by calling the same op the program calls (:func:`lowering.writeback.resolve_op`
 with the arguments :func:`xir.fx_import.op_arguments` rebuilds from the node) on the constants'
 data, so the constant is what that op computes; its dtype and shape must be the node's result
-type exactly (otherwise the pass raises, naming the node). A node whose evaluation raises is left
-computed, with the reason recorded. Folding a node makes its readers' inputs constants: the greedy
-driver revisits them, so one run reaches the fixed point. Folded nodes are erased; constants the
-pass created that a later fold made unused are removed again (the program's own constants stay:
-the write-back deletes the placeholders nothing reads).
+type exactly (otherwise the pass raises, naming the node). That is checked before anything is
+computed: the op runs first on fake tensors (dtypes and shapes, no data), so a node whose
+attributes or operands give a bigger result than its declared type (``aten.full() {size=[20000,
+20000]}`` typed ``f32[2]``, two constants broadcast against each other) never allocates it, and
+``max_elements`` on the declared type bounds what is allocated. A node whose evaluation (fake or
+real) raises is left computed, with the reason recorded (an op whose result size depends on its
+data, such as indexing by a boolean mask, cannot be run on fake tensors: it stays computed).
+Folding a node makes its readers' inputs constants: the greedy driver revisits them, so one run
+reaches the fixed point. Folded nodes are erased; constants the pass created that a later fold made
+unused are removed again (the program's own constants stay: the write-back deletes the placeholders
+nothing reads).
 
 What was folded: ``pass.folded`` (nodes folded in the last run, by op) and ``pass.last_report``
 (a :class:`FoldReport`: that, the reasons nodes reading only constants were not folded, the
@@ -64,7 +70,7 @@ NEVER_FOLDED = ("aten.native_dropout",)
 NEVER_FOLDED_NAMESPACES = ("quantized_decomposed.", "xir.")
 # ops that read only the type (dtype, static shape) of their first operand, never its data: that
 # operand may be computed at run time (or be a mutated buffer)
-SHAPE_ONLY_OPS = ("aten.full_like",)
+SHAPE_ONLY_OPS = ("aten.full_like", "aten.zeros_like", "aten.ones_like")
 
 
 class FoldError(ValueError):
@@ -134,23 +140,32 @@ def never_folded(op: str) -> str | None:
     return None
 
 
-def evaluate(node: Node) -> list[Any]:
+def evaluate(node: Node, fake: bool = False) -> list[Any]:
     """The results of ``node`` computed by the program's own op on its inputs' constant data (an
     operand only the shape of which the op reads, see :data:`SHAPE_ONLY_OPS`, is an uninitialized
-    tensor of its type). Results are returned as the op gives them (possibly views of the data)."""
+    tensor of its type). Results are returned as the op gives them (possibly views of the data).
+    With ``fake``, the op runs on fake tensors: the results have the real ones' dtypes and shapes,
+    and no data (nothing is allocated; an op PyTorch has no shape function for raises)."""
+    import contextlib
+
     import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     from xir.fx_import import DTYPE_TO_TORCH, op_arguments
 
     from .writeback import resolve_op
 
     target = resolve_op(node.op)
-    data = {id(v): v.data for v in node.inputs()}
-    if node.op in SHAPE_ONLY_OPS:
-        shaped = node.operands[0]
-        data[id(shaped)] = torch.empty(tuple(shaped.shape), dtype=DTYPE_TO_TORCH[shaped.dtype])
-    args, kwargs = op_arguments(target._schema, node, lambda v: data[id(v)])
-    with torch.no_grad(), _real_tensors():
+    shaped = node.operands[0] if node.op in SHAPE_ONLY_OPS else None
+    mode = FakeTensorMode(allow_fallback_kernels=False) if fake else None
+
+    def tensor(value: Value):
+        if value is shaped:
+            return torch.empty(tuple(value.shape), dtype=DTYPE_TO_TORCH[value.dtype])
+        return value.data if mode is None else mode.from_tensor(value.data)
+
+    with torch.no_grad(), _real_tensors(), mode or contextlib.nullcontext():
+        args, kwargs = op_arguments(target._schema, node, tensor)
         out = target(*args, **kwargs)
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
@@ -176,6 +191,11 @@ def _real_tensors():
     except ImportError:  # pragma: no cover (older torch)
         return contextlib.nullcontext()
     return unset_fake_temporarily()
+
+
+def _first_line(error: Exception) -> str:
+    message = str(error).strip()
+    return f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"
 
 
 def _check_results(node: Node, results: list[Any]) -> None:
@@ -251,11 +271,15 @@ class _Fold(RewritePattern):
             return self.decline(node, rewriter, f"its result keeps the dim order of {node.operands[0].describe()}, "
                                                 "which may be channels-last")
         try:
-            results = evaluate(node)
+            shapes = evaluate(node, fake=True)
         except Exception as error:  # folding is an optimization: the node stays computed
-            message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            return self.decline(node, rewriter, f"evaluating it failed: {type(error).__name__}: {message}")
-        _check_results(node, results)  # a mismatch raises: the rewriter names the node
+            return self.decline(node, rewriter, f"evaluating it on fake tensors failed: {_first_line(error)}")
+        _check_results(node, shapes)  # a mismatch raises (the rewriter names the node) before anything is allocated
+        try:
+            results = evaluate(node)
+        except Exception as error:
+            return self.decline(node, rewriter, f"evaluating it failed: {_first_line(error)}")
+        _check_results(node, results)
         if not all(r.is_contiguous() for r in results):
             # the IR records no dim order, and a constant is written contiguous: the program's readers
             # of a channels-last copy (or a strided view) expect the layout they were traced with

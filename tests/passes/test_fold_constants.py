@@ -221,6 +221,28 @@ def test_full_like_reads_only_the_shape_of_a_runtime_input():
     assert reasons(p) == ["result 0 has a symbolic shape (f32[s0,3])"]
 
 
+def test_zeros_like_and_ones_like_read_only_the_shape_too():
+    graph, _ = fold("""
+    graph @g {
+      input %x: f32[2,3]
+      %0: f32[2,3] = aten.zeros_like(%x) {pin_memory=false}
+      %1: i64[2,3] = aten.ones_like(%x) {dtype=i64}
+      %2: f32[2,3] = aten.add.Tensor(%x, %0)
+      %3: f32[2,3] = aten.mul.Tensor(%2, %1)
+      return %3
+    }""", """
+    graph @g {
+      input %x: f32[2,3]
+      param %folded_zeros_like: f32[2,3]
+      param %folded_ones_like: i64[2,3]
+      %2: f32[2,3] = aten.add.Tensor(%x, %folded_zeros_like)
+      %3: f32[2,3] = aten.mul.Tensor(%2, %folded_ones_like)
+      return %3
+    }""")
+    assert torch.equal(graph.input_named("folded_zeros_like").data, torch.zeros(2, 3))
+    assert torch.equal(graph.input_named("folded_ones_like").data, torch.ones(2, 3, dtype=torch.int64))
+
+
 # ----------------------------------------------------------------------------- what does not fold
 
 def test_an_operand_computed_at_run_time():
@@ -388,6 +410,22 @@ def test_an_evaluation_that_raises_leaves_the_node_computed():
     assert reason == "evaluating it failed: NotImplementedError: \"bitwise_not_cpu\" not implemented for 'Float'"
 
 
+def test_a_node_whose_result_size_depends_on_its_data_is_not_folded():
+    """Its result types are told (on fake tensors) before it is evaluated: a boolean mask's result
+    depends on the mask's data, so they cannot be, and the node stays computed."""
+    _, p = fold("""
+    graph @g {
+      input %x: f32[2]
+      param %w: f32[4]
+      param %mask: bool[4]
+      %0: f32[2] = aten.index.Tensor(%w) {indices=[%mask]}
+      %1: f32[2] = aten.add.Tensor(%x, %0)
+      return %1
+    }""", w=torch.arange(4.0), mask=torch.tensor([True, False, True, False]))
+    (reason,) = reasons(p)
+    assert reason.startswith("evaluating it on fake tensors failed: DynamicOutputShapeException")
+
+
 def test_a_result_of_another_type_than_the_node_says_is_an_error_naming_the_node():
     graph = parse_graph("""
     graph @g {
@@ -431,7 +469,7 @@ class ScaleShiftCast(torch.nn.Module):
 
 def test_end_to_end_every_compute_op_is_delegated():
     import lowering
-    from lowering.programs import delegate_count, delegated_ops, outside_ops, run_pte
+    from xir_tools.programs import delegate_count, delegated_ops, outside_ops, run_pte
 
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
     ep = torch.export.export(ScaleShiftCast(), (x,))
@@ -489,7 +527,7 @@ def test_end_to_end_a_mutated_buffer_read_inside_a_delegate_keeps_its_state():
     calls in one loaded method match eager."""
     import lowering
     from executorch.runtime import Runtime
-    from lowering.programs import delegated_ops
+    from xir_tools.programs import delegated_ops
 
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
     eager = Accumulate()
@@ -512,7 +550,7 @@ def test_the_weight_of_a_decomposed_linear_is_not_folded():
     """to_backend decomposes a linear into permute(weight) -> addmm; ExecuTorch's XNNPACK
     preprocessing rebuilds the linear from that permute, so folding it into a transposed constant
     broke the lowering (found by the fuzzer: "a and b must have same reduction dim")."""
-    from lowering.compare import lower
+    from xir_tools.compare import lower
 
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.ReLU()).eval()
