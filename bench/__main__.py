@@ -52,7 +52,7 @@ def lower_once(ep, inputs, which: str, enable_bf16: bool):
     from executorch.exir import to_edge_transform_and_lower as et_lower
 
     import lowering
-    from lowering.programs import LoadError, delegate_count, delegated_ops, outside_ops
+    from xir_tools.programs import LoadError, delegate_count, delegated_ops, outside_ops
     from passes import TimePasses
 
     record = {"which": which, "partition_s": None, "lower_s": None, "passes": "", "error": None}
@@ -78,7 +78,7 @@ def lower_once(ep, inputs, which: str, enable_bf16: bool):
         record["buffer"] = edge.to_executorch().buffer
         from executorch.runtime import Runtime
 
-        from lowering.programs import captured_stderr
+        from xir_tools.programs import captured_stderr
 
         with captured_stderr() as log:
             try:
@@ -100,7 +100,7 @@ def lower_once(ep, inputs, which: str, enable_bf16: bool):
 
 
 def measure_model(name, ep, inputs, reference, enable_bf16, runs):
-    from lowering.programs import max_error
+    from xir_tools.programs import max_error
 
     results = [lower_once(ep, inputs, which, enable_bf16) for which in ("stock", "xir")]
     times = {r["which"]: [] for r in results if "method" in r}
@@ -143,7 +143,7 @@ def print_table(rows):
 
 def run_zoo(args):
     from bench.zoo import zoo
-    from lowering.examples import quantize_module
+    from xir_tools.examples import quantize_module
 
     rows, pass_lines = [], []
     for model in zoo(args.quick):

@@ -178,8 +178,8 @@ def lower_side(ep, which: str, enable_bf16: bool) -> Side:
     import executorch.kernels.quantized  # noqa: F401  (Q/DQ kernels for programs that need them)
 
     import lowering
-    from lowering.compare import StockPartitioner, et_to_edge_transform_and_lower
-    from lowering.programs import LoadError, delegate_count, load_method, outside_ops
+    from xir_tools.compare import StockPartitioner, et_to_edge_transform_and_lower
+    from xir_tools.programs import LoadError, delegate_count, load_method, outside_ops
 
     side = Side(which)
     try:
@@ -215,7 +215,7 @@ def lower_both(ep, enable_bf16: bool, label: str) -> list[Side]:
 
 def first_run(side: Side, inputs) -> None:
     """An untimed run with the runtime's stderr captured, so a run failure carries its reason."""
-    from lowering.programs import captured_stderr
+    from xir_tools.programs import captured_stderr
 
     with captured_stderr() as log:
         try:
@@ -229,7 +229,7 @@ def first_run(side: Side, inputs) -> None:
 
 def timed_run(side: Side, inputs, reference) -> None:
     """One timed run; its error against ``reference`` is folded into ``side.max_err``."""
-    from lowering.programs import max_error
+    from xir_tools.programs import max_error
 
     try:
         start = time.perf_counter()
@@ -342,7 +342,7 @@ def run_decoder(name: str, s: Sizes, dtype_name: str, steps: int, runs: int) -> 
 def run_encoder(name: str, quick: bool, dtype_name: str, runs: int) -> Result:
     """A zoo encoder (bench/zoo.py's builder), one forward timed interleaved."""
     import bench.zoo
-    from lowering.compare import reference as eager_reference
+    from xir_tools.compare import reference as eager_reference
 
     label, dtype = DTYPES[dtype_name]
     tag = f"{name} {label}"

@@ -171,7 +171,7 @@ class Cell(Side):
 
 def make_partitioner(which: str):
     import lowering
-    from lowering.compare import StockPartitioner
+    from xir_tools.compare import StockPartitioner
 
     if which == "xir":
         return lowering.XnnpackPartitioner(enable_bf16=True)
@@ -200,8 +200,8 @@ def lower_cell(ep, which: str, compile_config=None) -> Cell:
     import executorch.kernels.quantized  # noqa: F401  (Q/DQ kernels, before to_executorch)
 
     import lowering
-    from lowering.compare import et_to_edge_transform_and_lower
-    from lowering.programs import LoadError, delegate_count, load_method, outside_ops
+    from xir_tools.compare import et_to_edge_transform_and_lower
+    from xir_tools.programs import LoadError, delegate_count, load_method, outside_ops
 
     cell = Cell(which)
     partitioner = None

@@ -1,21 +1,15 @@
 """Lowering xir's IR to ExecuTorch's XNNPACK backend: capability rules, partitioning, emission
-(a drop-in Partitioner plus the transform passes that carry xir's rewrites), and the CLI.
+(a drop-in Partitioner plus the transform passes that carry xir's rewrites). The tools around it
+(the ``xir`` command, the report page, the fuzzer) are in :mod:`xir_tools`.
 
-Importing the package registers every pass (``fold-constants`` and the ``xnnpack.*`` rewrites)
-without importing torch or ExecuTorch; ``XnnpackPartitioner``, ``to_edge_transform_and_lower``
-and ``DEFAULT_PIPELINE`` import them on first use (so that ``xir passes`` starts fast).
+Its passes are in :mod:`lowering.passes`, one per file, each named ``xnnpack.*`` (and
+``fold-constants``), listed by name in ``pyproject.toml`` (entry points ``xir.passes``: a pipeline
+finds them without anything registering on import). ``XnnpackPartitioner``,
+``to_edge_transform_and_lower`` and ``DEFAULT_PIPELINE`` import torch and ExecuTorch on first use.
 """
 
-import logging as _logging
-
-# torchao (imported by ExecuTorch) warns on every import about CUDA kernels a CPU machine cannot
-# load, and torch's pytree about an enum registration: noise for every xir command.
-for _name in ("torchao", "torch.utils._pytree"):
-    _logging.getLogger(_name).setLevel(_logging.ERROR)
-
-from . import fold_constants, rewrites  # noqa: E402,F401  (register fold-constants and the xnnpack.* passes)
-from .capability import Options  # noqa: E402
-from .partition import PartitionPlan, plan_partition  # noqa: E402
+from .capability import Options
+from .partition import PartitionPlan, plan_partition
 
 _FROM_PARTITIONER = ("DEFAULT_PIPELINE", "XnnpackPartitioner", "to_edge_transform_and_lower")
 

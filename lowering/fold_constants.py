@@ -54,7 +54,7 @@ from typing import Any
 import attrs
 
 from passes import Pass, Rewriter
-from passes.remove_no_ops import DECOMPOSED_LINEAR_OPS
+from lowering.passes.remove_no_ops import DECOMPOSED_LINEAR_OPS
 from passes.rewriter import RewritePattern, RewriteStats, apply_patterns_greedily
 from xir import EnumAttr, Graph, InputKind, Node, TensorType, Value, print_node
 from xir.printer import Namer

@@ -25,7 +25,6 @@ import torch
 import xir
 from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
 
-from . import rewrites  # noqa: F401  (registers the partition-aware rewrite passes)
 from .capability import Options
 from .linear_rebuild import keep_inexact_matmuls
 from .partition import PartitionPlan, plan_partition
@@ -45,13 +44,14 @@ PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "p
 PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = ("remove-no-ops,xnnpack.merge-clamps,fold-batch-norm,mean-keepdim,xnnpack.decompose-gelu-tanh,decompose-conv3d,"
-                    "shape-ops-as-views,xnnpack.split-as-slices,fold-repeat-into-bmm,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
+DEFAULT_PIPELINE = ("xnnpack.remove-no-ops,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
+                    "xnnpack.decompose-conv3d,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.fold-repeat-into-bmm,"
+                    "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
-                    "xnnpack.mean-over-last-dims,remove-no-ops,"
-                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
-                    "xnnpack.mean-over-last-dims,xnnpack.casts-as-converts,xnnpack.dequantize-per-float-reader,"
-                    "dead-code-elimination")
+                    "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
+                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
+                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,xnnpack.casts-as-converts,"
+                    "xnnpack.dequantize-per-float-reader,dead-code-elimination")
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
 
@@ -167,12 +167,8 @@ class XnnpackPartitioner(_base()):
         return PartitionResult(tagged_exported_program=exported_program,
                                partition_tags={tag: self.delegation_spec for tag in tags})
 
-    def report(self, html=None) -> str:
-        """The partition report as text; ``html=PATH`` also writes it as a page (lowering.html_report)."""
-        if html is not None:
-            from .html_report import write_partitioner_report
-
-            write_partitioner_report(self, html)
+    def report(self) -> str:
+        """The partition report as text (as a page: ``xir_tools.html_report.write_partitioner_report``)."""
         if self.last_plan is None:
             return "xir partition: partition() has not run yet\n"
         text = self.last_plan.report()
@@ -187,7 +183,7 @@ def _with_partitioner_options(p: Pass, options: Options) -> Pass:
     """Passes that create ops only XNNPACK runs take their settings from the partitioner. A pass
     whose ``enable_bf16`` was set (away from its default) to something else than the partitioner's
     is an error, not overwritten: the partitioner would not delegate what the pass made for it."""
-    from .rewrites import Bf16Rewrite, DelegatedDtypeRewrite
+    from .passes._base import Bf16Rewrite, DelegatedDtypeRewrite
 
     if not isinstance(p, (Bf16Rewrite, DelegatedDtypeRewrite)):
         return p

@@ -2,7 +2,7 @@
 
 XNNPACK has no 3-D convolution, so a quantized Conv3d would run as dequantize -> float conv ->
 quantize outside XNNPACK at best. Left in float, the conv3d is rewritten by xir into 2-D
-convolutions that XNNPACK runs (pass ``decompose-conv3d``), with no extra Q/DQ steps and no
+convolutions that XNNPACK runs (pass ``xnnpack.decompose-conv3d``), with no extra Q/DQ steps and no
 quantization error.
 """
 

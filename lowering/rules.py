@@ -144,7 +144,7 @@ def _convolution(node: Node, options=None) -> str | None:
     weight = node.weight
     if weight.rank not in (3, 4):
         return (f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only; xir's transform pass "
-                "decompose-conv3d rewrites a 3-D one into 2-D convolutions)")
+                "xnnpack.decompose-conv3d rewrites a 3-D one into 2-D convolutions)")
     if attr(node, "transposed", False):
         stride = attr(node, "stride", [1]) or [1]
         output_padding = attr(node, "output_padding", [0]) or [0]

@@ -9,10 +9,10 @@
         def run(self, graph) -> bool:
             ...                    # edit the graph; return True only if it changed
 
-Subclasses with a ``name`` register themselves; :func:`function_pass` turns a plain function
-``fn(graph, *, option=default) -> bool`` into a pass. A name is registered once: registering
-it again is an error (:func:`unregister_pass` frees it). Passes tied to one backend carry its
-name as a prefix (``xnnpack.bf16-in-fp32``); generic passes have none.
+A subclass with a ``name`` defined by a program is registered where it is defined (the built-in
+passes are listed instead, and found by name: :mod:`passes.registry`); :func:`function_pass`
+turns a plain function ``fn(graph, *, option=default) -> bool`` into a pass. Passes tied to one
+backend carry its name as a prefix (``xnnpack.bf16-in-fp32``); generic passes have none.
 """
 
 from __future__ import annotations
@@ -25,14 +25,7 @@ import attrs
 
 from xir import Graph
 
-PASS_REGISTRY: dict[str, type["Pass"]] = {}
-# old names of passes that were renamed: the pipeline parser says the new one
-RENAMED_PASSES: dict[str, str] = {}
-
-
-class PipelineError(ValueError):
-    """An unknown pass or option, or a malformed pipeline text."""
-
+from .registry import PipelineError, get_pass_class, register_pass, unregister_pass  # noqa: F401  (the pass API's names)
 
 class Pass:
     """Base class of all passes. Subclasses are attrs classes whose fields are the options."""
@@ -78,47 +71,6 @@ class Pass:
         return format_pass(self)
 
 
-PASS_NAME_PATTERN = r"(?:[a-z][a-z0-9]*\.)?[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
-
-
-def _check_name(name: str) -> None:
-    import re
-
-    if not re.fullmatch(PASS_NAME_PATTERN, name):
-        raise PipelineError(f"pass name {name!r} is not kebab-case with an optional backend prefix "
-                            "(e.g. 'fold-batch-norm', 'xnnpack.bf16-in-fp32')")
-
-
-def register_pass(cls: type["Pass"]) -> None:
-    """Register ``cls`` under its name; a name already taken is an error."""
-    _check_name(cls.name)
-    existing = PASS_REGISTRY.get(cls.name)
-    rebuilt = (existing is not None and "__attrs_attrs__" not in existing.__dict__ and "__attrs_attrs__" in cls.__dict__
-               and (existing.__module__, existing.__qualname__) == (cls.__module__, cls.__qualname__))
-    if existing is not None and not rebuilt:  # (attrs rebuilds a class once to add slots: that is no duplicate)
-        raise PipelineError(f"a pass named {cls.name!r} is already registered ({existing.__module__}.{existing.__qualname__}); "
-                            f"{cls.__module__}.{cls.__qualname__} needs another name (or unregister_pass({cls.name!r}) first)")
-    PASS_REGISTRY[cls.name] = cls
-
-
-def unregister_pass(name: str) -> type["Pass"]:
-    """Remove the pass registered as ``name`` (and return it)."""
-    try:
-        return PASS_REGISTRY.pop(name)
-    except KeyError:
-        raise PipelineError(f"no pass named {name!r} is registered") from None
-
-
-def get_pass_class(name: str) -> type[Pass]:
-    try:
-        return PASS_REGISTRY[name]
-    except KeyError:
-        if name in RENAMED_PASSES:
-            raise PipelineError(f"pass {name!r} was renamed: it is now {RENAMED_PASSES[name]!r}") from None
-        known = ", ".join(sorted(PASS_REGISTRY)) or "(none registered)"
-        raise PipelineError(f"unknown pass {name!r}; registered passes: {known}") from None
-
-
 def option_type(field: attrs.Attribute) -> Any:
     """The Python type of an option field (resolving string annotations)."""
     annotation = field.type
@@ -149,7 +101,8 @@ def function_pass(name: str, description: str | None = None) -> Callable[[Callab
                 raise TypeError(f"pass {name} must return True or False (whether it changed the graph), got {changed!r}")
             return changed
 
-        namespace = {"name": name, "run": run, "__doc__": description or fn.__doc__, "__module__": fn.__module__}
+        namespace = {"name": name, "run": run, "__doc__": description or fn.__doc__, "__module__": fn.__module__,
+                     "defined_as": fn.__qualname__}  # (the module binds the class to the function's name)
         cls = attrs.make_class(_class_name(name), fields, bases=(Pass,), frozen=True)
         for key, value in namespace.items():
             setattr(cls, key, value)

@@ -83,12 +83,11 @@ def format_pipeline(passes: Iterable[Pass]) -> str:
 
 
 def pass_help() -> list[tuple[str, str, str]]:
-    """(name, options, description) of every registered pass, sorted by name."""
-    from .pass_base import PASS_REGISTRY
+    """(name, options, description) of every pass, sorted by name."""
+    from .registry import registered_passes
 
     rows = []
-    for name in sorted(PASS_REGISTRY):
-        cls = PASS_REGISTRY[name]
+    for name, cls in registered_passes().items():
         options = []
         for field in cls.options():
             default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default

@@ -1,5 +1,6 @@
 """remove-no-ops: drop views, permutes, copies and conversions that change nothing, and fold
-chains of views and of permutes. XNNPACK graphs from torch.export are full of them."""
+chains of views and of permutes. Graphs from torch.export are full of them. (A backend whose
+preprocessing reads some of them keeps those with a variant of its own: ``xnnpack.remove-no-ops``.)"""
 
 from __future__ import annotations
 
@@ -27,18 +28,6 @@ def _bypass(node: Node, rewriter: Rewriter, source=None) -> bool:
     return True
 
 
-# A linear that to_backend decomposed reads ``view -> addmm/mm -> view``; ExecuTorch's XNNPACK
-# preprocessing finds those nodes by their source module and rebuilds a linear from the pattern's
-# first input and last output, so the views next to a 2-D matrix multiply must stay as they are.
-DECOMPOSED_LINEAR_OPS = ("aten.addmm", "aten.mm")
-
-
-def _next_to_decomposed_linear(node: Node) -> bool:
-    producer = node.operands[0].producer if node.operands else None
-    return (producer is not None and producer.op in DECOMPOSED_LINEAR_OPS) or \
-        any(user.op in DECOMPOSED_LINEAR_OPS for user in node.users)
-
-
 def layout_change(node: Node) -> str | None:
     """How a copy or conversion changes its tensor's layout (dim order, memory format), or None."""
     dim_order = node.attributes.get("dim_order")
@@ -60,8 +49,6 @@ def drop_identity_reshape(node: Node, rewriter: Rewriter) -> bool:
     """A view/expand/clone whose result has the operand's exact type."""
     if not node.operands or not _same_type(node):
         return rewriter.notify_match_failure(node, "changes the type")
-    if node.op in VIEW_OPS and _next_to_decomposed_linear(node):
-        return rewriter.notify_match_failure(node, "a view of a decomposed linear (XNNPACK rebuilds the linear from it)")
     return _bypass(node, rewriter)
 
 
@@ -89,8 +76,6 @@ def fold_view_of_view(node: Node, rewriter: Rewriter) -> bool:
     inner = node.operands[0].producer
     if inner is None or inner.op not in VIEW_OPS:
         return rewriter.notify_match_failure(node, "its operand is not a view")
-    if _next_to_decomposed_linear(node) or _next_to_decomposed_linear(inner):
-        return rewriter.notify_match_failure(node, "a view of a decomposed linear (XNNPACK rebuilds the linear from it)")
     rewriter.set_operand(node, 0, inner.operands[0])
     return True
 

@@ -23,7 +23,7 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, ".")
 
 from bench.zoo import OutputOf  # noqa: E402
-from lowering.compare import lower, reference  # noqa: E402
+from xir_tools.compare import lower, reference  # noqa: E402
 
 
 class MLP(torch.nn.Module):

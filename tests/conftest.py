@@ -10,7 +10,7 @@ def edge_programs():
     """Edge-dialect programs of the built-in examples, exported once per test session."""
     import torch
 
-    from lowering.examples import EXAMPLES, edge_program
+    from xir_tools.examples import EXAMPLES, edge_program
 
     programs = {name: edge_program(example) for name, example in EXAMPLES.items()}
     dynamic = EXAMPLES["mlp"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xir_fuzz.cli import CampaignError, journal_path, read_journal, rerun_selection
+from xir_tools.fuzz.cli import CampaignError, journal_path, read_journal, rerun_selection
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGNS = sorted(p.parent for p in (ROOT / "data" / "campaigns").rglob("programs.jsonl.gz"))
@@ -24,7 +24,7 @@ def test_the_campaigns_are_kept_compressed_and_nothing_else_is_code():
 
 @pytest.mark.parametrize("folder", CAMPAIGNS, ids=lambda p: str(p.relative_to(ROOT / "data" / "campaigns")))
 def test_report_of_a_kept_campaign_prints_its_tables(folder):
-    done = subprocess.run([sys.executable, "-m", "xir_fuzz", "--report", str(folder.relative_to(ROOT))], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--report", str(folder.relative_to(ROOT))], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     kept = (folder / "report.txt").read_text().splitlines()
@@ -46,7 +46,7 @@ def test_a_compressed_journal_reads_as_the_plain_one(tmp_path):
 
 def test_resume_into_a_compressed_journal_says_to_decompress_it(tmp_path):
     (tmp_path / "programs.jsonl.gz").write_bytes(gzip.compress(b'{"campaign": {}}\n'))
-    done = subprocess.run([sys.executable, "-m", "xir_fuzz", "--kind", "fp32", "--count", "1", "--resume",
+    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--kind", "fp32", "--count", "1", "--resume",
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "decompress it first" in done.stderr + done.stdout
 

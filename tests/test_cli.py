@@ -98,7 +98,7 @@ def _save_models(folder: Path) -> None:
 
 
 def _run(folder: Path, args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lowering.cli", *args], cwd=folder, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "xir_tools.cli", *args], cwd=folder, capture_output=True, text=True,
                           timeout=600)
 
 
@@ -292,7 +292,7 @@ def test_a_model_that_fails_to_lower(xir):
 # each would mostly repeat the multi-second imports of torch and ExecuTorch).
 
 def run_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    from lowering import cli
+    from xir_tools import cli
 
     monkeypatch.setattr(cli, "_quiet_logs", lambda: None)  # keep this process's logging as it is
     status = cli.main(argv)
@@ -350,10 +350,10 @@ def test_debug_shows_the_traceback(xir, capsys, monkeypatch):
 
 @uses()
 def test_verify_exits_with_1_when_the_program_does_not_match(xir, capsys, monkeypatch):
-    import lowering.programs
+    import xir_tools.programs
 
-    real = lowering.programs.run_pte
-    monkeypatch.setattr(lowering.programs, "run_pte", lambda buffer, inputs: [t + 1 for t in real(buffer, inputs)])
+    real = xir_tools.programs.run_pte
+    monkeypatch.setattr(xir_tools.programs, "run_pte", lambda buffer, inputs: [t + 1 for t in real(buffer, inputs)])
     out = xir.folder / "wrong.pte"
     status, stdout, err = run_main(["lower", str(xir.folder / "mlp.pt2"), "-o", str(out), "--verify"], capsys, monkeypatch)
     assert status == 1
@@ -391,7 +391,7 @@ def test_not_lowerable_names_the_ops_and_the_reasons(tmp_path, capsys, monkeypat
 
 
 def test_debug_flag_before_or_after_the_command():
-    from lowering.cli import _parser
+    from xir_tools.cli import _parser
 
     assert _parser().parse_args(["--debug", "passes"]).debug is True
     assert _parser().parse_args(["passes", "--debug"]).debug is True

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from xir_fuzz import case
-from xir_fuzz.cli import label, source_code_id
-from xir_fuzz.generator import check_eager, generate
-from xir_fuzz.pool import Pool
-from xir_fuzz.program import KINDS, Program, drop_op, instantiate
-from xir_fuzz.repro import write_repro
-from xir_fuzz.shrink import shrink
+from xir_tools.fuzz import case
+from xir_tools.fuzz.cli import label, source_code_id
+from xir_tools.fuzz.generator import check_eager, generate
+from xir_tools.fuzz.pool import Pool
+from xir_tools.fuzz.program import KINDS, Program, drop_op, instantiate
+from xir_tools.fuzz.repro import write_repro
+from xir_tools.fuzz.shrink import shrink
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +131,7 @@ def test_a_campaign_stopped_early_reports_what_ran(tmp_path):
     import json
     import signal
 
-    command = [sys.executable, "-m", "xir_fuzz", "--kind", "fp32", "--count", "50", "--seed", "1000", "--jobs", "1",
+    command = [sys.executable, "-m", "xir_tools.fuzz", "--kind", "fp32", "--count", "50", "--seed", "1000", "--jobs", "1",
                "--max-ops", "2", "--min-ops", "2", "--timeout", "300", "--out", str(tmp_path)]
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -156,7 +156,7 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     seeds not yet run and reports all of them; other settings are refused by name."""
     import json
 
-    base = [sys.executable, "-m", "xir_fuzz", "--kind", "fp32", "--seed", "1000", "--jobs", "1", "--max-ops", "2",
+    base = [sys.executable, "-m", "xir_tools.fuzz", "--kind", "fp32", "--seed", "1000", "--jobs", "1", "--max-ops", "2",
             "--min-ops", "2", "--timeout", "300", "--out", str(tmp_path)]
 
     def run(*extra):
@@ -170,7 +170,7 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     first = json.loads(journal[1])["record"]
     # a campaign killed before its report: --report reads the journal
     (tmp_path / "summary.json").unlink()
-    report = subprocess.run([sys.executable, "-m", "xir_fuzz", "--report", str(tmp_path)], cwd=ROOT,
+    report = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--report", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert report.returncode == 0 and "1 programs, seeds 1000..1000, xir at" in report.stdout, report.stdout + report.stderr
     assert "kind fp32: 1 programs" in report.stdout, report.stdout
@@ -206,7 +206,7 @@ def test_rerun_changes_name_regressions_and_improvements():
     """--rerun compares xir's new outcomes with the journalled ones: a failure where it ran, or a
     new failure of its own, is a regression; running where it failed, or fewer ops outside, an
     improvement; more ops outside is listed."""
-    from xir_fuzz.cli import rerun_changes
+    from xir_tools.fuzz.cli import rerun_changes
 
     def record(seed, xir, stock="ok", outside=0):
         outcome = {"xir": {"status": xir, "error": "boom" if xir != "ok" else "", "outside": outside},
@@ -234,7 +234,7 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
 
     first, again = tmp_path / "first", tmp_path / "again"
     common = ["--kind", "fp32", "--jobs", "1", "--max-ops", "2", "--min-ops", "2", "--timeout", "300"]
-    done = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--seed", "1000", "--count", "3",
+    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common, "--seed", "1000", "--count", "3",
                            "--out", str(first)], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = (first / "programs.jsonl").read_text().splitlines()
@@ -245,7 +245,7 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
     entries[0]["record"]["xir"] = {**entries[0]["record"]["xir"], "status": "lower-failed", "error": "old"}
     entries[0]["record"]["label"] = "xir-own"
     (first / "programs.jsonl").write_text("\n".join([lines[0]] + [json.dumps(e) for e in entries]) + "\n")
-    done = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--rerun", str(first), "--only-ops", chosen,
+    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common, "--rerun", str(first), "--only-ops", chosen,
                            "--out", str(again)], cwd=ROOT, capture_output=True, text=True, timeout=900)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
@@ -263,11 +263,11 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
         assert record["xir"]["status"] == "ok" and record["xir"]["seconds"] != old[record["seed"]]["xir"].get("seconds")
     # --report prints the same comparison again, from the journal alone
     (again / "summary.json").unlink()
-    report = subprocess.run([sys.executable, "-m", "xir_fuzz", "--report", str(again)], cwd=ROOT, capture_output=True,
+    report = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--report", str(again)], cwd=ROOT, capture_output=True,
                             text=True, timeout=300)
     assert report.returncode == 0, report.stderr[-3000:]
     assert output[output.index("against the campaign re-run"):].split("\n\n")[0] in report.stdout, report.stdout
-    missing = subprocess.run([sys.executable, "-m", "xir_fuzz", *common, "--rerun", str(first), "--only-ops", "nosuchop",
+    missing = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common, "--rerun", str(first), "--only-ops", "nosuchop",
                               "--out", str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "with an op among nosuchop" in missing.stderr, missing.stderr[-2000:]
 
@@ -275,7 +275,7 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
 def test_the_report_counts_where_xir_is_worse_than_stock():
     """A failure both share by the label, with xir's the worse outcome (wrong numbers where stock
     refuses the program: fuzz bf16 20645), is counted in the kind's table and listed."""
-    from xir_fuzz.cli import _table, _worse
+    from xir_tools.fuzz.cli import _table, _worse
 
     def record(seed, xir, stock):
         outcome = {"xir": {"status": xir, "error": ""}, "stock": {"status": stock, "error": ""}}
@@ -292,7 +292,7 @@ def test_the_report_names_ops_stock_delegates_that_xir_leaves_outside(sample):
     """Per-op counts of each side (real ones from the fixed sample), and the report's list of programs
     where xir leaves outside an op stock delegates: not the casts a rewrite of xir adds (fuzz fp32
     10905: a bf16 GELU run in fp32), but a softmax stock delegates (fuzz fp32 11190 before c26d41d)."""
-    from xir_fuzz.cli import _table, left_outside_what_stock_delegates
+    from xir_tools.fuzz.cli import _table, left_outside_what_stock_delegates
 
     side = next(o["xir"] for o in sample.values() if o["xir"]["status"] == "ok")
     assert sum(side["delegated_ops"].values()) == side["delegated"] and sum(side["outside_ops"].values()) == side["outside"]
@@ -401,7 +401,7 @@ def _execute_without_speed_ups(key):
     import torch
 
     torch.set_num_threads(1)
-    from xir_fuzz.pool import execute
+    from xir_tools.fuzz.pool import execute
 
     kind, seed = key
     return execute({"seed": seed, "kind": kind, "max_ops": SAMPLE_MAX_OPS, "min_ops": 2})

@@ -1,6 +1,6 @@
 """Attention as decoder LMs and encoders export it, lowered with xir on the runtime and compared
 with eager: the masked softmax (xnnpack.safe-softmax), grouped-query attention's repeat of K/V
-heads (fold-repeat-into-bmm; xnnpack.expand-as-broadcast where the repeat is read elsewhere too)
+heads (xnnpack.fold-repeat-into-bmm; xnnpack.expand-as-broadcast where the repeat is read elsewhere too)
 and the rotary embeddings' cat of a tensor with itself all run inside one XNNPACK delegate, in
 fp32 and bf16."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lowering.compare import lower, reference
+from xir_tools.compare import lower, reference
 
 DTYPES = {"float32": 1e-5, "bfloat16": 2 ** -6}
 
@@ -87,7 +87,7 @@ class RepeatedHeadsAttention(torch.nn.Module):
 @pytest.mark.parametrize("heads, kv_heads, queries", [(6, 2, 3), (4, 1, 1), (4, 2, 1), (2, 2, 4)],
                          ids=["gqa-prefill", "mqa-decode", "gqa-decode", "mha"])
 def test_repeated_kv_heads_are_not_copied(dtype_name, heads, kv_heads, queries):
-    """fold-repeat-into-bmm: the query heads of a group are rows of one bmm with the group's K/V,
+    """xnnpack.fold-repeat-into-bmm: the query heads of a group are rows of one bmm with the group's K/V,
     so neither the repeat nor its multiply by ones is left, inside or outside."""
     q, k, v = torch.randn(2, heads, queries, 8), torch.randn(2, kv_heads, 7, 8), torch.randn(2, kv_heads, 7, 8)
     ours, _ = lowered(RepeatedHeadsAttention(), (q, k, v), dtype_name)

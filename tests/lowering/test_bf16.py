@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lowering.compare import lower, reference
-from lowering.examples import EXAMPLES, export_example, LinearBatchNorm3d
+from xir_tools.compare import lower, reference
+from xir_tools.examples import EXAMPLES, export_example, LinearBatchNorm3d
 
 BF16 = torch.bfloat16
 
@@ -151,7 +151,7 @@ def test_bf16_attention_block(pipeline):
     example = EXAMPLES["attention-bf16"]
     ep, inputs = export_example(example), example.example_inputs()
     options = {} if pipeline == "default" else {
-        "pipeline": "remove-no-ops,fold-batch-norm,xnnpack.bf16-bmm-f32-output,layer-norm-in-fp32,dead-code-elimination"}
+        "pipeline": "remove-no-ops,fold-batch-norm,xnnpack.bf16-bmm-f32-output,xnnpack.layer-norm-in-fp32,dead-code-elimination"}
     stock, ours = lower(ep, inputs, "stock", enable_bf16=True), lower(ep, inputs, "xir", enable_bf16=True, **options)
     assert not stock.ran
     assert ours.ran, ours.error

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from lowering.compare import lower, reference
-from lowering.examples import quantize_module
+from xir_tools.compare import lower, reference
+from xir_tools.examples import quantize_module
 from lowering.quantizer import make_quantizer
 from passes import PassManager, VerifyEach
 from xir import parse_graph, print_graph
@@ -83,10 +83,10 @@ def test_decompose_conv3d_ir():
 }
 """)
     graph.input_named("w").data = torch.randn(4, 2, 2, 3, 3)
-    PassManager("decompose-conv3d,dead-code-elimination", [VerifyEach()]).run(graph)
+    PassManager("xnnpack.decompose-conv3d,dead-code-elimination", [VerifyEach()]).run(graph)
     text = print_graph(graph, show_origin=True)
     assert text.count("aten.convolution(") == 2 and "f32[3,4,3,3] = aten.convolution" in text
     assert "param %w_tap0: f32[4,2,3,3]" in text and "param %w_tap1: f32[4,2,3,3]" in text
     assert "aten.slice_copy.Tensor(%" in text and "{dim=1, start=1, end=3, step=1}" in text
-    assert "# by decompose-conv3d" in text
+    assert "# by xnnpack.decompose-conv3d" in text
     assert graph.outputs[0].type.shape == (1, 4, 2, 3, 3)

@@ -13,7 +13,7 @@ import functools
 import pytest
 import torch
 
-from lowering.compare import lower
+from xir_tools.compare import lower
 
 CACHE = 16
 # what stays outside: embedding, the KV-cache updates, position and mask arithmetic (int64, bool)
@@ -57,7 +57,7 @@ def test_one_layer_decoder_step(dtype_name):
     assert ours.delegated["aten.mean.dim"] == 3  # two RMSNorms in the layer, one before the head
     assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE
     assert ours.outside["dim_order_ops._to_dim_order_copy"] == 1  # the int64 -> f32 position cast of the rotary embedding
-    # fold-repeat-into-bmm: the two KV heads are not repeated for the four query heads (no expand, no multiply by ones)
+    # xnnpack.fold-repeat-into-bmm: the two KV heads are not repeated for the four query heads (no expand, no multiply by ones)
     graph = ours.partitioner.last_graph
     assert not any(node.op == "aten.expand_copy" for node in graph.nodes)
     assert not any("expand_ones" in value.name for value in graph.inputs)

@@ -25,9 +25,9 @@ from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPr
 from executorch.exir import EdgeCompileConfig, to_edge
 
 import lowering
-from lowering.compare import lower
+from xir_tools.compare import lower
 from lowering.partition import NotLowerable
-from lowering.programs import delegate_count, max_error, outside_ops, run_pte
+from xir_tools.programs import delegate_count, max_error, outside_ops, run_pte
 from lowering.quantizer import quantize_pt2e
 
 VIAS = ("etal", "backend")

@@ -9,7 +9,7 @@ import functools
 import pytest
 import torch
 
-from lowering.compare import lower, reference
+from xir_tools.compare import lower, reference
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,7 +69,7 @@ def test_position_ids_from_constants_fold_where_the_runtime_has_no_kernel():
     from executorch.exir import EdgeCompileConfig
 
     import lowering
-    from lowering.programs import delegated_ops, outside_ops, run_pte
+    from xir_tools.programs import delegated_ops, outside_ops, run_pte
 
     torch.manual_seed(0)
     inputs = (torch.randn(64, 8),)

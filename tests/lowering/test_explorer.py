@@ -1,5 +1,5 @@
-"""The Model Explorer adapter (lowering/explorer.py): ``model-explorer model.pt2
---extensions=lowering.explorer``. Its ``convert`` on a saved program, and Model Explorer's own
+"""The Model Explorer adapter (xir_tools/explorer.py): ``model-explorer model.pt2
+--extensions=xir_tools.explorer``. Its ``convert`` on a saved program, and Model Explorer's own
 extension manager loading the module and running the command its server runs; the graph JSON is
 checked: nodes, edges, module namespaces, and the overlays (delegate colours, rule and reason of
 the nodes left outside, dtype and shape of the outputs, the pass that made a node)."""
@@ -51,7 +51,7 @@ def converted(model):
     """What Model Explorer's server does with the command for our adapter, as JSON."""
     from model_explorer.extension_manager import ExtensionManager
 
-    manager = ExtensionManager(["lowering.explorer"])
+    manager = ExtensionManager(["xir_tools.explorer"])
     manager.load_extensions()
     ours = [e for e in manager.extensions if e.metadata.id == "xir_xnnpack_partition"]
     assert len(ours) == 1 and ours[0].type == "adapter" and "pt2" in ours[0].metadata.fileExts
@@ -63,7 +63,7 @@ def converted(model):
 def test_convert_returns_graph_dataclasses(model):
     from model_explorer import graph_builder
 
-    from lowering.explorer.main import XirAdapter
+    from xir_tools.explorer.main import XirAdapter
 
     result = XirAdapter().convert(str(model), {})
     (graph,) = result["graphs"]
@@ -108,7 +108,7 @@ def test_namespaces_are_the_modules(converted):
 
 
 def test_overlays(converted):
-    from lowering.html_report import color_of
+    from xir_tools.html_report import color_of
 
     (graph,) = converted["graphs"]
     ops = [n for n in graph["nodes"] if n["id"].startswith("n")]
@@ -130,7 +130,7 @@ def test_overlays(converted):
 
 
 def test_node_data_colours_the_same_nodes(converted, model, tmp_path):
-    from lowering.explorer.main import _report_data, node_data
+    from xir_tools.explorer.main import _report_data, node_data
 
     data, graph_id = _report_data(str(model))
     colours = node_data(data, graph_id)
@@ -144,7 +144,7 @@ def test_node_data_colours_the_same_nodes(converted, model, tmp_path):
 
 
 def test_ir_text_files_too(tmp_path):
-    from lowering.explorer.main import XirAdapter
+    from xir_tools.explorer.main import XirAdapter
 
     path = tmp_path / "m.xir"
     path.write_text("graph @forward {\n  param %w: f32[4,8]\n  input %x: f32[2,8]\n"

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lowering.compare import lower, reference
-from lowering.examples import quantize_module
+from xir_tools.compare import lower, reference
+from xir_tools.examples import quantize_module
 
 BF16 = torch.bfloat16
 

@@ -1,4 +1,4 @@
-"""The HTML partition report (lowering/html_report.py), rendered by headless Chromium: a small CNN
+"""The HTML partition report (xir_tools/html_report.py), rendered by headless Chromium: a small CNN
 with an op left outside, and the 1-layer Qwen2 decode step of test_decoder.py. The DOM Chromium
 builds (the page lays the graph out itself, with the vendored dagre) is checked: one element per IR
 node, the delegate colours, the rule and reason of each node left outside, module boxes, and the
@@ -49,11 +49,12 @@ class SmallCNN(torch.nn.Module):
 
 def lower_with_report(ep, html: Path, **options):
     from lowering import XnnpackPartitioner, to_edge_transform_and_lower
-    from lowering.html_report import RecordPasses
+    from xir_tools.html_report import RecordPasses, write_partitioner_report
 
     partitioner = XnnpackPartitioner(instruments=[RecordPasses()], **options)
     to_edge_transform_and_lower(ep, partitioner=[partitioner])
-    text = partitioner.report(html=html)  # the Python API: the text report, and the page written
+    write_partitioner_report(partitioner, html)  # the Python API: the page written, and the text report
+    text = partitioner.report()
     assert text.startswith("xir partition: ")
     return partitioner
 
@@ -83,7 +84,7 @@ def folder(tmp_path_factory) -> Path:
 
 def check_page(dom: Element, partitioner) -> list[Element]:
     """The DOM against the plan: every IR node once, delegate colours, reasons of the nodes outside."""
-    from lowering.html_report import color_of
+    from xir_tools.html_report import color_of
     from lowering.report import is_compute
 
     graph, plan = partitioner.last_graph, partitioner.last_plan
@@ -240,7 +241,7 @@ def test_a_2000_node_graph_stays_readable(folder):
 
     import xir
     from lowering.capability import Options
-    from lowering.html_report import write_html
+    from xir_tools.html_report import write_html
     from lowering.partition import plan_partition
 
     lines = ["graph @forward {", "  param %w: f32[16,16]", "  input %x: f32[2,16]"]

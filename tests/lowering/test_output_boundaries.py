@@ -1,7 +1,7 @@
 """Values that are both a graph output and the input of a rewrite, end to end on ExecuTorch's
 runtime: a conv/linear whose output is returned and also feeds a batch norm (fold-batch-norm),
 quantized ops whose dequantized output (or quantized input) is returned (Q/DQ folding), a layer
-norm whose input is returned (layer-norm-in-fp32), and max pooling whose indices are returned
+norm whose input is returned (xnnpack.layer-norm-in-fp32), and max pooling whose indices are returned
 (bf16-in-fp32, the max pooling rule). Every output is compared with eager (or, quantized, with
 the converted pt2e model). Each case also runs stock; what stock does was measured and is
 asserted where it is deterministic."""
@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lowering.compare import lower, reference
-from lowering.examples import quantize_module
+from xir_tools.compare import lower, reference
+from xir_tools.examples import quantize_module
 
 from tests.lowering.test_bf16 import _randomize, bf16_tolerance
 

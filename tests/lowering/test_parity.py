@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lowering.examples import quantize_module
+from xir_tools.examples import quantize_module
 
-from lowering.compare import compute_count, lower, reference
+from xir_tools.compare import compute_count, lower, reference
 
 torch.manual_seed(0)
 

@@ -479,7 +479,7 @@ DECLARATIONS = ("input ", "param ", "buffer ", "const ")
 def exported(name: str):
     import dataclasses
 
-    from lowering.examples import EXAMPLES, export_example
+    from xir_tools.examples import EXAMPLES, export_example
 
     if name == "mlp-static":
         return export_example(dataclasses.replace(EXAMPLES["mlp"], name=name, quantize="static"))
@@ -498,7 +498,7 @@ def test_6_write_back_round_trip_and_emit_tags(name):
 
     import lowering
     import xir
-    from lowering.examples import EXAMPLES, edge_program
+    from xir_tools.examples import EXAMPLES, edge_program
     from lowering.partitioner import IMPLICIT_QDQ_KEY, emit_tags
     from lowering.writeback import write_back
     from passes import PassManager, VerifyEach

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lowering.examples import EXAMPLES, export_example, quantize_module
+from xir_tools.examples import EXAMPLES, export_example, quantize_module
 
-from lowering.compare import lower, reference
+from xir_tools.compare import lower, reference
 
 
 def test_patchify_8d_loads_and_matches():

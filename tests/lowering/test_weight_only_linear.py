@@ -23,7 +23,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lowering.compare import lower
+from xir_tools.compare import lower
 from lowering.partition import NotLowerable
 
 IN, OUT = 64, 32

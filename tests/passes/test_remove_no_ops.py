@@ -110,19 +110,3 @@ def test_dead_code_keeps_side_effects():
     }"""
     check_pipeline(text, "dead-code-elimination", text.replace("      %a: f32[2] = aten.neg(%x)\n", ""))
 
-
-def test_mean_keepdim():
-    check_pipeline("""
-    graph @g {
-      input %x: f32[2,8,4,4]
-      %m: f32[2,8] = aten.mean.dim(%x) {dim=[2, 3]}
-      %n: f32[2,8,1,1] = aten.mean.dim(%x) {dim=[-1, -2], keepdim=true}
-      return %m, %n
-    }""", "mean-keepdim", """
-    graph @g {
-      input %x: f32[2,8,4,4]
-      %k: f32[2,8,1,1] = aten.mean.dim(%x) {dim=[2, 3], keepdim=true}
-      %m: f32[2,8] = aten.view_copy(%k) {size=[2, 8]}
-      %n: f32[2,8,1,1] = aten.mean.dim(%x) {dim=[-1, -2], keepdim=true}
-      return %m, %n
-    }""", changed=True)

@@ -30,7 +30,7 @@ QUOTA = textwrap.dedent("""
         return data
 
     ExecutorchProgramManager.buffer = property(buffer)
-    from lowering.cli import main
+    from xir_tools.cli import main
     sys.exit(main(sys.argv[1:]))
 """)
 
@@ -60,7 +60,7 @@ def test_a_write_that_fails_partway_leaves_the_old_output(model, tmp_path):
 
 
 def test_the_output_is_checked_before_loading(model, tmp_path, capsys, monkeypatch):
-    from lowering import cli
+    from xir_tools import cli
 
     monkeypatch.setattr(cli, "_quiet_logs", lambda: None)
     (tmp_path / "adir").mkdir()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from xir_fuzz.cli import source_code_id, source_commit
-from xir_fuzz.generator import generate
+from xir_tools.fuzz.cli import source_code_id, source_commit
+from xir_tools.fuzz.generator import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ["--kind", "fp32", "--seed", "1000", "--jobs", "1", "--max-ops", "2", "--min-ops", "2", "--timeout", "300"]
@@ -43,7 +43,7 @@ def _entry(seed: int, label: str = "xir-own", program: dict | None = None) -> di
 
 
 def _fuzz(*extra: str, preexec_fn=None) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "xir_fuzz", *SETTINGS, *extra], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *SETTINGS, *extra], cwd=ROOT, capture_output=True,
                           text=True, timeout=900, preexec_fn=preexec_fn)
     return done.returncode, done.stdout + done.stderr
 
@@ -114,8 +114,8 @@ def test_a_journal_rewrite_that_fails_partway_leaves_the_journal(tmp_path):
 def test_a_repro_that_fails_partway_leaves_the_old_one(tmp_path):
     """write_repro over an earlier repro of the same name fails partway: the earlier one is intact."""
     script = f"""
-from xir_fuzz.generator import generate
-from xir_fuzz.repro import repro_name, write_repro
+from xir_tools.fuzz.generator import generate
+from xir_tools.fuzz.repro import repro_name, write_repro
 program = generate(1000, "fp32", max_ops=2, min_ops=2)
 outcome = {{"xir": {{"status": "lower-failed", "error": "boom"}}, "stock": {{"status": "ok"}}}}
 open({str(tmp_path)!r} + "/" + repro_name(program, outcome, "xir-own"), "w").write("# an earlier repro\\n")

@@ -1,4 +1,4 @@
-"""Issue 28, item 3: the HTML report (lowering/html_report.py) runs no script from the model, and
+"""Issue 28, item 3: the HTML report (xir_tools/html_report.py) runs no script from the model, and
 draws graphs of any size; and the report and the Model Explorer node data are written through a
 temporary file, so a failed write loses nothing.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import xir
 from lowering.capability import Options
-from lowering.html_report import render_html, report_data, write_html
+from xir_tools.html_report import render_html, report_data, write_html
 from lowering.partition import plan_partition
 from tests.security.browser import chromium, dom_text, drawn, dump_dom, graph_nodes
 
@@ -177,7 +177,7 @@ def test_a_failed_report_write_keeps_the_old_report(tmp_path):
     page.write_text("<p>the report of yesterday</p>")
     result = write_with_a_size_limit(tmp_path, f"""
         import xir
-        from lowering.html_report import write_ir_report
+        from xir_tools.html_report import write_ir_report
         graph = xir.parse_graph("graph @forward {{\\n  input %x: f32[2]\\n"
                                 "  %0: f32[2] = aten.relu(%x)\\n  return %0\\n}}\\n")
         try:
@@ -196,7 +196,7 @@ def test_a_failed_node_data_write_keeps_the_old_file(tmp_path):
     target = tmp_path / "model.pt2.xir-delegates.json"
     target.write_text('{"old": true}')
     result = write_with_a_size_limit(tmp_path, f"""
-        from lowering.explorer.data import write_node_data
+        from xir_tools.explorer.data import write_node_data
         data = {{"groups": [{{"index": 0, "stroke": "#3b78c4"}}],
                  "nodes": [{{"id": f"n{{i}}", "kind": "op", "status": "delegated", "group": 0}} for i in range(5000)]}}
         try:

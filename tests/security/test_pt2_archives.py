@@ -1,4 +1,4 @@
-"""Issue 28, item 2: a .pt2 is checked before torch.export.load touches it (lowering.pt2).
+"""Issue 28, item 2: a .pt2 is checked before torch.export.load touches it (xir_tools.pt2).
 
 Each harmful archive is one torch.export.save wrote, changed as an attacker would change it so
 that loading (or running ``ep.module()``, as ``xir lower --verify`` does) runs code from the file:
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lowering.pt2 import BadArchive, UntrustedArchive, load_exported_program
+from xir_tools.pt2 import BadArchive, UntrustedArchive, load_exported_program
 
 WEIGHTS = "data/weights/model_weights_config.json"
 CONSTANTS = "data/constants/model_constants_config.json"
@@ -204,7 +204,7 @@ HARMFUL = {
 
 
 def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    from lowering import cli
+    from xir_tools import cli
 
     monkeypatch.setattr(cli, "_quiet_logs", lambda: None)  # keep this process's logging as it is
     status = cli.main(argv)
@@ -223,7 +223,7 @@ def run_with_torch(path: Path, trigger: str) -> None:
 
 @pytest.mark.parametrize("name", HARMFUL)
 def test_code_in_the_archive_does_not_run(name, saved, tmp_path, capsys, monkeypatch):
-    from lowering.explorer.main import convert_model
+    from xir_tools.explorer.main import convert_model
 
     build, trigger, message = HARMFUL[name]
     marker = tmp_path / "marker"
@@ -339,7 +339,7 @@ def same_program(ours, theirs) -> bool:
 @pytest.mark.parametrize("name", ["mlp", "cnn", "attention-bf16", "quantized-conv", "linear-bn-3d"])
 @pytest.mark.parametrize("inputs", [True, False], ids=["with-inputs", "without-inputs"])
 def test_ordinary_archives_load_without_trust(name, inputs, tmp_path):
-    from lowering.examples import EXAMPLES, export_example
+    from xir_tools.examples import EXAMPLES, export_example
 
     ep = export_example(EXAMPLES[name])
     if not inputs:

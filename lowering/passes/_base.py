@@ -1,0 +1,83 @@
+"""What the XNNPACK passes share: the base classes of the passes whose rules depend on ``enable_bf16`` (which the partitioner sets from its own), and helpers that make float constants and normalizations."""
+
+from __future__ import annotations
+
+import attrs
+
+from passes import PatternRewritePass, Rewriter
+from passes.rewriter import RewritePattern
+from xir import DType, Node, TensorType, Value
+
+
+@attrs.frozen
+class Bf16Rewrite(PatternRewritePass, register=False):
+    """A rewrite that creates xir's own ops for bf16: its rules run only with ``enable_bf16`` (the
+    partitioner sets it from its own), since without it bf16 stays outside XNNPACK and xir's ops
+    would have no kernel there."""
+
+    enable_bf16: bool = False
+
+    def patterns(self):
+        return self.rules if self.enable_bf16 else ()
+
+
+class _NotBf16(RewritePattern):
+    """``rule``, declined on nodes with a bf16 operand or result."""
+
+    def __init__(self, rule: RewritePattern):
+        self.rule, self.ops, self.name = rule, rule.ops, rule.name
+
+    def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
+        values = list(node.operands) + list(node.results)
+        if any(isinstance(v.type, TensorType) and v.type.dtype is DType.bf16 for v in values):
+            return rewriter.notify_match_failure(node, "bf16, and bf16 is not enabled: it stays outside XNNPACK")
+        return self.rule.match_and_rewrite(node, rewriter)
+
+
+@attrs.frozen
+class DelegatedDtypeRewrite(PatternRewritePass, register=False):
+    """A rewrite into ops for XNNPACK that declines bf16 nodes without ``enable_bf16`` (the
+    partitioner sets it from its own): those stay outside XNNPACK, and rewritten they would only be
+    more ops there (a mean as view -> mean -> view, a split as slices; fuzz fp32 10045, 10015)."""
+
+    enable_bf16: bool = True
+
+    def patterns(self):
+        return self.rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in self.rules)
+
+
+_TORCH_DTYPES = {DType.f32: "float32", DType.bf16: "bfloat16", DType.f16: "float16"}
+
+
+def _float_constant(rewriter: Rewriter, base: str, value_type: TensorType, number: float, shape=()):
+    """A constant of ``value_type``'s float dtype filled with ``number``."""
+    import torch
+
+    dtype = getattr(torch, _TORCH_DTYPES[value_type.dtype])
+    return rewriter.add_constant(base, TensorType(value_type.dtype, tuple(shape)), torch.full(tuple(shape), number, dtype=dtype))
+
+
+def _norm_input_problem(node: Node, x: Value, min_rank: int, what: str) -> str | None:
+    """Why the fp32 norm ``node`` of ``x`` is not decomposed, or None."""
+    from ..rules import MAX_RANK
+
+    if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
+        return f"not an f32 {what}"
+    if not x.type.is_static or not min_rank <= x.rank <= MAX_RANK:
+        return f"symbolic shape or rank not {min_rank} to {MAX_RANK}"
+    if not all(r.is_unused() for r in node.results[1:]):
+        return "its mean/rstd outputs are used"
+    return None
+
+
+def _normalize(node: Node, rewriter: Rewriter, x: Value, dims: list, base: str) -> Value:
+    """(x - mean(x)) * rsqrt(mean((x - mean(x))**2) + eps) over ``dims``, before ``node``, with
+    ``node``'s eps as a constant named after ``base``."""
+    def op(name, operands, **attributes):
+        return rewriter.op_before(node, name, operands, **attributes)
+
+    mean = op("aten.mean.dim", [x], dim=dims, keepdim=True)
+    centered = op("aten.sub.Tensor", [x, mean])
+    variance = op("aten.mean.dim", [op("aten.mul.Tensor", [centered, centered])], dim=dims, keepdim=True)
+    eps = _float_constant(rewriter, base, x.type, float(node.attribute("eps")))
+    return op("aten.mul.Tensor", [centered, op("aten.rsqrt", [op("aten.add.Tensor", [variance, eps])])])

@@ -1,0 +1,40 @@
+"""``xnnpack.decompose-layer-norm``: rewrite fp32 layer norms (result only, static, rank 1-6) as the means, multiplies and adds XNNPACK runs."""
+
+from __future__ import annotations
+
+import attrs
+
+from passes import PatternRewritePass, Rewriter, rewrite_pattern
+from xir import Node
+
+from ._base import _norm_input_problem, _normalize
+
+
+@rewrite_pattern("aten.native_layer_norm")
+def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
+    """fp32 layer norm => mean, subtract, mean of squares, add eps, rsqrt, multiply (weight),
+    add (bias): XNNPACK has no layer norm but runs each of these (the means over the trailing dims
+    through xnnpack.mean-over-last-dims, which runs after this pass). bf16 layer norms are fp32
+    ones by then (layer-norm-in-fp32)."""
+    x = node.input
+    problem = _norm_input_problem(node, x, 1, "layer norm (layer-norm-in-fp32 widens bf16 ones first)")
+    if problem:
+        return rewriter.notify_match_failure(node, problem)
+    dims = list(range(x.rank - len(node.attribute("normalized_shape")), x.rank))
+    result = _normalize(node, rewriter, x, dims, "layer_norm_eps")
+    weight, bias = node.operand("weight"), node.operand("bias")
+    if weight is not None:
+        result = rewriter.op_before(node, "aten.mul.Tensor", [result, weight])
+    if bias is not None:
+        result = rewriter.op_before(node, "aten.add.Tensor", [result, bias])
+    rewriter.replace_node(node, [result, None, None])
+    return True
+
+
+@attrs.frozen
+class DecomposeLayerNorm(PatternRewritePass):
+    """Rewrite fp32 layer norms (result only, static, rank 1-6) as the means, multiplies and adds XNNPACK runs."""
+
+    name = "xnnpack.decompose-layer-norm"
+
+    rules = (decompose_layer_norm,)

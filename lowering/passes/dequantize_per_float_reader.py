@@ -1,0 +1,50 @@
+"""``xnnpack.dequantize-per-float-reader``: give each op that runs in fp32 on a shared dequantized tensor its own dequantize (see"""
+
+from __future__ import annotations
+
+import attrs
+
+from passes import PatternRewritePass, Rewriter, rewrite_pattern
+from xir import Node
+
+
+@rewrite_pattern("quantized_decomposed.dequantize_per_tensor")
+def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
+    """A dequantize read by several ops, some of which are no quantized pattern XNNPACK runs (they
+    run in fp32 on the dequantized tensor): each of those gets a dequantize of its own (the same
+    op on the same operands: the same values). A dequantize shared with a quantized op is folded
+    into it, and XNNPACK would hand the other readers the int8 tensor; one shared with a graph
+    output after a convolution is moved by XNNPACK's channels-last pass for all its readers."""
+    from ..capability import (
+        Options,
+        float_verdict,
+        may_run_between_conversions,
+        static_unit,
+    )
+
+    result = node.results[0]
+    if len(result.users) < 2:
+        return rewriter.notify_match_failure(node, "read by one op")
+    options = Options()
+    readers = [r for r in result.users if not r.is_return and may_run_between_conversions(r)
+               and static_unit(r, options)[0] is None and float_verdict(r, options, dequantized_ok=True).supported]
+    if len(readers) == len(result.users):
+        readers = readers[1:]  # the first keeps the original
+    if not readers:
+        return rewriter.notify_match_failure(node, "no reader runs in fp32 beside a shared dequantize")
+    for reader in readers:
+        copy = rewriter.op_before(reader, node.op, list(node.operands), **dict(node.attributes))
+        for index, operand in enumerate(reader.operands):
+            if operand is result:
+                rewriter.set_operand(reader, index, copy)
+    return True
+
+
+@attrs.frozen
+class DequantizePerFloatReader(PatternRewritePass):
+    """Give each op that runs in fp32 on a shared dequantized tensor its own dequantize (see
+    :func:`dequantize_per_float_reader`), so that XNNPACK runs it beside a conversion."""
+
+    name = "xnnpack.dequantize-per-float-reader"
+
+    rules = (dequantize_per_float_reader,)

@@ -1,0 +1,135 @@
+"""The pass registry: a pass's name -> its class, found when the name is first asked for.
+
+Nothing registers by being imported. A name is looked up in three places, in this order:
+
+1. passes defined by the running program: a :class:`~passes.Pass` subclass with a ``name``, or a
+   function under :func:`~passes.function_pass`, is registered where it is defined. Defining it
+   again in the same module (a notebook cell run twice) replaces it; a pass of another module
+   under a name already taken is an error that says how to free it (:func:`unregister_pass`);
+2. the generic built-in passes of this package, listed in :data:`BUILTIN`;
+3. the passes of backends, listed by the packages that provide them as entry points of the group
+   ``xir.passes`` (``name = "module:Class"``; xir's XNNPACK backend lists its own in
+   ``pyproject.toml``). An entry whose class has another name is an old name of that pass: asking
+   for it is an error that gives the new one.
+
+Only the module of a pass asked for is imported (``xir passes`` imports them all).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .pass_base import Pass
+
+ENTRY_POINT_GROUP = "xir.passes"
+NAME_PATTERN = r"(?:[a-z][a-z0-9]*\.)?[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
+
+# the generic passes of this package: name -> "module:Class"
+BUILTIN = {
+    "dead-code-elimination": "passes.dead_code_elimination:dead_code_elimination",
+    "fold-batch-norm": "passes.fold_batch_norm:FoldBatchNorm",
+    "remove-no-ops": "passes.remove_no_ops:RemoveNoOps",
+    "shape-ops-as-views": "passes.shape_ops_as_views:ShapeOpsAsViews",
+}
+
+_defined: dict[str, type["Pass"]] = {}  # passes the running program defined
+
+
+class PipelineError(ValueError):
+    """An unknown pass or option, or a malformed pipeline text."""
+
+
+@lru_cache(maxsize=1)
+def listed() -> dict[str, str]:
+    """Every listed pass (built-in and the backends' entry points): name -> "module:Class"."""
+    table = {entry.name: entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
+    for name, where in BUILTIN.items():
+        if table.setdefault(name, where) != where:
+            raise PipelineError(f"an installed package lists a pass {name!r} ({table[name]}); that name is "
+                                f"xir's built-in {where}")
+    return table
+
+
+def _load(where: str) -> type["Pass"]:
+    module, _, attribute = where.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise PipelineError(f"the pass listed as {where} cannot be loaded: {error}") from error
+
+
+def check_name(name: str) -> None:
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise PipelineError(f"pass name {name!r} is not kebab-case with an optional backend prefix "
+                            "(e.g. 'fold-batch-norm', 'xnnpack.bf16-in-fp32')")
+
+
+def register_pass(cls: type["Pass"]) -> None:
+    """Register ``cls``, a pass the running program defines, under its name (see the module's doc)."""
+    name = cls.name
+    check_name(name)
+    where = f"{cls.__module__}:{defined_as(cls)}"
+    if listed().get(name) == where:
+        return  # a listed pass, its module imported: it is found through the list
+    if name in listed():
+        raise PipelineError(f"{where} is named {name!r}, the name of the pass {listed()[name]}: give it another name")
+    existing = _defined.get(name)
+    if existing is not None and (existing.__module__, defined_as(existing)) != (cls.__module__, defined_as(cls)):
+        raise PipelineError(f"a pass named {name!r} is already defined ({existing.__module__}.{defined_as(existing)}); "
+                            f"{cls.__module__}.{defined_as(cls)} needs another name (or unregister_pass({name!r}) first)")
+    _defined[name] = cls  # (a redefinition in the same module replaces the old class)
+
+
+def defined_as(cls: type) -> str:
+    """The name a pass class is bound to in its module: its qualified name, or for a
+    :func:`~passes.function_pass`, the function's."""
+    return getattr(cls, "defined_as", cls.__qualname__)
+
+
+def unregister_pass(name: str) -> type["Pass"]:
+    """Remove the pass the running program defined as ``name`` (and return it)."""
+    try:
+        return _defined.pop(name)
+    except KeyError:
+        why = " (a listed pass cannot be unregistered)" if name in listed() else ""
+        raise PipelineError(f"no pass named {name!r} was defined{why}") from None
+
+
+def get_pass_class(name: str) -> type["Pass"]:
+    """The class of the pass named ``name``, its module imported if need be."""
+    if name in _defined:
+        return _defined[name]
+    where = listed().get(name)
+    if where is None:
+        known = ", ".join(pass_names())
+        raise PipelineError(f"unknown pass {name!r}; registered passes: {known}")
+    cls = _load(where)
+    if cls.name != name:
+        raise PipelineError(f"pass {name!r} was renamed: it is now {cls.name!r}")
+    return cls
+
+
+def pass_names() -> list[str]:
+    """The names of every pass, defined or listed, sorted. Old names are left out: an entry that
+    shares its class with another is an old name unless it is that class's name."""
+    by_class: dict[str, list[str]] = {}
+    for name, where in listed().items():
+        by_class.setdefault(where, []).append(name)
+    names = set(_defined)
+    for where, names_of in by_class.items():
+        names.add(names_of[0] if len(names_of) == 1 else _load(where).name)
+    return sorted(names)
+
+
+def registered_passes() -> dict[str, type["Pass"]]:
+    """Every pass (name -> class); imports every listed pass's module."""
+    return {name: get_pass_class(name) for name in pass_names()}
+
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "PipelineError", "check_name", "get_pass_class", "listed", "pass_names",
+           "register_pass", "registered_passes", "unregister_pass"]
