@@ -51,7 +51,6 @@ SCRIPT = """
 import json, resource, sys
 import torch
 import xir
-import lowering.fold_constants  # registers the pass
 from passes import PassFailure, PassManager
 
 warm_up, text, constants = json.loads(sys.stdin.read())

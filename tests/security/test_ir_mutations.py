@@ -4,9 +4,10 @@ Seeds are valid graphs from the IR text, verifier and fold-constants tests and a
 the attribute rules (convolution, pooling, cat, slice, reductions, creation ops). Mutations: a
 character inserted, deleted or replaced, a token duplicated, a number inflated (past 64 bits,
 negative, thousands of digits), brackets nested deep, a piece of another seed spliced in, an
-attribute value (or an item of a list) replaced by one of another kind or range. The parser must answer ParseError (with a line and a column), the verifier VerificationError; no other
-exception, and no case may take more than a second. A text that is accepted prints, and its print
-parses back to the same text.
+attribute value (or an item of a list) replaced by one of another kind or range. The parser must
+answer ParseError (with a line and a column), the verifier VerificationError; no other exception,
+and no case may take more than a second. A text that is accepted prints, and its print parses back
+to the same text.
 """
 
 from __future__ import annotations
