@@ -473,7 +473,7 @@ def _is_convex(nodes: list[Node], order: dict[int, int]) -> bool:
     """No path leaves ``nodes`` and comes back into them through a node outside."""
     inside = {id(n) for n in nodes}
     last = max(order[id(n)] for n in nodes)
-    stack = [u for n in nodes for r in n.results for u in r.users if id(u) not in inside and not u.is_return]
+    stack = [u for n in nodes for r in n.results for u in r.readers if id(u) not in inside]
     seen: set[int] = set()
     while stack:
         node = stack.pop()

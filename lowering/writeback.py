@@ -273,7 +273,7 @@ def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, importe
         return meta(node.written_for)
     values = list(node.inputs())
     sources = {fx_of(value) for value in values}
-    replaced = [read for user in node.users if not user.is_return and user.fx_node in imported
+    replaced = [read for user in node.readers if user.fx_node in imported
                 for read in user.fx_node.all_input_nodes if read.op == "call_function" and read not in imported]
     same_inputs = [read for read in replaced if sources & set(read.all_input_nodes)]
     if same_inputs or len(set(replaced)) == 1:
@@ -285,8 +285,8 @@ def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, importe
     for value in values:
         if value.producer is not None and stacks.get(id(value.producer)):
             return stacks[id(value.producer)]
-    for user in node.users:
-        if not user.is_return and user.fx_node in imported and meta(user.fx_node):
+    for user in node.readers:
+        if user.fx_node in imported and meta(user.fx_node):
             return meta(user.fx_node)
     for value in values:
         if value.producer is not None and value.producer.fx_node in imported and meta(value.producer.fx_node):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import attrs
 
 from xir import Node, TensorType
+from xir.ops import ops_with
 
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
@@ -136,12 +137,31 @@ def drop_empty_cat_inputs(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+IDENTITY_OPS = tuple(sorted(ops_with("identity")))
+
+
+@rewrite_pattern(*IDENTITY_OPS)
+def drop_identity_operation(node: Node, rewriter: Rewriter) -> bool:
+    """x * 1, 1 * x, x + 0, x - 0, x / 1, x ** 1 -> x: by the identity elements of the op's
+    definition (``OpDef.identity``), read with ``node.scalar`` however the number is spelt (an
+    attribute, or a one-element constant). Only where the result is x's type exactly (no broadcast
+    to a larger shape, no type promotion)."""
+    for argument, neutral in node.definition.identity.items():
+        value = node.scalar(argument)
+        if value is None or value != neutral or isinstance(value, bool):
+            continue
+        kept = node.operand("other" if argument == "input" else "input")
+        if kept is not None and kept.type == node.results[0].type:
+            return _bypass(node, rewriter, kept)
+    return rewriter.notify_match_failure(node, "no operand is the op's identity element, or the result is not the other's type")
+
+
 @attrs.frozen
 class RemoveNoOps(PatternRewritePass):
     """Drop no-op views, permutes, copies and conversions (also a widening conversion converted
-    back) and the empty inputs of cats; fold view and permute chains."""
+    back), operations by an identity element (x * 1, x + 0) and the empty inputs of cats; fold view and permute chains."""
 
     name = "remove-no-ops"
 
     rules = (drop_identity_reshape, drop_identity_permute, drop_identity_convert, fold_view_of_view,
-             fold_permute_of_permute, drop_empty_cat_inputs, drop_widen_then_narrow_back)
+             fold_permute_of_permute, drop_empty_cat_inputs, drop_widen_then_narrow_back, drop_identity_operation)

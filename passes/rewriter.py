@@ -21,6 +21,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 import attrs
 
 from xir import Graph, Node, Value, print_node
+from xir.ops import check_op_names
 
 from .pass_base import Pass
 
@@ -58,10 +59,13 @@ class _FunctionPattern(RewritePattern):
 
 
 def rewrite_pattern(*ops: str) -> Callable[[Callable[[Node, "Rewriter"], bool]], RewritePattern]:
-    """Make a rule of a function ``fn(node, rewriter) -> bool`` matched on ``ops``."""
+    """Make a rule of a function ``fn(node, rewriter) -> bool`` matched on ``ops`` (op handles,
+    ``aten.mul.Tensor``, or their names). Every op must be one xir defines: a misspelt name is an
+    error where the rule is defined, not a rule that never fires."""
 
     def wrap(fn):
-        return _FunctionPattern(tuple(ops), fn)
+        check_op_names(ops, f"rewrite_pattern of {fn.__module__}.{fn.__qualname__}")
+        return _FunctionPattern(tuple(str(op) for op in ops), fn)
 
     return wrap
 
@@ -160,7 +164,7 @@ class Rewriter:
         self.changed = True
         if not node.is_return:
             self.touched.append(node)
-            self.touched.extend(u for u in node.users if not u.is_return)
+            self.touched.extend(node.readers)
 
 
 @attrs.define

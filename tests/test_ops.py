@@ -130,7 +130,6 @@ def test_traits_and_named_operands_of_built_in_ops():
 def test_creation_ops_infer_the_type_pytorch_makes(op, attributes):
     """The result type the creation ops' definitions give is the one PyTorch's op returns: a declared
     type that disagrees fails verification, and fold-constants checks sizes by it."""
-    import torch
 
     from lowering.writeback import resolve_op
     from xir.fx_import import TORCH_TO_DTYPE, op_arguments

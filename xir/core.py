@@ -73,6 +73,19 @@ class Value:
             seen.setdefault(id(node), node)
         return list(seen.values())
 
+    @property
+    def readers(self) -> list[Node]:
+        """Distinct nodes that read this value, in first-use order: ``users`` without the return
+        node (a graph output is a use, not a reader)."""
+        return [node for node in self.users if not node.is_return]
+
+    def scalar(self) -> Any:
+        """The number this value holds when it is a constant of one element with data (a 0-D
+        constant, as the edge dialect writes a Python scalar operand), else None."""
+        if not self.is_constant or self.data is None or not isinstance(self.type, TensorType) or self.type.numel() != 1:
+            return None
+        return self.data.reshape(-1)[0].item()
+
     # the use questions, each with one answer that counts graph outputs
     def is_graph_output(self) -> bool:
         return any(node.is_return for node in self.uses)
@@ -212,6 +225,21 @@ class Node:
             raise IRError(f"{self.op} has no attribute {name!r} (it has: {known or 'none'})")
         return definition.attribute_default(name)
 
+    def scalar(self, name: str) -> Any:
+        """The number the argument ``name`` holds, however the program spells it: an attribute
+        (``aten.mul.Scalar``'s ``other``; the default when the node leaves it out) or an operand that
+        is a one-element constant (``aten.mul.Tensor`` reading a 0-D constant, as the edge dialect
+        writes ``x * 2``). None when it holds no known number (a computed tensor)."""
+        if name in self._attributes:
+            value = self._attributes[name]
+            return value if isinstance(value, (int, float)) else None
+        definition = self.definition
+        if definition is not None and definition.has_operand(name):
+            operand = definition.operand(self, name)
+            return operand.scalar() if isinstance(operand, Value) else None
+        value = self.attribute(name)  # (the default, or an error naming what the node has)
+        return value if isinstance(value, (int, float)) else None
+
     def __getattr__(self, name: str):
         # only reached when normal lookup fails: named operands of defined ops (node.weight)
         if name.startswith("_"):
@@ -241,6 +269,11 @@ class Node:
             for user in result.uses:
                 seen.setdefault(id(user), user)
         return list(seen.values())
+
+    @property
+    def readers(self) -> list[Node]:
+        """The nodes that read any of its results: ``users`` without the return node."""
+        return [node for node in self.users if not node.is_return]
 
     def __repr__(self) -> str:
         from .printer import print_node
@@ -350,7 +383,7 @@ class Graph:
         ``append``. Without ``result_types`` the op's definition infers them."""
         if op == RETURN_OP:
             raise IRError("the return node is the graph's own: set graph.outputs instead")
-        node = Node(op=op, operands=tuple(operands), attributes=dict(attributes or {}),
+        node = Node(op=str(op), operands=tuple(operands), attributes=dict(attributes or {}),
                     origin=origin if origin is not None else self.origin)
         if result_types is None:
             from .ops import infer_result_types

@@ -714,17 +714,24 @@ define_op("aten.clamp", operands=("input",), attributes={"min": None, "max": Non
 define_op("aten.gelu", operands=("input",), attributes={"approximate": "none"}, traits=ELEMENTWISE_PURE,
           infer=same_as_input)
 define_op("aten.pow", overloads=("Tensor_Scalar",), operands=("input",), attributes={"exponent": REQUIRED},
-          traits=ELEMENTWISE_PURE, infer=same_as_input)
+          traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"exponent": 1})
+# identity and absorbing elements by argument (x + 0, x - 0, x * 1, 1 * x, x / 1, x ** 1; x * 0):
+# canonicalization data (xir.ops.OpDef.identity)
 for _name in ("add", "sub"):
     define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other?"), attributes={"alpha": 1},
-              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _name == "add" else frozenset()), infer=broadcast)
+              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _name == "add" else frozenset()), infer=broadcast,
+              identity={"other": 0})  # (0 + x is alpha * x)
     define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED, "alpha": 1},
-              traits=ELEMENTWISE_PURE, infer=same_as_input)
+              traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"other": 0})
 for _name in ("mul", "div"):
+    _commutes = _name == "mul"
     define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other?"),
-              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _name == "mul" else frozenset()), infer=broadcast)
+              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _commutes else frozenset()), infer=broadcast,
+              identity={"other": 1, **({"input": 1} if _commutes else {})},
+              absorbing={"other": 0, "input": 0} if _commutes else None)
     define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED},
-              traits=ELEMENTWISE_PURE, infer=same_as_input)
+              traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"other": 1},
+              absorbing={"other": 0} if _commutes else None)
 define_op("aten.rsub", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED, "alpha": 1},
           traits=ELEMENTWISE_PURE, infer=same_as_input)
 for _name in ("minimum", "maximum"):

@@ -47,7 +47,8 @@ class OpDef:
 
     def __init__(self, name: str, *, overloads: Iterable[str] = ("default",), operands: Iterable[str] = (),
                  attributes: dict[str, Any] | None = None, traits: Iterable[str] = (), weights: Iterable[str] = (),
-                 infer: Infer | None = None, check: Check | None = None, doc: str = ""):
+                 infer: Infer | None = None, check: Check | None = None, doc: str = "",
+                 identity: dict[str, Any] | None = None, absorbing: dict[str, Any] | None = None):
         self.name = name
         self.overloads = tuple(overloads)
         self.operand_specs = tuple(operands)
@@ -60,6 +61,15 @@ class OpDef:
         self.infer = infer
         self.check = check
         self.doc = doc
+        # argument -> the number that makes the op give back its other tensor operand (x * 1, 1 * x,
+        # x + 0, x ** 1): data for canonicalization (remove-no-ops), read with node.scalar(argument)
+        self.identity = dict(identity or {})
+        # argument -> the number that decides the result whatever the other operand is (x * 0 is 0
+        # for finite x only: a float rewrite must not use it; kept as data for integer rewrites)
+        self.absorbing = dict(absorbing or {})
+        for name in (*self.identity, *self.absorbing):
+            if not self.has_operand(name) and name not in self.attributes:
+                raise IRError(f"op {name!r} of {self.name}'s identity or absorbing element is no operand or attribute")
         variadic = [s for s in self.operand_specs if s.endswith("*")]
         if len(variadic) > 1 or (variadic and self.operand_specs[-1] != variadic[0]):
             raise IRError(f"op {name}: only the last operand may be variadic")
@@ -81,8 +91,8 @@ class OpDef:
         return "pure" in self.traits
 
     def has(self, trait: str) -> bool:
-        if trait == "weights":
-            return bool(self.weights)
+        if trait in ("weights", "identity", "absorbing"):
+            return bool(getattr(self, trait))
         return trait in self.traits
 
     def has_operand(self, name: str) -> bool:
@@ -107,7 +117,8 @@ class OpDef:
                 return None if absent or index >= len(node.operands) else node.operands[index]
             if not absent:
                 index += 1
-        raise AttributeError(f"{node.op} has no operand named {name!r} (operands: {', '.join(self.operand_names) or 'none'})")
+        hint = f"; {name!r} is an attribute of {node.op}: read it with node.scalar({name!r})" if name in self.attributes else ""
+        raise AttributeError(f"{node.op} has no operand named {name!r} (operands: {', '.join(self.operand_names) or 'none'}){hint}")
 
     def attribute_default(self, name: str) -> Any:
         default = self.attributes[name]
@@ -179,6 +190,78 @@ def shapes_agree(a, b) -> bool:
 
 def show_shape(shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+# ------------------------------------------------------------------------------ op handles
+
+class Op(str):
+    """A handle on an op the IR defines: its full name as a ``str`` (so it compares, hashes, prints
+    and matches as the name does) whose overloads are attributes, checked when they are read::
+
+        from xir.ops import aten
+        aten.mul.Tensor == "aten.mul.Tensor"      # True
+        aten.mull                                 # AttributeError: no op aten.mull is defined ...
+
+    Accepted wherever an op name is: ``rewrite_pattern``, ``create_node``, ``node.op == ...``.
+    A misspelt handle fails where it is read, so a module that names one fails on import."""
+
+    __slots__ = ()
+
+    def __getattr__(self, overload: str) -> "Op":
+        if overload.startswith("__"):
+            raise AttributeError(overload)
+        full = f"{self}.{overload}"
+        if lookup(full) is None:
+            known = sorted(n[len(self) + 1:] for n in all_ops() if n.startswith(f"{self}."))
+            raise AttributeError(f"no op {full} is defined in xir.ops" + (
+                f"; the overloads of {self} are {', '.join(known)}" if known else ""))
+        return Op(full)
+
+    @property
+    def definition(self) -> "OpDef":
+        return lookup(self)
+
+
+class Namespace:
+    """The ops of one namespace as attributes: ``aten.relu`` (an op whose default overload is its
+    name), ``aten.mul`` (whose overloads are its attributes: ``aten.mul.Tensor``)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, op: str) -> Op:
+        if op.startswith("__"):
+            raise AttributeError(op)
+        full = f"{self._name}.{op}"
+        if not any(name == full or name.startswith(full + ".") for name in all_ops()):
+            close = sorted(n for n in {".".join(k.split(".")[:2]) for k in all_ops()}
+                           if n.startswith(self._name + ".") and _similar(n.split(".")[1], op))
+            raise AttributeError(f"no op {full} is defined in xir.ops" + (f"; did you mean {', '.join(close)}?" if close else ""))
+        return Op(full)
+
+    def __repr__(self) -> str:
+        return f"<ops of {self._name}>"
+
+
+def _similar(a: str, b: str) -> bool:
+    import difflib
+
+    return difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
+
+
+aten = Namespace("aten")
+quantized_decomposed = Namespace("quantized_decomposed")
+dim_order_ops = Namespace("dim_order_ops")
+xir_ops = Namespace("xir")  # xir's own ops (xir.convert, xir.bmm_f32out)
+
+
+def check_op_names(ops: Iterable[str], where: str) -> None:
+    """Raise IRError naming ``where`` unless every name in ``ops`` is an op xir defines (a
+    misspelt name would otherwise match nothing, silently)."""
+    for op in ops:
+        if lookup(op) is None:
+            raise IRError(f"{where}: no op named {op!r} is defined in xir.ops (misspelt? an opaque op cannot be "
+                          "matched by name: define it first, see xir.ops.define_op)")
 
 
 # ----------------------------------------------------------------------------- the registry

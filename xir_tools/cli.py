@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import contextlib
-import os
 import sys
 import time
 import traceback

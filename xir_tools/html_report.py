@@ -192,7 +192,7 @@ def module_paths(graph: Graph) -> dict[int, list[str]]:
             continue
         near: list[list[str]] = []
         for step in (lambda n: [v.producer for v in n.inputs() if v.producer is not None],
-                     lambda n: [u for u in n.users if not u.is_return]):
+                     lambda n: n.readers):
             seen, frontier = {id(node)}, [node]
             for _ in range(64):  # through at most this many nodes without a path
                 following = []

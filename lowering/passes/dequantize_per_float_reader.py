@@ -26,7 +26,7 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     if len(result.users) < 2:
         return rewriter.notify_match_failure(node, "read by one op")
     options = Options()
-    readers = [r for r in result.users if not r.is_return and may_run_between_conversions(r)
+    readers = [r for r in result.readers if may_run_between_conversions(r)
                and static_unit(r, options)[0] is None and float_verdict(r, options, dequantized_ok=True).supported]
     if len(readers) == len(result.users):
         readers = readers[1:]  # the first keeps the original

@@ -27,7 +27,7 @@ from executorch.exir import EdgeCompileConfig, to_edge
 import lowering
 from xir_tools.compare import lower
 from lowering.partition import NotLowerable
-from xir_tools.programs import delegate_count, max_error, outside_ops, run_pte
+from xir_tools.programs import max_error, run_pte
 from lowering.quantizer import quantize_pt2e
 
 VIAS = ("etal", "backend")

@@ -2,12 +2,10 @@
 are really delegated, quantized ops with float outputs, force_non_static_weights_for_f32_linear.
 Each case also runs stock and asserts it fails as described."""
 
-import dataclasses
 import functools
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from xir_tools.examples import EXAMPLES, export_example, quantize_module
 

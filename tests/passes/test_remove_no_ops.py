@@ -1,5 +1,9 @@
 """IR-text tests of remove-no-ops (a pattern-rewrite pass) and dead-code-elimination."""
 
+import textwrap
+
+import pytest
+
 from passes import PassManager, apply_patterns_greedily
 from passes.remove_no_ops import RemoveNoOps
 from passes.testing import check_pipeline
@@ -110,3 +114,91 @@ def test_dead_code_keeps_side_effects():
     }"""
     check_pipeline(text, "dead-code-elimination", text.replace("      %a: f32[2] = aten.neg(%x)\n", ""))
 
+
+
+# ----------------------------------------------------------------- identity elements (OpDef.identity)
+
+def _with_data(text: str, **data):
+    """``text`` parsed, each named constant given its data (numpy: the passes read it through
+    ``Value.scalar``, never importing torch)."""
+    import numpy
+    from xir import parse_graph
+
+    graph = parse_graph(textwrap.dedent(text))
+    for name, value in data.items():
+        graph.input_named(name).data = numpy.asarray(value, dtype=numpy.float32)
+    return graph
+
+
+@pytest.mark.parametrize("line, dropped", [
+    ("%y: f32[2,3] = aten.mul.Tensor(%x, %one)", True),   # x * 1 (a 0-D constant: the edge dialect's scalar)
+    ("%y: f32[2,3] = aten.mul.Tensor(%one, %x)", True),   # 1 * x
+    ("%y: f32[2,3] = aten.mul.Tensor(%x) {other=1.0}", True),  # the scalar as an attribute
+    ("%y: f32[2,3] = aten.mul.Scalar(%x) {other=1}", True),
+    ("%y: f32[2,3] = aten.div.Tensor(%x, %one)", True),
+    ("%y: f32[2,3] = aten.add.Tensor(%x, %zero) {alpha=3}", True),  # x + 3 * 0
+    ("%y: f32[2,3] = aten.sub.Scalar(%x) {other=0}", True),
+    ("%y: f32[2,3] = aten.pow.Tensor_Scalar(%x) {exponent=1}", True),
+    ("%y: f32[2,3] = aten.add.Tensor(%zero, %x)", False),  # 0 + alpha * x: not x unless alpha is 1
+    ("%y: f32[2,3] = aten.div.Tensor(%one, %x)", False),   # 1 / x
+    ("%y: f32[2,3] = aten.mul.Tensor(%x, %two)", False),
+    ("%y: f32[2,3] = aten.mul.Tensor(%x, %w)", False),     # a constant of more than one element
+    ("%y: f32[2,3] = aten.mul.Tensor(%x, %x)", False),     # computed, not a known number
+])
+def test_an_operation_by_its_identity_element_is_dropped(line, dropped):
+    text = f"""
+    graph @g {{
+      input %x: f32[2,3]
+      param %one: f32[]
+      param %zero: f32[]
+      param %two: f32[]
+      param %w: f32[2,3]
+      {line}
+      %r: f32[2,3] = aten.relu(%y)
+      return %r
+    }}"""
+    graph = _with_data(text, one=1.0, zero=0.0, two=2.0, w=[[1.0] * 3] * 2)
+    expected = text.replace(line + "\n", "").replace("aten.relu(%y)", "aten.relu(%x)") if dropped else text
+    check_pipeline(graph, "remove-no-ops", expected, changed=dropped)
+
+
+def test_identity_operations_at_the_boundaries():
+    # the result is a graph output and x a graph input: kept (the input would become an output);
+    # the result has several readers, and x is a constant: each reader reads x
+    text = """
+    graph @g {
+      input %x: f32[2,3]
+      param %one: f32[]
+      param %c: f32[2,3]
+      %y: f32[2,3] = aten.mul.Tensor(%x, %one)
+      %z: f32[2,3] = aten.mul.Tensor(%c, %one)
+      %a: f32[2,3] = aten.relu(%z)
+      %b: f32[2,3] = aten.neg(%z)
+      %s: f32[2,3] = aten.add.Tensor(%a, %b)
+      return %y, %s
+    }"""
+    graph = _with_data(text, one=1.0, c=[[2.0] * 3] * 2)
+    check_pipeline(graph, "remove-no-ops", """
+    graph @g {
+      input %x: f32[2,3]
+      param %one: f32[]
+      param %c: f32[2,3]
+      %y: f32[2,3] = aten.mul.Tensor(%x, %one)
+      %a: f32[2,3] = aten.relu(%c)
+      %b: f32[2,3] = aten.neg(%c)
+      %s: f32[2,3] = aten.add.Tensor(%a, %b)
+      return %y, %s
+    }""", changed=True)
+
+
+@pytest.mark.parametrize("text", [
+    # broadcast: x * ones([2, 3]) with x of [3] has a larger result than x
+    """graph @g {
+      input %x: f32[3]
+      param %ones: f32[2,3]
+      %y: f32[2,3] = aten.mul.Tensor(%x, %ones)
+      return %y
+    }""",
+])
+def test_an_identity_operation_that_changes_the_type_stays(text):
+    check_pipeline(_with_data(text, ones=[[1.0] * 3] * 2), "remove-no-ops", text, changed=False)

@@ -12,7 +12,6 @@ import pickle
 import subprocess
 import sys
 import textwrap
-import zipfile
 from pathlib import Path
 
 import numpy

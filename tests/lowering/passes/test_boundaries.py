@@ -28,7 +28,7 @@ import pytest
 import torch
 
 from passes.testing import check_pipeline
-from xir import DType, Graph, parse_graph, print_graph
+from xir import DType, Graph, parse_graph
 
 _TORCH_DTYPES = {DType.f32: torch.float32, DType.bf16: torch.bfloat16, DType.f16: torch.float16, DType.f64: torch.float64}
 

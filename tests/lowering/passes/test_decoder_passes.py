@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from passes.testing import check_pipeline
-from xir import parse_graph
 
 
 def case(name, before, expected=None):

@@ -54,9 +54,9 @@ from typing import Any
 import attrs
 
 from passes import Pass, Rewriter
-from lowering.passes.remove_no_ops import DECOMPOSED_LINEAR_OPS
+from .remove_no_ops import DECOMPOSED_LINEAR_OPS
 from passes.rewriter import RewritePattern, RewriteStats, apply_patterns_greedily
-from xir import EnumAttr, Graph, InputKind, Node, TensorType, Value, print_node
+from xir import EnumAttr, Graph, Node, TensorType, Value, print_node
 from xir.printer import Namer
 
 RULE = "fold_constant"
@@ -153,7 +153,7 @@ def evaluate(node: Node, fake: bool = False) -> list[Any]:
 
     from xir.fx_import import DTYPE_TO_TORCH, op_arguments
 
-    from .writeback import resolve_op
+    from ..writeback import resolve_op
 
     target = resolve_op(node.op)
     shaped = node.operands[0] if node.op in SHAPE_ONLY_OPS else None

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import torch
 
-from lowering.fold_constants import FoldConstants, written_constants
+from lowering.passes.fold_constants import FoldConstants, written_constants
 from passes import PassFailure, PassManager, parse_pipeline
 from passes.testing import check_pipeline
 import xir
