@@ -208,12 +208,17 @@ def _attribute_to_python(value: Any, to_fx) -> Any:
     if isinstance(value, DType):
         return DTYPE_TO_TORCH[value]
     if isinstance(value, EnumAttr):
-        if value.kind in ("memory_format", "layout", "dtype"):
-            return getattr(torch, value.name)
-        if value.kind == "device":
-            return torch.device(value.name.replace("_", ":"))
+        # (the name may come from IR text anyone wrote: only torch's own values of the kind are taken)
+        found = getattr(torch, value.name, None) if value.kind in ("memory_format", "layout", "dtype") else None
+        if isinstance(found, _ENUM_TYPES.get(value.kind, ())):
+            return found
+        if value.kind == "device" and value.name in ("cpu", "meta"):
+            return torch.device(value.name)
         raise ValueError(f"attribute {value} cannot be turned back into a Python value")
     return value
+
+
+_ENUM_TYPES = {"memory_format": torch.memory_format, "layout": torch.layout, "dtype": torch.dtype}
 
 
 _INPUT_KINDS = {
