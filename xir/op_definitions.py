@@ -17,6 +17,7 @@ import math
 from .core import Value
 from .dtypes import DType
 from .errors import IRError
+from .op_schemas import CATCH_ALL, SCHEMAS
 from .ops import COMMUTATIVE, ELEMENTWISE, PURE, REQUIRED, VIEW, define_op, dims_agree, same_as_input, show_shape
 from .types import Symbol, TensorType
 
@@ -278,7 +279,7 @@ def _view(node):
     x = _tensor(node.operands[0])
     if x is None:
         return None
-    size = _attr(node, "size")
+    size = _attr(node, "shape" if node.op == "aten.reshape" else "size")  # (reshape's argument is its shape)
     if not isinstance(size, list) or not all(_is_int(d) or isinstance(d, Value) for d in size):
         raise IRError(f"size must be a list of sizes, got {size!r}")
     if any(_is_int(d) and d < -1 for d in size) or size.count(-1) > 1:
@@ -703,8 +704,10 @@ ELEMENTWISE_PURE = PURE | ELEMENTWISE
 
 for _name in ("abs", "ceil", "floor", "neg", "sqrt", "rsqrt", "exp", "log", "sigmoid", "tanh", "sin", "cos", "relu",
               "hardswish", "hardsigmoid", "erf", "reciprocal", "round", "sign", "logical_not", "bitwise_not", "silu",
-              "elu", "square", "trunc", "log1p", "expm1"):
+              "square", "trunc", "log1p", "expm1"):
     define_op(f"aten.{_name}", operands=("input",), traits=ELEMENTWISE_PURE, infer=same_as_input)
+define_op("aten.elu", operands=("input",), attributes={"alpha": 1, "scale": 1, "input_scale": 1}, traits=ELEMENTWISE_PURE,
+          infer=same_as_input)
 define_op("aten.leaky_relu", operands=("input",), attributes={"negative_slope": 0.01}, traits=ELEMENTWISE_PURE,
           infer=same_as_input)
 define_op("aten.hardtanh", operands=("input",), attributes={"min_val": -1.0, "max_val": 1.0}, traits=ELEMENTWISE_PURE,
@@ -795,16 +798,17 @@ for _name in ("permute_copy", "permute"):
     define_op(f"aten.{_name}", operands=("input",), attributes={"dims": REQUIRED}, traits=PURE | VIEW, infer=_permute,
               check=_check_permute)
 for _name in ("view_copy", "view", "reshape", "_unsafe_view"):
-    define_op(f"aten.{_name}", operands=("input",), attributes={"size": REQUIRED}, traits=PURE | VIEW, infer=_view,
-              check=_check_view)
+    define_op(f"aten.{_name}", operands=("input",), attributes={"shape" if _name == "reshape" else "size": REQUIRED},
+              traits=PURE | VIEW, infer=_view, check=_check_view)
 define_op("aten.expand_copy", operands=("input",), attributes={"size": REQUIRED, "implicit": False}, traits=PURE | VIEW,
           infer=_expand_copy)
 define_op("aten.unsqueeze_copy", operands=("input",), attributes={"dim": REQUIRED}, traits=PURE | VIEW, infer=_unsqueeze)
 define_op("aten.squeeze_copy", overloads=("dims", "dim", "default"), operands=("input",), attributes={"dim": None},
           traits=PURE | VIEW, infer=_squeeze)
 define_op("aten.t_copy", operands=("input",), traits=PURE | VIEW, infer=_transpose)
-for _name in ("alias_copy", "contiguous"):
-    define_op(f"aten.{_name}", operands=("input",), traits=PURE | VIEW, infer=same_as_input)
+define_op("aten.alias_copy", operands=("input",), traits=PURE | VIEW, infer=same_as_input)
+define_op("aten.contiguous", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW,
+          infer=same_as_input)
 define_op("aten.clone", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW, infer=same_as_input)
 define_op("dim_order_ops._clone_dim_order", operands=("input",), attributes={"non_blocking": False, "dim_order": None},
           traits=PURE | VIEW, infer=same_as_input)
@@ -836,16 +840,13 @@ for _name in ("zeros_like", "ones_like"):
     define_op(f"aten.{_name}", operands=("input",), attributes={**_FACTORY, "memory_format": None}, traits=PURE,
               infer=_like)
 
-for _name in ("sym_size.int", "index.Tensor",
-              "eq.Scalar", "eq.Tensor", "lt.Scalar", "gt.Scalar", "le.Scalar", "ge.Scalar", "ne.Scalar", "lt.Tensor",
-              "gt.Tensor", "le.Tensor", "ge.Tensor", "ne.Tensor", "bitwise_or.Tensor", "any.dim", "any",
-              "logical_and", "logical_or", "select_copy.int", "split_with_sizes_copy", "split_copy.Tensor", "var_mean.correction",
-              "native_group_norm", "_native_batch_norm_legit.no_stats", "hardtanh_backward", "repeat", "flip",
-              "index_select", "gather", "sort", "topk", "argmax", "argmin", "min.dim", "cumsum", "tril", "triu",
-              "upsample_nearest2d.default", "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "native_dropout", "bitwise_and.Tensor",
-              "pixel_shuffle", "pixel_unshuffle", "alias", "bucketize.Tensor"):
-    _base, _, _overload = _name.partition(".")
-    define_op(f"aten.{_base}", overloads=(_overload or "default",), operands=("inputs*",), attributes={}, traits=PURE)
+# ops whose operand names and attributes come from torch's schemas (xir.op_schemas, generated and
+# checked against torch), with no inference or check of their own yet
+for _full in CATCH_ALL:
+    _operands, _attributes = SCHEMAS[_full]
+    _namespace, _name, *_overload = _full.split(".")
+    define_op(f"{_namespace}.{_name}", overloads=(_overload[0] if _overload else "default",), operands=_operands,
+              attributes=_attributes, traits=PURE)
 
 # quantization
 _QPARAMS = {"scale": REQUIRED, "zero_point": REQUIRED, "quant_min": REQUIRED, "quant_max": REQUIRED, "dtype": REQUIRED}

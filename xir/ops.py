@@ -120,6 +120,11 @@ class OpDef:
         hint = f"; {name!r} is an attribute of {node.op}: read it with node.scalar({name!r})" if name in self.attributes else ""
         raise AttributeError(f"{node.op} has no operand named {name!r} (operands: {', '.join(self.operand_names) or 'none'}){hint}")
 
+    def _absent_operand(self, node, name: str) -> bool:
+        """Whether the attribute ``name`` spells an operand: an optional one that is absent
+        (``{bias=none}``), or a scalar given as an attribute (``aten.add.Tensor(%x) {other=2}``)."""
+        return any(spec.rstrip("?*") == name and spec.endswith("?") for spec in self.operand_specs)
+
     def attribute_default(self, name: str) -> Any:
         default = self.attributes[name]
         if default is REQUIRED:
@@ -139,6 +144,10 @@ class OpDef:
         for name, default in self.attributes.items():
             if default is REQUIRED and name not in node.attributes:
                 return f"needs the attribute {name!r}"
+        unknown = [name for name in node.attributes if name not in self.attributes and not self._absent_operand(node, name)]
+        if unknown:  # (the schema is closed: {stide=[2,2]} is no stride)
+            known = ", ".join(self.attributes) or "none"
+            return f"has no attribute {unknown[0]!r} (its attributes: {known})"
         try:
             problem = self.check(node) if self.check is not None else None
             if problem:
