@@ -16,19 +16,33 @@ from typing import Iterable
 
 import attrs
 
-from xir import DType, Graph, Node, TensorType, Value
-
 from passes.fold_batch_norm import fold_target
+from xir import DType, Graph, Node, TensorType, Value
+from xir.ops import aten, quantized_decomposed
 
 from .rules import (
-    AFFINE_CHOOSE_QPARAMS, AFFINE_DEQUANTIZE, AFFINE_QUANTIZE, ALL_PRECISIONS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS,
-    DYNAMIC, FP32, MAX_RANK, QUANTIZE_OPS, RULES, STATIC, dequantized_source, is_static, through_layout, weight_chain,
+    AFFINE_CHOOSE_QPARAMS,
+    AFFINE_DEQUANTIZE,
+    AFFINE_QUANTIZE,
+    ALL_PRECISIONS,
+    CHOOSE_QPARAMS_OPS,
+    DEQUANTIZE_OPS,
+    DYNAMIC,
+    FP32,
+    MAX_RANK,
+    QUANTIZE_OPS,
+    RULES,
+    STATIC,
+    dequantized_source,
+    is_static,
+    through_layout,
+    weight_chain,
 )
 
 # what XNNPACK's FuseActivationPass folds into the op before it (a conv, a linear, ...): in a
 # static unit the op's quantize may come after one of these; a clamp is not fused
-FUSED_ACTIVATIONS = ("aten.relu", "aten.hardtanh")
-GEMM_OPS = ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution")
+FUSED_ACTIVATIONS = (aten.relu, aten.hardtanh)
+GEMM_OPS = (aten.linear, aten.addmm, aten.mm, aten.convolution)
 STATIC_QUANT_OPS = {op for op, rule in RULES.items() if STATIC in rule.precisions} - set(QUANTIZE_OPS) - set(DEQUANTIZE_OPS)
 DYNAMIC_QUANT_OPS = {op for op, rule in RULES.items() if DYNAMIC in rule.precisions}
 
@@ -148,7 +162,7 @@ def float_verdict(node: Node, options: Options, as_fp32: bool = False, dequantiz
     reason = rule.reject_reason(node, options)
     if reason:
         return Verdict(False, "constraint", reason)
-    if node.op == "aten.bmm" and node.results[0].dtype is DType.bf16 and not as_fp32:
+    if node.op == aten.bmm and node.results[0].dtype is DType.bf16 and not as_fp32:
         return Verdict(False, "bf16", rule.bf16_reason)
     return SUPPORTED
 
@@ -171,8 +185,8 @@ def float_gemm_of_dequantized_input(node: Node, options: Options) -> bool:
 
 
 # quantized_decomposed's dequantizes with an ExecuTorch kernel (left outside, they run there)
-_KERNEL_DEQUANTIZES = ("quantized_decomposed.dequantize_per_tensor", "quantized_decomposed.dequantize_per_tensor.tensor",
-                       "quantized_decomposed.dequantize_per_channel")
+_KERNEL_DEQUANTIZES = (quantized_decomposed.dequantize_per_tensor, quantized_decomposed.dequantize_per_tensor.tensor,
+                       quantized_decomposed.dequantize_per_channel)
 
 
 def fp32_of_dequantized_weight(node: Node, options: Options) -> bool:
@@ -195,9 +209,9 @@ def fp32_of_dequantized_weight(node: Node, options: Options) -> bool:
         producer = value.producer
         return producer is not None and producer.op in _KERNEL_DEQUANTIZES and producer.operands[0].is_constant
 
-    if node.op == "aten.permute_copy":
+    if node.op == aten.permute_copy:
         return node.operands[0].rank == 2 and dequantized_constant(node.operands[0])
-    if node.op != "aten.linear" or not dequantized_constant(node.weight):
+    if node.op != aten.linear or not dequantized_constant(node.weight):
         return False
     source = node.input.producer
     if source is None or source.op not in _KERNEL_DEQUANTIZES[:2]:
@@ -214,11 +228,11 @@ def batch_norm_verdict(node: Node, options: Options) -> Verdict:
     if not all(r.is_unused() for r in node.results[1:]):
         return Verdict(False, "constraint", "its mean/var outputs are used")
     target, reason = fold_target(node)
-    if x.producer is not None and x.producer.op == "aten.linear" and x.rank != 2:
+    if x.producer is not None and x.producer.op == aten.linear and x.rank != 2:
         # XNNPACK's own preprocessing would fold it into the linear anyway, along the wrong dim
         return Verdict(False, "constraint", f"{reason}: XNNPACK 1.5.1 would fold it into the linear along that dim; "
                                             "xir's transform pass fold-batch-norm rewrites it as a multiply-add")
-    folds = target is not None and (target.op != "aten.convolution" or x.rank in (3, 4))
+    folds = target is not None and (target.op != aten.convolution or x.rank in (3, 4))
     if x.dtype is DType.bf16:
         if not options.enable_bf16:
             return Verdict(False, "dtype", "bf16 (pass enable_bf16=True to delegate bf16 ops)")
@@ -238,8 +252,8 @@ def batch_norm_verdict(node: Node, options: Options) -> Verdict:
 
 # ------------------------------------------------------------------------- decomposed linears
 
-MATMUL_OPS = ("aten.addmm", "aten.mm", "aten.bmm")  # what ExecuTorch's ConvertToLinearPass rebuilds into a linear
-TRANSPOSE_OPS = ("aten.permute_copy", "aten.t_copy")
+MATMUL_OPS = (aten.addmm, aten.mm, aten.bmm)  # what ExecuTorch's ConvertToLinearPass rebuilds into a linear
+TRANSPOSE_OPS = (aten.permute_copy, aten.t_copy)
 
 
 @attrs.frozen
@@ -304,7 +318,7 @@ def same_dim(a, b) -> bool:
 def _is_transpose(node: Node | None) -> bool:
     if node is None or node.op not in TRANSPOSE_OPS or node.operands[0].rank != 2:
         return False
-    return node.op == "aten.t_copy" or [d % 2 for d in node.attributes.get("dims", [])] == [1, 0]
+    return node.op == aten.t_copy or [d % 2 for d in node.attributes.get("dims", [])] == [1, 0]
 
 
 def decomposed_linears(graph: Graph) -> dict[int, DecomposedLinear]:
@@ -322,7 +336,7 @@ def decomposed_linears(graph: Graph) -> dict[int, DecomposedLinear]:
     by_fx = {id(n.fx_node): n for n in graph if n.fx_node is not None}
     result: dict[int, DecomposedLinear] = {}
     for node in graph:
-        if node.op not in ("aten.addmm", "aten.mm") or node.fx_node not in partitions:
+        if node.op not in (aten.addmm, aten.mm) or node.fx_node not in partitions:
             continue
         found = _decomposed_linear(node, partitions[node.fx_node], by_fx)
         if found is not None:
@@ -341,7 +355,7 @@ def _decomposed_linear(matmul: Node, partition, by_fx: dict[int, Node]) -> Decom
         return None  # (a module called twice: the delegate's rebuild would mix its calls up)
     before: list[Node] = []
     value = matmul.input
-    while inside(value.producer) and value.producer.op == "aten.view_copy" and value.single_user() is not None:
+    while inside(value.producer) and value.producer.op == aten.view_copy and value.single_user() is not None:
         before.append(value.producer)
         value = value.producer.input
     source = value
@@ -350,7 +364,7 @@ def _decomposed_linear(matmul: Node, partition, by_fx: dict[int, Node]) -> Decom
     after: list[Node] = []
     value = matmul.results[0]
     user = value.single_user()
-    while user is not None and inside(user) and user.op == "aten.view_copy":
+    while user is not None and inside(user) and user.op == aten.view_copy:
         after.append(user)
         value = user.results[0]
         user = value.single_user()
@@ -366,7 +380,7 @@ def _decomposed_linear(matmul: Node, partition, by_fx: dict[int, Node]) -> Decom
         return None
     if inside(transpose.input.producer):
         return None
-    if matmul.op == "aten.addmm" and inside(matmul.operand("bias").producer):
+    if matmul.op == aten.addmm and inside(matmul.operand("bias").producer):
         return None
     if not (isinstance(source.type, TensorType) and isinstance(output.type, TensorType)) or source.rank < 1:
         return None
@@ -427,13 +441,13 @@ def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = 
         return inputs.unit, inputs.verdict
     quantized_inputs, layout = inputs
     chain, user = _static_output(node, linear, pad)
-    if user is None or user.op != "quantized_decomposed.quantize_per_tensor":
+    if user is None or user.op != quantized_decomposed.quantize_per_tensor:
         return None, Verdict(False, "quant", "its inputs are quantized but its output is not: XNNPACK has no quantized "
                                              f"{node.op.split('.')[1]} with a float output, so it stays outside with its Q/DQ")
     verdict = _static_constraints(node, options, linear, pad, quantized_inputs, user)
     if verdict is not None:
         return None, verdict
-    bias = node.operand("bias") if node.op in GEMM_OPS and node.op != "aten.mm" else None
+    bias = node.operand("bias") if node.op in GEMM_OPS and node.op != aten.mm else None
     extra = [_dq_producer(bias)] if bias is not None and _dq_producer(bias) is not None else []
     for dq in quantized_inputs + extra:
         if dq.results[0].rank > MAX_RANK:
@@ -464,7 +478,7 @@ def _static_inputs(node: Node, options: Options, linear: DecomposedLinear | None
     if weight_dq is None and data is None:
         return _Decided()
     if weight_dq is not None and weight_dq.op == AFFINE_DEQUANTIZE:
-        if data is None and node.op == "aten.linear" and linear is None:
+        if data is None and node.op == aten.linear and linear is None:
             return _Decided(*weight_only_unit(node, weight_dq, layout, options))
         return _Decided(verdict=Verdict(False, AFFINE_RULE, AFFINE_DECOMPOSED))
     if weight_dq is None and float_gemm_of_dequantized_input(node, options):
@@ -475,7 +489,7 @@ def _static_inputs(node: Node, options: Options, linear: DecomposedLinear | None
 
 
 def _not_dynamic(quantized_inputs: list[Node], layout: list[Node]) -> tuple[list[Node], list[Node]] | _Decided:
-    if any(d.op in ("quantized_decomposed.dequantize_per_tensor.tensor", AFFINE_DEQUANTIZE) for d in quantized_inputs):
+    if any(d.op in (quantized_decomposed.dequantize_per_tensor.tensor, AFFINE_DEQUANTIZE) for d in quantized_inputs):
         return _Decided()  # dynamic pattern (torchao's affine ops: dynamically quantized linears only)
     return quantized_inputs, layout
 
@@ -511,11 +525,11 @@ def _static_constraints(node: Node, options: Options, linear: DecomposedLinear |
     if node.op in SAME_QPARAMS_OPS and _qparams(quantized_inputs[0]) != _qparams(quantize):
         return Verdict(False, "quant", "its input and output are quantized differently (XNNPACK's quantized "
                                        f"{node.op.split('.')[1]} keeps the quantization parameters)")
-    if node.op == "aten.convolution":
+    if node.op == aten.convolution:
         reason = _quantized_conv_reason(node, quantized_inputs[1])
         if reason:
             return Verdict(False, "quant", reason)
-    if node.op in GEMM_OPS and node.op != "aten.convolution" and _int4_odd_input_channels(quantized_inputs[1]):
+    if node.op in GEMM_OPS and node.op != aten.convolution and _int4_odd_input_channels(quantized_inputs[1]):
         return Verdict(False, "quant", INT4_ODD_INPUT_CHANNELS.format(k=quantized_inputs[1].results[0].shape[-1]))
     return None
 
@@ -528,7 +542,7 @@ def weight_only_linear_reason(node: Node) -> str | None:
     (qc8w) fully connected, or None (the bias not considered). ``w`` is torchao's weight-only
     quantization (``IntxWeightOnlyConfig``, ExecuTorch's "8w"): a constant int8 weight per output
     channel, zero points 0; ``x`` fp32, not dequantized."""
-    weight_dq = dequantized_source(node.weight) if node.op == "aten.linear" else None
+    weight_dq = dequantized_source(node.weight) if node.op == aten.linear else None
     if weight_dq is None or weight_dq.op != AFFINE_DEQUANTIZE:
         return "not a linear with a torchao-quantized weight"
     if _dq_producer(node.input) is not None:
@@ -583,13 +597,13 @@ def _quantized_conv_pad(conv: Node) -> Node | None:
     Only where that pass applies and the stock rule holds: a non-transposed conv, a pad read by
     the conv alone, value 0.0, no negative amounts, spatial dims only, its input a per-tensor
     dequantize (the default overload, which that pass looks for). None otherwise."""
-    if conv.op != "aten.convolution" or conv.attributes.get("transposed", False):
+    if conv.op != aten.convolution or conv.attributes.get("transposed", False):
         return None
     pad = conv.input.producer
-    if pad is None or pad.op != "aten.constant_pad_nd" or conv.input.single_user() is not conv:
+    if pad is None or pad.op != aten.constant_pad_nd or conv.input.single_user() is not conv:
         return None
     source = pad.input.producer
-    if source is None or source.op != "quantized_decomposed.dequantize_per_tensor":
+    if source is None or source.op != quantized_decomposed.dequantize_per_tensor:
         return None
     spatial = 2 * (conv.weight.rank - 2)
     if not quantized_by_preprocessing(pad) or any(list(pad.attributes.get("pad") or [])[spatial:]):
@@ -600,8 +614,8 @@ def _quantized_conv_pad(conv: Node) -> Node | None:
 # XNNPACK moves quantized elements of these without requantizing: input and output must share qparams.
 # hardtanh too: a quantized relu6 whose output XNNPACKQuantizer quantizes differently from its input
 # (after a max pool) came out wrong by 1.1-1.4 (fuzz static seed 2427; stock's etal program too)
-SAME_QPARAMS_OPS = ("aten.slice_copy.Tensor", "aten.view_copy", "aten.permute_copy", "aten.unsqueeze_copy",
-                    "aten.hardtanh")
+SAME_QPARAMS_OPS = (aten.slice_copy.Tensor, aten.view_copy, aten.permute_copy, aten.unsqueeze_copy,
+                    aten.hardtanh)
 
 
 def _qparams(node: Node) -> tuple:
@@ -612,7 +626,7 @@ def _qparams(node: Node) -> tuple:
 def _quantized_conv_reason(conv: Node, weight_dq: Node) -> str | None:
     transposed = conv.attributes.get("transposed", False)
     groups = conv.attributes.get("groups", 1)
-    per_channel = weight_dq.op == "quantized_decomposed.dequantize_per_channel"
+    per_channel = weight_dq.op == quantized_decomposed.dequantize_per_channel
     if transposed and per_channel:
         axis = weight_dq.attributes.get("axis", 0)
         if groups != 1:
@@ -623,11 +637,11 @@ def _quantized_conv_reason(conv: Node, weight_dq: Node) -> str | None:
 
 
 DYNAMIC_PATTERNS = {  # dequantize of the activation -> (its quantize, its choose_qparams)
-    "quantized_decomposed.dequantize_per_tensor.tensor": ("quantized_decomposed.quantize_per_tensor.tensor",
-                                                          "quantized_decomposed.choose_qparams.tensor"),
+    quantized_decomposed.dequantize_per_tensor.tensor: (quantized_decomposed.quantize_per_tensor.tensor,
+                                                          quantized_decomposed.choose_qparams.tensor),
     AFFINE_DEQUANTIZE: (AFFINE_QUANTIZE, AFFINE_CHOOSE_QPARAMS),
 }
-LINEAR_OPS = ("aten.linear", "aten.addmm", "aten.mm")
+LINEAR_OPS = (aten.linear, aten.addmm, aten.mm)
 AFFINE_DECOMPOSED = ("a torchao-quantized weight, but not read by a linear whose input is torchao's per-token dynamic "
                      "quantization (a linear that to_edge decomposed, its quantize/dequantize ops inside the pattern: "
                      "ExecuTorch's XNNPACK preprocessing would rebuild the linear from the raw int8 weight; keep it "
@@ -645,7 +659,7 @@ def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None =
     quantized_decomposed's per-tensor ops (XNNPACK quantizes per token) or torchao's affine ones
     (per token; the weight per channel or per group of input channels).
     For a decomposed linear (``linear``), the dequantize is that of the whole linear's input."""
-    if node.op not in LINEAR_OPS + ("aten.convolution",):
+    if node.op not in LINEAR_OPS + (aten.convolution,):
         return None, None
     dq = (linear.input if linear is not None else node.input).producer
     if dq is None or dq.op not in DYNAMIC_PATTERNS:
@@ -696,7 +710,7 @@ def _dynamic_quantization_verdict(node: Node, affine: bool, q: Node, dq: Node, c
                             "a torchao per-token activation with a quantized_decomposed weight")
         if reason:
             return Verdict(False, AFFINE_RULE, reason)
-    elif weight_dq.op != "quantized_decomposed.dequantize_per_channel":
+    elif weight_dq.op != quantized_decomposed.dequantize_per_channel:
         return Verdict(False, "quant", "dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)")
     elif node.op in LINEAR_OPS and _int4_odd_input_channels(weight_dq):
         reason = INT4_ODD_INPUT_CHANNELS.format(k=weight_dq.results[0].shape[-1])
@@ -705,7 +719,7 @@ def _dynamic_quantization_verdict(node: Node, affine: bool, q: Node, dq: Node, c
                                                    f"choose_qparams kernel takes an fp32 input, this one is "
                                                    f"{choose.operands[0].dtype}")
         return Verdict(False, "quant", reason)
-    if node.op == "aten.convolution":
+    if node.op == aten.convolution:
         groups, kernel = node.attributes.get("groups", 1), node.operands[1]
         if kernel.rank != 4:
             return Verdict(False, "quant", "a dynamically quantized conv must be 2-D")
@@ -734,7 +748,7 @@ def _int4_odd_input_channels(weight_dq: Node) -> bool:
     right. An even number of input channels is right for every row count. fp16 activations
     (qd8-f16-qc4w) alike: wrong on 2 and 5 rows for 3 to 127 odd input channels, so the rule holds
     for every activation dtype.)"""
-    if weight_dq.op != "quantized_decomposed.dequantize_per_channel":
+    if weight_dq.op != quantized_decomposed.dequantize_per_channel:
         return False
     a = weight_dq.attributes
     if (a.get("quant_min"), a.get("quant_max"), a.get("dtype")) != (-8, 7, DType.i8):
@@ -837,17 +851,17 @@ def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
     """A standalone per-tensor quantize or dequantize, run by XNNPACK as a conversion."""
     if STATIC not in options.precisions:
         return None, Verdict(False, "precision", "static quantization is not among config_precisions")
-    if node.op not in ("quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"):
+    if node.op not in (quantized_decomposed.quantize_per_tensor, quantized_decomposed.dequantize_per_tensor):
         return None, Verdict(False, "quant", "runs in XNNPACK only folded into a quantized op")
     problem = check_rank(node)
     if problem:
         return None, problem
     if node.attributes.get("dtype") not in (DType.i8, DType.u8):
         return None, Verdict(False, "dtype", f"quantized dtype {node.attributes.get('dtype')} (XNNPACK converts int8/uint8)")
-    float_side = node.operands[0] if node.op == "quantized_decomposed.quantize_per_tensor" else node.results[0]
+    float_side = node.operands[0] if node.op == quantized_decomposed.quantize_per_tensor else node.results[0]
     if float_side.dtype is not DType.f32:
         return None, Verdict(False, "dtype", f"{float_side.dtype} float side (XNNPACK converts f32)")
-    if node.op == "quantized_decomposed.quantize_per_tensor" and _quantizes_float_conv1d(node):
+    if node.op == quantized_decomposed.quantize_per_tensor and _quantizes_float_conv1d(node):
         return None, Verdict(False, "quant", QUANTIZED_FLOAT_CONV1D)
     return Unit(node, [node], "convert"), SUPPORTED
 
@@ -883,7 +897,7 @@ def is_float_conv1d(node: Node) -> bool:
     """A 1-D conv (kernel of rank 3) whose weight is no dequantize: one XNNPACK's
     Conv1dUnsqueezePass makes 2-D in fp32, with quantizes and dequantizes of its own around it
     where its input is a dequantize or its readers all quantize."""
-    if node.op != "aten.convolution" or node.weight.rank != 3:
+    if node.op != aten.convolution or node.weight.rank != 3:
         return False
     weight = node.weight.producer
     return weight is None or weight.op not in DEQUANTIZE_OPS
@@ -905,7 +919,7 @@ def may_run_between_conversions(node: Node) -> bool:
     """The ops :func:`float_between_conversions` considers (and xnnpack.dequantize-per-float-reader
     gives a dequantize of their own): not a quantize/dequantize, not a pad XNNPACK's preprocessing
     would quantize (:func:`quantized_by_preprocessing`); a GEMM only as :func:`float_gemm_of_static_input`."""
-    if node.op == "aten.constant_pad_nd" and quantized_by_preprocessing(node):
+    if node.op == aten.constant_pad_nd and quantized_by_preprocessing(node):
         return False
     if node.op in GEMM_OPS:
         return float_gemm_of_static_input(node)
@@ -919,10 +933,10 @@ def float_gemm_of_static_input(node: Node) -> bool:
     partitioner delegates it in fp32 (its weight is no dequantize), the dequantize beside it as a
     conversion. Not a decomposed linear (XNNPACK's preprocessing rebuilds it from its source
     partition), not a dynamically quantized activation."""
-    if node.op not in ("aten.convolution", "aten.linear") or node.definition is None:
+    if node.op not in (aten.convolution, aten.linear) or node.definition is None:
         return False
     source = node.input.producer
-    if source is None or source.op != "quantized_decomposed.dequantize_per_tensor":
+    if source is None or source.op != quantized_decomposed.dequantize_per_tensor:
         return False
     return all(node.operand(name) is None or node.operand(name).is_constant for name in node.definition.weights)
 
@@ -1014,7 +1028,7 @@ def analyse(graph: Graph, options: Options) -> Capability:
             continue
         if id(node) in unit_of:
             continue  # a fused activation claimed by its op
-        if node.op == "aten._native_batch_norm_legit_no_training":
+        if node.op == aten._native_batch_norm_legit_no_training:
             verdict = batch_norm_verdict(node, options)
         else:
             verdict = float_verdict(node, options)

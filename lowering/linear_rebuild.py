@@ -19,15 +19,16 @@ from __future__ import annotations
 import torch
 
 from xir.fx_import import op_name
+from xir.ops import aten
 
 from .capability import MATMUL_OPS, TRANSPOSE_OPS, same_dim
 
 # what the walk may pass through and still be the decomposition of one linear
-_VIEWS = ("aten.view_copy", "aten.expand_copy", "aten.clone", "aten._unsafe_view", "aten.squeeze_copy.dims",
-          "aten.unsqueeze_copy")
+_VIEWS = (aten.view_copy, aten.expand_copy, aten.clone, aten._unsafe_view, aten.squeeze_copy.dims,
+          aten.unsqueeze_copy)
 
 
-_MATMUL_SOURCES = {"aten.mm": torch.mm, "aten.addmm": torch.addmm, "aten.bmm": torch.bmm}
+_MATMUL_SOURCES = {aten.mm: torch.mm, aten.addmm: torch.addmm, aten.bmm: torch.bmm}
 
 
 def _name(node) -> str:
@@ -52,7 +53,7 @@ def _walk(node, members, allowed, on_transpose=None):
         if name in TRANSPOSE_OPS and on_transpose is not None:
             if not on_transpose(node):
                 return None
-        elif name == "aten.mul.Tensor" and on_transpose is not None and _is_ones(node.args[1]):
+        elif name == aten.mul.Tensor and on_transpose is not None and _is_ones(node.args[1]):
             pass  # a broadcast by ones: the same values
         elif name not in allowed:
             return None
@@ -75,14 +76,14 @@ def rebuild_is_exact(matmul: torch.fx.Node, partition_nodes: list, tag: str) -> 
     output = outputs[0]
     name = _name(matmul)
     bias = None
-    if name == "aten.addmm":
+    if name == aten.addmm:
         x_arg, w_arg, bias = matmul.args[1], matmul.args[2], matmul.args[0]
     else:
         x_arg, w_arg = matmul.args[0], matmul.args[1]
-    extra = [n for n in nodes if n is not matmul and _name(n) not in _VIEWS + TRANSPOSE_OPS + ("aten.mul.Tensor",)]
-    if name == "aten.mm" and len(matmul.users) == 1:
+    extra = [n for n in nodes if n is not matmul and _name(n) not in _VIEWS + TRANSPOSE_OPS + (aten.mul.Tensor,)]
+    if name == aten.mm and len(matmul.users) == 1:
         add = next(iter(matmul.users))
-        if add in members and _name(add) == "aten.add.Tensor" and add is output:
+        if add in members and _name(add) == aten.add.Tensor and add is output:
             extra = [n for n in extra if n is not add]
             bias = next((a for a in add.args if a is not matmul), None)
     if extra:
@@ -91,7 +92,7 @@ def rebuild_is_exact(matmul: torch.fx.Node, partition_nodes: list, tag: str) -> 
     transposes = []
 
     def transpose_ok(node):
-        dims = node.args[1] if _name(node) == "aten.permute_copy" else [1, 0]
+        dims = node.args[1] if _name(node) == aten.permute_copy else [1, 0]
         transposes.append(node)
         return len(_shape(node) or ()) == 2 and [d % 2 for d in dims] == [1, 0]
 

@@ -15,12 +15,26 @@ from typing import Callable
 import attrs
 
 from xir import Graph, Node, TensorType
+from xir.ops import aten, dim_order_ops, quantized_decomposed, xir_ops
 
 from .capability import (
-    AFFINE_RULE, LINEAR_OPS, UNRUNNABLE_RULE, Capability, Options, Unit, Verdict, analyse, is_float_conv1d,
+    AFFINE_RULE,
+    LINEAR_OPS,
+    UNRUNNABLE_RULE,
+    Capability,
+    Options,
+    Unit,
+    Verdict,
+    analyse,
+    is_float_conv1d,
 )
 from .rules import (
-    CHANNELS_LAST_OPS, CHOOSE_QPARAMS_OPS, DEQUANTIZE_OPS, DYNAMIC, LAYOUT_RESET_OPS, STATIC_OPERAND_OPS,
+    CHANNELS_LAST_OPS,
+    CHOOSE_QPARAMS_OPS,
+    DEQUANTIZE_OPS,
+    DYNAMIC,
+    LAYOUT_RESET_OPS,
+    STATIC_OPERAND_OPS,
     after_channels_last_op,
 )
 
@@ -133,7 +147,7 @@ def plan_partition(graph: Graph, options: Options, capability: Capability | None
     (:func:`_conv_and_linear_share_dynamic_activation`)."""
     capability = capability or analyse(graph, options)
     for unit in [u for u in capability.units if _conv_and_linear_share_dynamic_activation(u)]:
-        conv = next(n for n in unit.nodes if n.op == "aten.convolution")
+        conv = next(n for n in unit.nodes if n.op == aten.convolution)
         _drop_unit(capability, conv, Verdict(False, "quant", CONV_AND_LINEAR_SHARE_ACTIVATION))
     order = graph.order()
     alone: set[int] = set()  # ids of units that may not be merged with others
@@ -245,12 +259,12 @@ def _quantizes_of_0d_inputs(group: Group) -> list[Node]:
     tensor's first element, which a 0-D tensor has not (fuzz static seed 1733). Left outside, the
     quantize hands the delegate an int8 0-D input, and the dequantize that reads it stays in."""
     inside = {id(n) for n in group.nodes}
-    return [n for n in group.nodes if n.op == "quantized_decomposed.quantize_per_tensor"
+    return [n for n in group.nodes if n.op == quantized_decomposed.quantize_per_tensor
             and n.operands[0].rank == 0 and not n.operands[0].is_constant
             and (n.operands[0].producer is None or id(n.operands[0].producer) not in inside)]
 
 
-CLONE_OPS = ("aten.clone", "dim_order_ops._clone_dim_order")
+CLONE_OPS = (aten.clone, dim_order_ops._clone_dim_order)
 CLONE_PASSES_THROUGH = ("a copy whose result leaves the delegate while the value it copies leaves it too: XNNPACK's "
                         "preprocessing drops the copy, and the delegate would return one value twice (ExecuTorch "
                         "refuses that)")
@@ -287,7 +301,7 @@ CONV_AND_LINEAR_SHARE_ACTIVATION = (
 def _conv_and_linear_share_dynamic_activation(unit: Unit) -> bool:
     """A dynamically quantized unit in which one choose_qparams/quantize/dequantize feeds both a
     conv and a linear (fuzz dynamic seed 30349): no delegate can hold it."""
-    return unit.kind == DYNAMIC and any(n.op == "aten.convolution" for n in unit.nodes) \
+    return unit.kind == DYNAMIC and any(n.op == aten.convolution for n in unit.nodes) \
         and any(n.op in LINEAR_OPS for n in unit.nodes)
 
 
@@ -318,7 +332,7 @@ def _dynamic_units_misread_by_channels_last(group: Group) -> list[Unit]:
         if any(n.op in LINEAR_OPS for n in unit.nodes):
             if activation.rank == 4 and after_channels_last_op(activation, within=inside) is not None:
                 found.append(unit)
-        elif any(n.op == "aten.convolution" for n in unit.nodes):
+        elif any(n.op == aten.convolution for n in unit.nodes):
             if activation.producer is not None and id(activation.producer) in inside and not _channels_last_chain(activation, inside):
                 found.append(unit)
     return found
@@ -334,10 +348,10 @@ def _pads_of_computed_conversions(group: Group) -> list[Unit]:
     found = []
     for unit in group.units:
         for node in unit.nodes:
-            if node.op != "aten.constant_pad_nd" or float(node.attributes.get("value", 0.0) or 0.0) == 0.0:
+            if node.op != aten.constant_pad_nd or float(node.attributes.get("value", 0.0) or 0.0) == 0.0:
                 continue
             convert = node.operands[0].producer
-            if (convert is not None and convert.op == "xir.convert" and id(convert) in inside
+            if (convert is not None and convert.op == xir_ops.convert and id(convert) in inside
                     and convert.operands[0].producer is not None and id(convert.operands[0].producer) in inside):
                 found.append(unit)
                 break
@@ -352,7 +366,7 @@ def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
     (fuzz fp32 seeds 10121, 10253, ...: before, such a softmax stayed outside XNNPACK)."""
     inside = {id(n) for n in group.nodes}
     return [unit for unit in group.units
-            if any(n.op == "aten._softmax" and n.operands[0].rank == 4
+            if any(n.op == aten._softmax and n.operands[0].rank == 4
                    and after_channels_last_op(n.operands[0], within=inside) is not None for n in unit.nodes)]
 
 

@@ -24,13 +24,21 @@ import torch
 
 import xir
 from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
+from xir.ops import aten
 
 from .capability import Options
 from .linear_rebuild import keep_inexact_matmuls
 from .partition import PartitionPlan, plan_partition
-from .rules import ALL_PRECISIONS, DEQUANTIZE_OPS, DYNAMIC, FP32, STATIC, STATIC_OPERAND_OPS
+from .rules import (
+    ALL_PRECISIONS,
+    DEQUANTIZE_OPS,
+    DYNAMIC,
+    FP32,
+    STATIC,
+    STATIC_OPERAND_OPS,
+)
 
-FLOAT_LINEARS = ("aten.linear", "aten.addmm", "aten.mm")
+FLOAT_LINEARS = (aten.linear, aten.addmm, aten.mm)
 
 logger = logging.getLogger("xir")
 
@@ -268,7 +276,10 @@ class _XirRewritePass:
     """An ExecuTorch ExportedProgram pass: import, run xir's pipeline, write the rewrites back."""
 
     def __new__(cls, partitioner: XnnpackPartitioner):
-        from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
+        from executorch.exir.pass_base import (
+            ExportedProgramPassBase,
+            ExportedProgramPassResult,
+        )
 
         class XirRewritePass(ExportedProgramPassBase):
             def call(self, ep):

@@ -61,7 +61,9 @@ def quantize_pt2e(module: torch.nn.Module, inputs: tuple, **config_options) -> t
     The result is the eager reference of the quantized program, and exports again with dynamic
     shapes (``torch.export.export(result, inputs, dynamic_shapes=..., strict=True)``): the capture
     adds no guard on the example's sizes."""
-    from executorch.backends.transforms.duplicate_dynamic_quant_chain import DuplicateDynamicQuantChainPass
+    from executorch.backends.transforms.duplicate_dynamic_quant_chain import (
+        DuplicateDynamicQuantChainPass,
+    )
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,

@@ -17,6 +17,7 @@ from typing import Callable
 import attrs
 
 from xir import DType, Node, Value
+from xir.ops import aten, dim_order_ops, quantized_decomposed, xir_ops
 
 MAX_RANK = 6
 FP32, STATIC, DYNAMIC = "fp32", "static", "dynamic"
@@ -49,7 +50,7 @@ def producer_op(value: Value) -> str | None:
     return value.producer.op if value.producer is not None else None
 
 
-WEIGHT_LAYOUT_OPS = ("aten.permute_copy", "aten.view_copy", "aten.t_copy")
+WEIGHT_LAYOUT_OPS = (aten.permute_copy, aten.view_copy, aten.t_copy)
 
 
 def through_layout(value: Value) -> tuple[Value, list[Node]]:
@@ -92,7 +93,7 @@ def static_weights_problem(node: Node, options=None) -> str | None:
     constants. With ``force_non_static_weights_for_f32_linear`` a linear's weight may be dynamic."""
     definition = node.definition
     for name in definition.weights if definition is not None else ():
-        if name == "weight" and node.op == "aten.linear" and getattr(options, "force_non_static_weights_for_f32_linear", False):
+        if name == "weight" and node.op == aten.linear and getattr(options, "force_non_static_weights_for_f32_linear", False):
             continue
         value = node.operand(name)
         if value is not None and not is_static(value):
@@ -232,20 +233,20 @@ def _mean_dim(node: Node, options=None) -> str | None:
 
 # ops whose constant operands must be static tensors inside XNNPACK (weights, biases, statistics);
 # other 0-D constants are passed to the delegate as inputs (lowering.partitioner.emit_tags)
-STATIC_OPERAND_OPS = ("aten.linear", "aten.addmm", "aten.mm", "aten.convolution", "aten.prelu",
-                      "quantized_decomposed.dequantize_per_channel", "quantized_decomposed.dequantize_per_tensor",
-                      "aten._native_batch_norm_legit_no_training", "aten.permute_copy")
+STATIC_OPERAND_OPS = (aten.linear, aten.addmm, aten.mm, aten.convolution, aten.prelu,
+                      quantized_decomposed.dequantize_per_channel, quantized_decomposed.dequantize_per_tensor,
+                      aten._native_batch_norm_legit_no_training, aten.permute_copy)
 
 
 # ops XNNPACK's delegate keeps in channels-last (NHWC) layout, and ops after which it is NCHW again
 # (its channels-last pass gives them contiguous inputs; a permute is not one of them: it permutes
 # the channels-last tensor, and its result stays channels-last, fuzz bf16 seed 20342). A max.dim
 # becomes an amax in XNNPACK's preprocessing; an amax in the program has no rule and stays outside.
-CHANNELS_LAST_OPS = ("aten.convolution", "aten.avg_pool2d", "aten.max_pool2d", "aten.max_pool2d_with_indices",
-                     "aten.max.dim", "aten.upsample_bilinear2d.vec", "aten.mean.dim", "aten.prelu",
-                     "aten._native_batch_norm_legit_no_training")
-LAYOUT_RESET_OPS = ("aten.view_copy", "aten.squeeze_copy", "aten.unsqueeze_copy", "aten.linear", "aten.mm",
-                    "aten.addmm", "aten.bmm", "xir.bmm_f32out")
+CHANNELS_LAST_OPS = (aten.convolution, aten.avg_pool2d, aten.max_pool2d, aten.max_pool2d_with_indices,
+                     aten.max.dim, aten.upsample_bilinear2d.vec, aten.mean.dim, aten.prelu,
+                     aten._native_batch_norm_legit_no_training)
+LAYOUT_RESET_OPS = (aten.view_copy, aten.squeeze_copy, aten.unsqueeze_copy, aten.linear, aten.mm,
+                    aten.addmm, aten.bmm, xir_ops.bmm_f32out)
 
 
 def after_channels_last_op(value: Value, within: set, limit: int = 256) -> Node | None:
@@ -360,7 +361,7 @@ def _clone(node: Node, options=None) -> str | None:
     """XNNPACK's clone is a plain copy: stock delegates only a clone that keeps its input's dim
     order, and so does xir (a clone to or from channels-last stays outside as ExecuTorch's own
     copy). Where the dim orders are unknown, only a clone that preserves the format is taken."""
-    if node.op == "dim_order_ops._clone_dim_order":
+    if node.op == dim_order_ops._clone_dim_order:
         wanted = attr(node, "dim_order")
         if wanted is None:
             return None
@@ -412,17 +413,17 @@ AFFINE_QUANTIZE = "torchao.quantize_affine"
 AFFINE_CHOOSE_QPARAMS = "torchao.choose_qparams_affine"
 
 DEQUANTIZE_OPS = (
-    "quantized_decomposed.dequantize_per_tensor",
-    "quantized_decomposed.dequantize_per_tensor.tensor",
-    "quantized_decomposed.dequantize_per_channel",
+    quantized_decomposed.dequantize_per_tensor,
+    quantized_decomposed.dequantize_per_tensor.tensor,
+    quantized_decomposed.dequantize_per_channel,
     AFFINE_DEQUANTIZE,
 )
 QUANTIZE_OPS = (
-    "quantized_decomposed.quantize_per_tensor",
-    "quantized_decomposed.quantize_per_tensor.tensor",
+    quantized_decomposed.quantize_per_tensor,
+    quantized_decomposed.quantize_per_tensor.tensor,
     AFFINE_QUANTIZE,
 )
-CHOOSE_QPARAMS_OPS = ("quantized_decomposed.choose_qparams.tensor", AFFINE_CHOOSE_QPARAMS)
+CHOOSE_QPARAMS_OPS = (quantized_decomposed.choose_qparams.tensor, AFFINE_CHOOSE_QPARAMS)
 
 # --------------------------------------------------------------------------------- the table
 
@@ -433,58 +434,58 @@ _NO_BF16 = "XNNPACK cannot define it with bf16 tensors (the runtime rejects it a
 
 RULES: dict[str, OpRule] = {r.op: r for r in [
     # elementwise, unary
-    OpRule("aten.abs", _F), OpRule("aten.ceil", _F), OpRule("aten.floor", _F), OpRule("aten.neg", _F),
-    OpRule("aten.sqrt", _F), OpRule("aten.rsqrt", _F), OpRule("aten.exp", _F), OpRule("aten.log", _F),
-    OpRule("aten.sigmoid", _F), OpRule("aten.tanh", _F), OpRule("aten.sin", _F), OpRule("aten.cos", _F),
-    OpRule("aten.relu", _FS), OpRule("aten.hardswish", _F), OpRule("aten.leaky_relu", _F),
-    OpRule("aten.hardtanh", _FS), OpRule("aten.clamp", _FS),
-    OpRule("aten.gelu", _F, check=_gelu, constraint="approximate='none' only; not f16"),
-    OpRule("aten.pow.Tensor_Scalar", _F, check=_pow, constraint="exponent 2 (an int)"),
+    OpRule(aten.abs, _F), OpRule(aten.ceil, _F), OpRule(aten.floor, _F), OpRule(aten.neg, _F),
+    OpRule(aten.sqrt, _F), OpRule(aten.rsqrt, _F), OpRule(aten.exp, _F), OpRule(aten.log, _F),
+    OpRule(aten.sigmoid, _F), OpRule(aten.tanh, _F), OpRule(aten.sin, _F), OpRule(aten.cos, _F),
+    OpRule(aten.relu, _FS), OpRule(aten.hardswish, _F), OpRule(aten.leaky_relu, _F),
+    OpRule(aten.hardtanh, _FS), OpRule(aten.clamp, _FS),
+    OpRule(aten.gelu, _F, check=_gelu, constraint="approximate='none' only; not f16"),
+    OpRule(aten.pow.Tensor_Scalar, _F, check=_pow, constraint="exponent 2 (an int)"),
     # elementwise, binary
-    OpRule("aten.add.Tensor", _FS, check=_alpha_one, constraint="alpha 1"),
-    OpRule("aten.sub.Tensor", _FS, check=_alpha_one, constraint="alpha 1"),
-    OpRule("aten.mul.Tensor", _FS), OpRule("aten.div.Tensor", _F),
-    OpRule("aten.minimum", _F), OpRule("aten.maximum", _F),
+    OpRule(aten.add.Tensor, _FS, check=_alpha_one, constraint="alpha 1"),
+    OpRule(aten.sub.Tensor, _FS, check=_alpha_one, constraint="alpha 1"),
+    OpRule(aten.mul.Tensor, _FS), OpRule(aten.div.Tensor, _F),
+    OpRule(aten.minimum, _F), OpRule(aten.maximum, _F),
     # matrix multiplies and convolution
-    OpRule("aten.linear", _FSD, constraint="constant weight and bias"),
-    OpRule("aten.addmm", _FSD, check=_addmm, constraint="constant weight and bias; alpha = beta = 1"),
-    OpRule("aten.mm", _FSD, constraint="constant second matrix"),
-    OpRule("aten.bmm", _F, bf16=False, bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only "
+    OpRule(aten.linear, _FSD, constraint="constant weight and bias"),
+    OpRule(aten.addmm, _FSD, check=_addmm, constraint="constant weight and bias; alpha = beta = 1"),
+    OpRule(aten.mm, _FSD, constraint="constant second matrix"),
+    OpRule(aten.bmm, _F, bf16=False, bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only "
                                                     "(xir's transform pass xnnpack.bf16-bmm-f32-output rewrites it; run transform_passes())"),
-    OpRule("aten.convolution", _FSD, bf16=False, check=_convolution, constraint="1-D or 2-D; constant weight and bias",
+    OpRule(aten.convolution, _FSD, bf16=False, check=_convolution, constraint="1-D or 2-D; constant weight and bias",
            bf16_reason=_NO_BF16),
     # pooling, reductions, softmax
-    OpRule("aten.avg_pool2d", _F, bf16=False, check=_avg_pool2d, bf16_reason=_NO_BF16,
+    OpRule(aten.avg_pool2d, _F, bf16=False, check=_avg_pool2d, bf16_reason=_NO_BF16,
            constraint="no ceil_mode; no count_include_pad with padding; divisor = kernel area"),
-    OpRule("aten.max_pool2d", _FS, bf16=False, check=_max_pool2d, bf16_reason=_NO_BF16, constraint="stride <= kernel"),
-    OpRule("aten.max_pool2d_with_indices", _FS, bf16=False, check=_max_pool2d_with_indices, bf16_reason=_NO_BF16,
+    OpRule(aten.max_pool2d, _FS, bf16=False, check=_max_pool2d, bf16_reason=_NO_BF16, constraint="stride <= kernel"),
+    OpRule(aten.max_pool2d_with_indices, _FS, bf16=False, check=_max_pool2d_with_indices, bf16_reason=_NO_BF16,
            constraint="indices unused; stride <= kernel", structural=True),
-    OpRule("aten.max.dim", _F, bf16=False, check=_max_dim, bf16_reason=_NO_BF16, structural=True,
+    OpRule(aten.max.dim, _F, bf16=False, check=_max_dim, bf16_reason=_NO_BF16, structural=True,
            constraint="4-D input, dim 2 or 3, keepdim, indices unused"),
-    OpRule("aten.mean.dim", _FS, bf16=False, check=_mean_dim, bf16_reason=_NO_BF16,
+    OpRule(aten.mean.dim, _FS, bf16=False, check=_mean_dim, bf16_reason=_NO_BF16,
            constraint="4-D input, dims (2, 3), keepdim"),
-    OpRule("aten._softmax", _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
+    OpRule(aten._softmax, _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
     # data movement
-    OpRule("aten.cat", _FS, check=_cat, constraint="at least two inputs"),
-    OpRule("aten.slice_copy.Tensor", _FS, check=_slice, constraint="step 1, static shapes"),
-    OpRule("aten.permute_copy", _FS),
-    OpRule("aten.view_copy", _FS, check=_view, constraint="static new shape, at most one -1"),
-    OpRule("aten.unsqueeze_copy", _FS, check=_unsqueeze, constraint="trailing dim only"),
-    OpRule("aten.constant_pad_nd", _F, check=_pad, constraint="no negative padding"),
-    OpRule("aten.upsample_bilinear2d.vec", _F, bf16=False, check=_upsample_bilinear, bf16_reason=_NO_BF16,
+    OpRule(aten.cat, _FS, check=_cat, constraint="at least two inputs"),
+    OpRule(aten.slice_copy.Tensor, _FS, check=_slice, constraint="step 1, static shapes"),
+    OpRule(aten.permute_copy, _FS),
+    OpRule(aten.view_copy, _FS, check=_view, constraint="static new shape, at most one -1"),
+    OpRule(aten.unsqueeze_copy, _FS, check=_unsqueeze, constraint="trailing dim only"),
+    OpRule(aten.constant_pad_nd, _F, check=_pad, constraint="no negative padding"),
+    OpRule(aten.upsample_bilinear2d.vec, _F, bf16=False, check=_upsample_bilinear, bf16_reason=_NO_BF16,
            constraint="4-D, static output size"),
-    OpRule("aten.clone", _F, check=_clone, constraint="keeps its input's dim order"),
-    OpRule("dim_order_ops._clone_dim_order", _F, check=_clone, constraint="keeps its input's dim order"),
-    OpRule("dim_order_ops._to_dim_order_copy", _FS, check=_same_dtype_convert, constraint="no dtype change"),
+    OpRule(aten.clone, _F, check=_clone, constraint="keeps its input's dim order"),
+    OpRule(dim_order_ops._clone_dim_order, _F, check=_clone, constraint="keeps its input's dim order"),
+    OpRule(dim_order_ops._to_dim_order_copy, _FS, check=_same_dtype_convert, constraint="no dtype change"),
     # normalization and others
-    OpRule("aten._native_batch_norm_legit_no_training", _F, bf16=False, check=_batch_norm,
+    OpRule(aten._native_batch_norm_legit_no_training, _F, bf16=False, check=_batch_norm,
            constraint="folds into the conv/linear before it, or decomposes (rank 2-4)",
            bf16_reason="in bf16 a batch norm runs in XNNPACK only when it folds into a conv or linear"),
-    OpRule("aten.prelu", _F, check=_prelu, constraint="4-D input, constant weight"),
+    OpRule(aten.prelu, _F, check=_prelu, constraint="4-D input, constant weight"),
     # xir's own ops (lowering/xnnpack_ops.py)
-    OpRule("xir.bmm_f32out", _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
-    OpRule("xir.convert", _F, check=_xir_convert, constraint="between f32 and bf16"),
+    OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
+    OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16"),
     # quantization
-    OpRule("quantized_decomposed.quantize_per_tensor", frozenset({STATIC})),
-    OpRule("quantized_decomposed.dequantize_per_tensor", frozenset({STATIC})),
+    OpRule(quantized_decomposed.quantize_per_tensor, frozenset({STATIC})),
+    OpRule(quantized_decomposed.dequantize_per_tensor, frozenset({STATIC})),
 ]}

@@ -307,7 +307,11 @@ def _free_attribute_name(gm: torch.fx.GraphModule, base: str) -> str:
 
 def _rename_outputs(ep: Any, outputs: list) -> None:
     """Point the graph signature's output specs at the FX nodes that now produce the outputs."""
-    from torch.export.graph_signature import ExportGraphSignature, OutputSpec, TensorArgument
+    from torch.export.graph_signature import (
+        ExportGraphSignature,
+        OutputSpec,
+        TensorArgument,
+    )
 
     specs = list(ep.graph_signature.output_specs)
     if len(specs) != len(outputs):

@@ -40,8 +40,15 @@ def _convert_fake(x, dtype):
 
 
 def _register_visitors() -> None:
-    from executorch.backends.xnnpack.operators.node_visitor import NodeVisitor, register_node_visitor
-    from executorch.backends.xnnpack.serialization.xnnpack_graph_schema import XNNBatchMatrixMultiply, XNNConvert, XNode
+    from executorch.backends.xnnpack.operators.node_visitor import (
+        NodeVisitor,
+        register_node_visitor,
+    )
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_schema import (
+        XNNBatchMatrixMultiply,
+        XNNConvert,
+        XNode,
+    )
     from executorch.backends.xnnpack.utils.utils import get_input_node
 
     class BmmF32OutVisitor(NodeVisitor):

@@ -3,14 +3,35 @@ rewriter, IR-text test helpers, the pass registry, and the generic built-in pass
 found by name when a pipeline asks for them: :mod:`passes.registry`)."""
 
 from .instruments import (
-    CheckChanged, DumpIR, Instrument, PrintIR, Reproducer, TimePasses, VerifyEach, constants_path, read_reproducer,
+    CheckChanged,
+    DumpIR,
+    Instrument,
+    PrintIR,
+    Reproducer,
+    TimePasses,
+    VerifyEach,
+    constants_path,
+    read_reproducer,
     run_reproducer,
 )
 from .manager import PassFailure, PassManager, PipelineResult, run_pipeline
 from .pass_base import Pass, function_pass
 from .pipeline import format_pipeline, parse_pipeline, pass_help
-from .registry import PipelineError, get_pass_class, pass_names, register_pass, registered_passes, unregister_pass
-from .rewriter import PatternRewritePass, RewritePattern, Rewriter, apply_patterns_greedily, rewrite_pattern
+from .registry import (
+    PipelineError,
+    get_pass_class,
+    pass_names,
+    register_pass,
+    registered_passes,
+    unregister_pass,
+)
+from .rewriter import (
+    PatternRewritePass,
+    RewritePattern,
+    Rewriter,
+    apply_patterns_greedily,
+    rewrite_pattern,
+)
 
 __all__ = [
     "CheckChanged", "DumpIR", "Instrument", "Pass", "PassFailure", "PassManager", "PatternRewritePass",

@@ -21,13 +21,14 @@ from __future__ import annotations
 import attrs
 
 from xir import DType, Node, TensorType, Value
+from xir.ops import aten
 
 from .data import CAST_METHODS, cast_data
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
-BATCH_NORM = "aten._native_batch_norm_legit_no_training"
-CONVOLUTION = "aten.convolution"
-LINEAR = "aten.linear"
+BATCH_NORM = aten._native_batch_norm_legit_no_training
+CONVOLUTION = aten.convolution
+LINEAR = aten.linear
 STATISTICS = ("weight", "bias", "running_mean", "running_var")
 
 
@@ -130,8 +131,8 @@ def batch_norm_to_affine(norm: Node, rewriter: Rewriter) -> bool:
     view = [x.shape[1]] + [1] * (x.rank - 2)
     scale_value = _constant(rewriter, "bn_scale", scale.reshape(view), x.dtype)
     shift_value = _constant(rewriter, "bn_shift", shift.reshape(view), x.dtype)
-    mul = rewriter.insert_before(norm, rewriter.create("aten.mul.Tensor", [x, scale_value]))
-    add = rewriter.insert_before(norm, rewriter.create("aten.add.Tensor", [mul.result, shift_value]))
+    mul = rewriter.insert_before(norm, rewriter.create(aten.mul.Tensor, [x, scale_value]))
+    add = rewriter.insert_before(norm, rewriter.create(aten.add.Tensor, [mul.result, shift_value]))
     rewriter.replace_node(norm, [add.result, None, None])
     return True
 

@@ -24,7 +24,15 @@ import zipfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from xir import DType, Graph, ParseError, TensorType, VerificationError, print_graph, verify
+from xir import (
+    DType,
+    Graph,
+    ParseError,
+    TensorType,
+    VerificationError,
+    print_graph,
+    verify,
+)
 from xir.files import write_atomic
 
 if TYPE_CHECKING:
@@ -238,6 +246,7 @@ def _stored_dtype(dtype: DType):
     has no type for (bf16, float8) the unsigned integer of the same size, holding its bits; None
     for the quantized dtypes (not stored)."""
     import torch
+
     from xir.fx_import import DTYPE_TO_TORCH
 
     if dtype.is_quantized:
@@ -250,6 +259,7 @@ def _plain_array(data):
     """``data`` as a numpy array and its IR dtype, or None when it is no plain tensor
     (quantized, sparse, a fake or meta tensor without data, an opaque object)."""
     import torch
+
     from xir.fx_import import TORCH_TO_DTYPE
 
     dtype = TORCH_TO_DTYPE.get(data.dtype) if isinstance(data, torch.Tensor) else None
@@ -294,6 +304,7 @@ def read_constants(path: str | os.PathLike, graph: Graph) -> dict:
     refused: a file holding Python objects is an error, never run. Raises ValueError naming the
     file and the constant."""
     import torch
+
     from xir.fx_import import DTYPE_TO_TORCH
 
     arrays, dtypes = _read_npz(path)

@@ -27,6 +27,7 @@ from xir import Graph
 
 from .registry import PipelineError, get_pass_class, register_pass, unregister_pass  # noqa: F401  (the pass API's names)
 
+
 class Pass:
     """Base class of all passes. Subclasses are attrs classes whose fields are the options."""
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 import attrs
 
 from xir import Node, TensorType
-from xir.ops import ops_with
+from xir.ops import aten, dim_order_ops, ops_with
 
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
-SHAPE_ONLY_OPS = ("aten.view_copy", "aten.view", "aten.reshape", "aten._unsafe_view", "aten.expand_copy",
-                  "aten.alias_copy", "aten.clone", "aten.squeeze_copy.dims", "aten.squeeze_copy.dim",
-                  "aten.unsqueeze_copy", "aten.contiguous")
-VIEW_OPS = ("aten.view_copy", "aten.view", "aten.reshape", "aten._unsafe_view")
-PERMUTE_OPS = ("aten.permute_copy", "aten.permute")
-CONVERT_OPS = ("aten._to_copy", "dim_order_ops._to_dim_order_copy")
+SHAPE_ONLY_OPS = (aten.view_copy, aten.view, aten.reshape, aten._unsafe_view, aten.expand_copy,
+                  aten.alias_copy, aten.clone, aten.squeeze_copy.dims, aten.squeeze_copy.dim,
+                  aten.unsqueeze_copy, aten.contiguous)
+VIEW_OPS = (aten.view_copy, aten.view, aten.reshape, aten._unsafe_view)
+PERMUTE_OPS = (aten.permute_copy, aten.permute)
+CONVERT_OPS = (aten._to_copy, dim_order_ops._to_dim_order_copy)
 
 
 def _bypass(node: Node, rewriter: Rewriter, source=None) -> bool:
@@ -119,7 +119,7 @@ def _empty(value) -> bool:
     return isinstance(value.type, TensorType) and value.type.is_static and value.type.numel() == 0
 
 
-@rewrite_pattern("aten.cat")
+@rewrite_pattern(aten.cat)
 def drop_empty_cat_inputs(node: Node, rewriter: Rewriter) -> bool:
     """cat drops its empty inputs (a rotary embedding's pass-through part when it rotates the whole
     head); a cat of one tensor is that tensor."""

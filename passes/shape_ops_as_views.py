@@ -8,11 +8,12 @@ from __future__ import annotations
 import attrs
 
 from xir import Node, TensorType
+from xir.ops import aten
 
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
-SHAPE_OPS = ("aten.unsqueeze_copy", "aten.squeeze_copy.dims", "aten.squeeze_copy.dim", "aten.squeeze_copy",
-             "aten.expand_copy")
+SHAPE_OPS = (aten.unsqueeze_copy, aten.squeeze_copy.dims, aten.squeeze_copy.dim, aten.squeeze_copy,
+             aten.expand_copy)
 
 
 @rewrite_pattern(*SHAPE_OPS)
@@ -25,7 +26,7 @@ def shape_op_as_view(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "symbolic shape")
     if source.numel() != result.numel():
         return rewriter.notify_match_failure(node, "an expand that repeats elements (not a reshape)")
-    view = rewriter.insert_before(node, rewriter.create("aten.view_copy", [node.input], attributes={"size": list(result.shape)}))
+    view = rewriter.insert_before(node, rewriter.create(aten.view_copy, [node.input], attributes={"size": list(result.shape)}))
     rewriter.replace_node(node, [view.result])
     return True
 

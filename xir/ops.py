@@ -220,15 +220,21 @@ class Op(str):
         if overload.startswith("__"):
             raise AttributeError(overload)
         full = f"{self}.{overload}"
+        cached = _OVERLOADS.get(full)
+        if cached is not None:
+            return cached
         if lookup(full) is None:
             known = sorted(n[len(self) + 1:] for n in all_ops() if n.startswith(f"{self}."))
             raise AttributeError(f"no op {full} is defined in xir.ops" + (
                 f"; the overloads of {self} are {', '.join(known)}" if known else ""))
-        return Op(full)
+        return _OVERLOADS.setdefault(full, Op(full))
 
     @property
     def definition(self) -> "OpDef":
         return lookup(self)
+
+
+_OVERLOADS: dict[str, "Op"] = {}
 
 
 class Namespace:
@@ -246,7 +252,9 @@ class Namespace:
             close = sorted(n for n in {".".join(k.split(".")[:2]) for k in all_ops()}
                            if n.startswith(self._name + ".") and _similar(n.split(".")[1], op))
             raise AttributeError(f"no op {full} is defined in xir.ops" + (f"; did you mean {', '.join(close)}?" if close else ""))
-        return Op(full)
+        handle = Op(full)
+        setattr(self, op, handle)  # (read once: later reads are plain attributes)
+        return handle
 
     def __repr__(self) -> str:
         return f"<ops of {self._name}>"

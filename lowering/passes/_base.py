@@ -7,6 +7,7 @@ import attrs
 from passes import PatternRewritePass, Rewriter
 from passes.rewriter import RewritePattern
 from xir import DType, Node, TensorType, Value
+from xir.ops import aten
 
 
 @attrs.frozen
@@ -76,8 +77,8 @@ def _normalize(node: Node, rewriter: Rewriter, x: Value, dims: list, base: str) 
     def op(name, operands, **attributes):
         return rewriter.op_before(node, name, operands, **attributes)
 
-    mean = op("aten.mean.dim", [x], dim=dims, keepdim=True)
-    centered = op("aten.sub.Tensor", [x, mean])
-    variance = op("aten.mean.dim", [op("aten.mul.Tensor", [centered, centered])], dim=dims, keepdim=True)
+    mean = op(aten.mean.dim, [x], dim=dims, keepdim=True)
+    centered = op(aten.sub.Tensor, [x, mean])
+    variance = op(aten.mean.dim, [op(aten.mul.Tensor, [centered, centered])], dim=dims, keepdim=True)
     eps = _float_constant(rewriter, base, x.type, float(node.attribute("eps")))
-    return op("aten.mul.Tensor", [centered, op("aten.rsqrt", [op("aten.add.Tensor", [variance, eps])])])
+    return op(aten.mul.Tensor, [centered, op(aten.rsqrt, [op(aten.add.Tensor, [variance, eps])])])

@@ -6,11 +6,12 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from xir import Node
+from xir.ops import aten
 
 from ._base import DelegatedDtypeRewrite
 
 
-@rewrite_pattern("aten.bmm")
+@rewrite_pattern(aten.bmm)
 def bmm_distinct_operands(node: Node, rewriter: Rewriter) -> bool:
     """bmm(p, p) with ``p`` a permute => bmm(p, p') with ``p'`` a second permute of the same input.
     XNNPACK multiplies wrong when one transpose it computes feeds both operands of a batch matmul and
@@ -20,7 +21,7 @@ def bmm_distinct_operands(node: Node, rewriter: Rewriter) -> bool:
     if a is not b:
         return rewriter.notify_match_failure(node, "reads two different values")
     permute = a.producer
-    if permute is None or permute.op != "aten.permute_copy":
+    if permute is None or permute.op != aten.permute_copy:
         return rewriter.notify_match_failure(node, "the operand read twice is not a permute's result")
     second = rewriter.op_before(node, permute.op, list(permute.operands), **dict(permute.attributes))
     rewriter.set_operand(node, 1, second)

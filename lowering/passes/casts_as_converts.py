@@ -7,10 +7,11 @@ import attrs
 from passes import Rewriter, rewrite_pattern
 from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
+from xir.ops import aten, dim_order_ops, xir_ops
 
 from ._base import Bf16Rewrite
 
-CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")
+CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)
 
 
 @rewrite_pattern(*CASTS)
@@ -37,7 +38,7 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
         readers = node.result.users
         if any(user.is_return or not float_verdict(user, options).supported for user in readers):
             return rewriter.notify_match_failure(node, "an upcast whose result is returned or read by an op XNNPACK does not take")
-    rewriter.replace_node(node, [rewriter.op_before(node, "xir.convert", [node.input], dtype=result.dtype)])
+    rewriter.replace_node(node, [rewriter.op_before(node, xir_ops.convert, [node.input], dtype=result.dtype)])
     return True
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import attrs
 
-from xir import DType, Node, TensorType, Value
-
 from passes.data import CAST_METHODS, cast_data
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
+from xir import DType, Node, TensorType, Value
+from xir.ops import aten, quantized_decomposed
 
-DEQUANTIZE_WEIGHT_OPS = ("quantized_decomposed.dequantize_per_tensor", "quantized_decomposed.dequantize_per_channel")
+DEQUANTIZE_WEIGHT_OPS = (quantized_decomposed.dequantize_per_tensor, quantized_decomposed.dequantize_per_channel)
 
 
 def _float_weight(weight: Value):
@@ -50,7 +50,7 @@ def _out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) 
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-@rewrite_pattern("aten.convolution")
+@rewrite_pattern(aten.convolution)
 def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
     """3-D convolution with a constant (or dequantized constant) weight => 2-D convolutions summed."""
     x, weight, bias = conv.input, conv.weight, conv.bias
@@ -84,9 +84,9 @@ def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
     frames, depth = x, d
     if pd:
         depth = d + 2 * pd
-        frames = add("aten.constant_pad_nd", [frames], {"pad": [0, 0, 0, 0, pd, pd], "value": 0.0})
-    frames = add("aten.permute_copy", [frames], {"dims": [0, 2, 1, 3, 4]})
-    frames = add("aten.view_copy", [frames], {"size": [n * depth, c, h, w]})
+        frames = add(aten.constant_pad_nd, [frames], {"pad": [0, 0, 0, 0, pd, pd], "value": 0.0})
+    frames = add(aten.permute_copy, [frames], {"dims": [0, 2, 1, 3, 4]})
+    frames = add(aten.view_copy, [frames], {"size": [n * depth, c, h, w]})
     total = None
     base = weight.name or "conv3d_weight"
     for k in range(kd):
@@ -97,12 +97,12 @@ def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
                       "output_padding": [0, 0], "groups": conv.attribute("groups")}
         if len(operands) == 2:
             attributes = {"bias": None, **attributes}
-        y = add("aten.convolution", operands, attributes)
-        y = add("aten.view_copy", [y], {"size": [n, depth, *y.shape[1:]]})
+        y = add(aten.convolution, operands, attributes)
+        y = add(aten.view_copy, [y], {"size": [n, depth, *y.shape[1:]]})
         start = k * dd
-        y = add("aten.slice_copy.Tensor", [y], {"dim": 1, "start": start, "end": start + (do - 1) * sd + 1, "step": sd})
-        total = y if total is None else add("aten.add.Tensor", [total, y], {})
-    out = add("aten.permute_copy", [total], {"dims": [0, 2, 1, 3, 4]})
+        y = add(aten.slice_copy.Tensor, [y], {"dim": 1, "start": start, "end": start + (do - 1) * sd + 1, "step": sd})
+        total = y if total is None else add(aten.add.Tensor, [total, y], {})
+    out = add(aten.permute_copy, [total], {"dims": [0, 2, 1, 3, 4]})
     rewriter.replace_node(conv, [out])
     return True
 

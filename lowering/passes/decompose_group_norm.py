@@ -8,11 +8,12 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType
+from xir.ops import aten
 
 from ._base import _norm_input_problem, _normalize
 
 
-@rewrite_pattern("aten.native_group_norm")
+@rewrite_pattern(aten.native_group_norm)
 def decompose_group_norm(node: Node, rewriter: Rewriter) -> bool:
     """fp32 group norm of x (N, C, *spatial) => view (N, G, C/G * spatial), mean, subtract, mean of
     squares, add eps, rsqrt, multiply, view back, multiply by the weight and add the bias (as
@@ -32,11 +33,11 @@ def decompose_group_norm(node: Node, rewriter: Rewriter) -> bool:
     if any(v is not None and (not v.is_constant or v.data is None) for v in (weight, bias)):
         return rewriter.notify_match_failure(node, "a weight or bias that is not a constant")
     size = math.prod(x.shape[1:])
-    grouped = rewriter.op_before(node, "aten.view_copy", [x], size=[n, groups, size // groups])
+    grouped = rewriter.op_before(node, aten.view_copy, [x], size=[n, groups, size // groups])
     normed = _normalize(node, rewriter, grouped, [2], "group_norm_eps")
-    result = rewriter.op_before(node, "aten.view_copy", [normed], size=list(x.shape))
+    result = rewriter.op_before(node, aten.view_copy, [normed], size=list(x.shape))
     per_channel = (c,) + (1,) * (x.rank - 2)
-    for value, name, base in ((weight, "aten.mul.Tensor", "group_norm_weight"), (bias, "aten.add.Tensor", "group_norm_bias")):
+    for value, name, base in ((weight, aten.mul.Tensor, "group_norm_weight"), (bias, aten.add.Tensor, "group_norm_bias")):
         if value is not None:
             constant = rewriter.add_constant(base, TensorType(DType.f32, per_channel), value.data.reshape(per_channel))
             result = rewriter.op_before(node, name, [result, constant])

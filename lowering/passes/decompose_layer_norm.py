@@ -6,11 +6,12 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node
+from xir.ops import aten
 
 from ._base import _norm_input_problem, _normalize
 
 
-@rewrite_pattern("aten.native_layer_norm")
+@rewrite_pattern(aten.native_layer_norm)
 def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
     """fp32 layer norm => mean, subtract, mean of squares, add eps, rsqrt, multiply (weight),
     add (bias): XNNPACK has no layer norm but runs each of these (the means over the trailing dims
@@ -24,9 +25,9 @@ def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
     result = _normalize(node, rewriter, x, dims, "layer_norm_eps")
     weight, bias = node.operand("weight"), node.operand("bias")
     if weight is not None:
-        result = rewriter.op_before(node, "aten.mul.Tensor", [result, weight])
+        result = rewriter.op_before(node, aten.mul.Tensor, [result, weight])
     if bias is not None:
-        result = rewriter.op_before(node, "aten.add.Tensor", [result, bias])
+        result = rewriter.op_before(node, aten.add.Tensor, [result, bias])
     rewriter.replace_node(node, [result, None, None])
     return True
 

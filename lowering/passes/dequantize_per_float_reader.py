@@ -6,9 +6,10 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node
+from xir.ops import quantized_decomposed
 
 
-@rewrite_pattern("quantized_decomposed.dequantize_per_tensor")
+@rewrite_pattern(quantized_decomposed.dequantize_per_tensor)
 def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     """A dequantize read by several ops, some of which are no quantized pattern XNNPACK runs (they
     run in fp32 on the dequantized tensor): each of those gets a dequantize of its own (the same

@@ -6,11 +6,12 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node, TensorType
+from xir.ops import aten
 
 from ._base import _TORCH_DTYPES, _float_constant
 
 
-@rewrite_pattern("aten.expand_copy")
+@rewrite_pattern(aten.expand_copy)
 def expand_as_broadcast(node: Node, rewriter: Rewriter) -> bool:
     """An expand that repeats elements => x * ones, the ones only as large as the repeated dims:
     XNNPACK has no expand but broadcasts a multiply (grouped-query attention's repeat_kv, the
@@ -29,7 +30,7 @@ def expand_as_broadcast(node: Node, rewriter: Rewriter) -> bool:
     aligned = (1,) * (result.rank - x.rank) + tuple(x.shape)
     ones_shape = [size if have == 1 else 1 for have, size in zip(aligned, result.shape)]
     ones = _float_constant(rewriter, "expand_ones", result, 1.0, ones_shape)
-    rewriter.replace_node(node, [rewriter.op_before(node, "aten.mul.Tensor", [node.input, ones])])
+    rewriter.replace_node(node, [rewriter.op_before(node, aten.mul.Tensor, [node.input, ones])])
     return True
 
 

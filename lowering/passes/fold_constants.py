@@ -54,10 +54,12 @@ from typing import Any
 import attrs
 
 from passes import Pass, Rewriter
-from .remove_no_ops import DECOMPOSED_LINEAR_OPS
 from passes.rewriter import RewritePattern, RewriteStats, apply_patterns_greedily
 from xir import EnumAttr, Graph, Node, TensorType, Value, print_node
+from xir.ops import aten
 from xir.printer import Namer
+
+from .remove_no_ops import DECOMPOSED_LINEAR_OPS
 
 RULE = "fold_constant"
 logger = logging.getLogger("xir")
@@ -66,11 +68,11 @@ DEFAULT_MAX_ELEMENTS = 65536
 # pure by their definition, but never folded: random (dropout in training mode), the Q/DQ ops the
 # quantized lowering matches (a folded dequantize would turn an int8 weight into an fp32 one), and
 # xir's own ops (they exist for XNNPACK to run, and have no portable kernel to evaluate)
-NEVER_FOLDED = ("aten.native_dropout",)
+NEVER_FOLDED = (aten.native_dropout,)
 NEVER_FOLDED_NAMESPACES = ("quantized_decomposed.", "xir.")
 # ops that read only the type (dtype, static shape) of their first operand, never its data: that
 # operand may be computed at run time (or be a mutated buffer)
-SHAPE_ONLY_OPS = ("aten.full_like", "aten.zeros_like", "aten.ones_like")
+SHAPE_ONLY_OPS = (aten.full_like, aten.zeros_like, aten.ones_like)
 
 
 class FoldError(ValueError):

@@ -22,16 +22,16 @@ import math
 
 import attrs
 
-from xir import Node, TensorType, Value
-
 from passes.dead_code_elimination import is_dead
 from passes.remove_no_ops import layout_change
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
+from xir import Node, TensorType, Value
+from xir.ops import aten, dim_order_ops
 
-_SCALAR_OPS = ("aten.mul.Scalar", "aten.div.Scalar")
-_TENSOR_OPS = ("aten.mul.Tensor", "aten.div.Tensor")
-_CLONES = ("aten.clone", "dim_order_ops._clone_dim_order", "aten.alias_copy")
-_CASTS = ("dim_order_ops._to_dim_order_copy", "aten._to_copy")  # dtype casts: elementwise
+_SCALAR_OPS = (aten.mul.Scalar, aten.div.Scalar)
+_TENSOR_OPS = (aten.mul.Tensor, aten.div.Tensor)
+_CLONES = (aten.clone, dim_order_ops._clone_dim_order, aten.alias_copy)
+_CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)  # dtype casts: elementwise
 
 
 def _static(value: Value) -> bool:
@@ -49,7 +49,7 @@ def _chain_operand(node: Node) -> int | None:
     a, b = node.operands
     if _single_number(b) and not _single_number(a):
         return 0
-    if node.op == "aten.mul.Tensor" and _single_number(a) and not _single_number(b):
+    if node.op == aten.mul.Tensor and _single_number(a) and not _single_number(b):
         return 1
     return None
 
@@ -63,9 +63,9 @@ def _walk_back(value: Value) -> tuple[Node, list[tuple[Node, int]]] | str:
             return "no expand before the bmm's right operand"
         if not _static(node.results[0]):
             return f"{node.op} has a symbolic shape"
-        if node.op == "aten.expand_copy":
+        if node.op == aten.expand_copy:
             return node, steps[::-1]
-        if node.op in ("aten.view_copy", "aten.permute_copy") or (node.op in _CLONES + _CASTS and not layout_change(node)):
+        if node.op in (aten.view_copy, aten.permute_copy) or (node.op in _CLONES + _CASTS and not layout_change(node)):
             index = 0
         elif node.op in _SCALAR_OPS + _TENSOR_OPS:
             index = _chain_operand(node)
@@ -106,18 +106,18 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
     def view_to(shape_suffix):  # suffix: the replayed value's dims after its batch dim
         nonlocal suffix
         if tuple(shape_suffix) != suffix:
-            plan.append(("aten.view_copy", 0, (), {"suffix": tuple(shape_suffix)}))
+            plan.append((aten.view_copy, 0, (), {"suffix": tuple(shape_suffix)}))
             suffix = tuple(shape_suffix)
 
-    plan.append(("aten.view_copy", 0, (), {"suffix": suffix}))
+    plan.append((aten.view_copy, 0, (), {"suffix": suffix}))
     for node, index in steps:
         shape = node.results[0].type.shape
-        if node.op == "aten.view_copy":
+        if node.op == aten.view_copy:
             cuts = _boundaries(shape, batch)
             if not cuts:
                 return "a view mixes the repeated batch with other dims"
             view_to(shape[cuts[0]:])
-        elif node.op == "aten.permute_copy":
+        elif node.op == aten.permute_copy:
             before = node.operands[0].type.shape
             dims = [d % len(before) for d in node.attribute("dims")]
             cuts = [j for j in _boundaries(before, batch) if dims[:j] == list(range(j))]
@@ -125,7 +125,7 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
                 return "a permute moves the batch dims"
             j = cuts[-1]
             view_to(before[j:])
-            plan.append(("aten.permute_copy", 0, (), {"dims": [0] + [d - j + 1 for d in dims[j:]]}))
+            plan.append((aten.permute_copy, 0, (), {"dims": [0] + [d - j + 1 for d in dims[j:]]}))
             suffix = tuple(shape[j:])
         elif node.op in _CLONES:
             continue
@@ -142,7 +142,7 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
     return plan
 
 
-@rewrite_pattern("aten.bmm")
+@rewrite_pattern(aten.bmm)
 def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
     a, b = node.operands
     if not (_static(a) and _static(b) and _static(node.result)) or a.rank != 3 or b.rank != 3:
@@ -157,11 +157,11 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, plan)
     repeats = expand.results[0].type.shape[_repeated_dim(expand)]
     groups = batch // repeats
-    plan.append(("aten.view_copy", 0, (), {"suffix": tuple(b.type.shape[1:])}))  # B0: [groups, K', Y]
+    plan.append((aten.view_copy, 0, (), {"suffix": tuple(b.type.shape[1:])}))  # B0: [groups, K', Y]
 
     value = expand.operands[0]
     for op, index, others, attributes in plan:
-        if op == "aten.view_copy":
+        if op == aten.view_copy:
             target = [groups, *attributes["suffix"]]
             if list(value.type.shape) != target:  # (a view to the shape it has is none)
                 value = rewriter.op_before(node, op, [value], size=target)
@@ -169,9 +169,9 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
         operands = list(others)
         operands.insert(index, value)
         value = rewriter.op_before(node, op, operands, **attributes)
-    rows_view = rewriter.op_before(node, "aten.view_copy", [a], size=[groups, repeats * rows, inner])
-    product = rewriter.op_before(node, "aten.bmm", [rows_view, value])
-    rewriter.replace_node(node, [rewriter.op_before(node, "aten.view_copy", [product], size=list(node.result.type.shape))])
+    rows_view = rewriter.op_before(node, aten.view_copy, [a], size=[groups, repeats * rows, inner])
+    product = rewriter.op_before(node, aten.bmm, [rows_view, value])
+    rewriter.replace_node(node, [rewriter.op_before(node, aten.view_copy, [product], size=list(node.result.type.shape))])
     for old in [step for step, _ in reversed(steps)] + [expand]:  # the repeat, where nothing else reads it
         if not is_dead(old):
             break

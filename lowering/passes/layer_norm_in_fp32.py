@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import attrs
 
-from xir import DType, Node, TensorType
-
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
+from xir import DType, Node, TensorType
+from xir.ops import aten, dim_order_ops
 
-LAYER_NORM = "aten.native_layer_norm"
-CONVERT = "dim_order_ops._to_dim_order_copy"
+LAYER_NORM = aten.native_layer_norm
+CONVERT = dim_order_ops._to_dim_order_copy
 NARROW = (DType.bf16, DType.f16)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import attrs
 
-from xir import Node, TensorType
-
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
+from xir import Node, TensorType
+from xir.ops import aten
 
 
-@rewrite_pattern("aten.mean.dim")
+@rewrite_pattern(aten.mean.dim)
 def keep_spatial_dims(node: Node, rewriter: Rewriter) -> bool:
     x = node.operands[0]
     dims = node.attributes.get("dim") or []
@@ -25,9 +25,9 @@ def keep_spatial_dims(node: Node, rewriter: Rewriter) -> bool:
     n, c = x.shape[0], x.shape[1]
     if not all(isinstance(d, int) for d in (n, c)):
         return rewriter.notify_match_failure(node, "symbolic batch or channel dim")
-    kept = rewriter.create("aten.mean.dim", [x], [TensorType(x.dtype, (n, c, 1, 1))], {"dim": [2, 3], "keepdim": True})
+    kept = rewriter.create(aten.mean.dim, [x], [TensorType(x.dtype, (n, c, 1, 1))], {"dim": [2, 3], "keepdim": True})
     rewriter.insert_before(node, kept)
-    view = rewriter.create("aten.view_copy", [kept.result], [node.result.type], {"size": [n, c]})
+    view = rewriter.create(aten.view_copy, [kept.result], [node.result.type], {"size": [n, c]})
     rewriter.insert_before(node, view)
     rewriter.replace_node(node, [view.result])
     return True

@@ -6,11 +6,12 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from xir import Node, TensorType
+from xir.ops import aten
 
 from ._base import DelegatedDtypeRewrite
 
 
-@rewrite_pattern("aten.mean.dim")
+@rewrite_pattern(aten.mean.dim)
 def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
     """mean over the trailing dims of x => view (1, rows, 1, cols), mean over (2, 3) keepdim, view
     back: XNNPACK reduces 4-D tensors over dims 2 and 3 (RMSNorm's mean(-1, keepdim=True))."""
@@ -30,9 +31,9 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
             cols *= d
         else:
             rows *= d
-    square = rewriter.op_before(node, "aten.view_copy", [x], size=[1, rows, 1, cols])
-    mean = rewriter.op_before(node, "aten.mean.dim", [square], dim=[2, 3], keepdim=True)
-    rewriter.replace_node(node, [rewriter.op_before(node, "aten.view_copy", [mean], size=list(node.result.shape))])
+    square = rewriter.op_before(node, aten.view_copy, [x], size=[1, rows, 1, cols])
+    mean = rewriter.op_before(node, aten.mean.dim, [square], dim=[2, 3], keepdim=True)
+    rewriter.replace_node(node, [rewriter.op_before(node, aten.view_copy, [mean], size=list(node.result.shape))])
     return True
 
 

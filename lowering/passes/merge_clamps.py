@@ -8,12 +8,13 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node
+from xir.ops import aten
 
-_CLAMPS = ("aten.relu", "aten.hardtanh")
+_CLAMPS = (aten.relu, aten.hardtanh)
 
 
 def _clamp_bounds(node: Node) -> tuple[float, float]:
-    if node.op == "aten.relu":
+    if node.op == aten.relu:
         return 0.0, math.inf
     return float(node.attribute("min_val")), float(node.attribute("max_val"))
 
@@ -33,9 +34,9 @@ def merge_clamps(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, f"the bounds [{lo1}, {hi1}] and [{lo2}, {hi2}] do not overlap")
     x = first.operands[0]
     if lo == 0.0 and hi == math.inf:
-        merged = rewriter.op_before(node, "aten.relu", [x])
+        merged = rewriter.op_before(node, aten.relu, [x])
     else:
-        merged = rewriter.op_before(node, "aten.hardtanh", [x], min_val=lo, max_val=hi)
+        merged = rewriter.op_before(node, aten.hardtanh, [x], min_val=lo, max_val=hi)
     rewriter.replace_node(node, [merged])
     if not first.results[0].uses:
         rewriter.erase(first)  # (read by nothing else)

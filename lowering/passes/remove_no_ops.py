@@ -11,11 +11,17 @@ from __future__ import annotations
 import attrs
 
 from passes import PatternRewritePass, Rewriter
-from passes.remove_no_ops import VIEW_OPS, RemoveNoOps, drop_identity_reshape, fold_view_of_view
+from passes.remove_no_ops import (
+    VIEW_OPS,
+    RemoveNoOps,
+    drop_identity_reshape,
+    fold_view_of_view,
+)
 from passes.rewriter import RewritePattern
 from xir import Node
+from xir.ops import aten
 
-DECOMPOSED_LINEAR_OPS = ("aten.addmm", "aten.mm")
+DECOMPOSED_LINEAR_OPS = (aten.addmm, aten.mm)
 KEEPS_VIEW = "a view of a decomposed linear (XNNPACK rebuilds the linear from it)"
 
 

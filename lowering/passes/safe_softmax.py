@@ -8,6 +8,7 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node, TensorType
+from xir.ops import aten
 
 from ._base import _TORCH_DTYPES, _float_constant
 
@@ -18,22 +19,22 @@ def _producer(value, *ops):
 
 
 def _is_zero_fill(value) -> bool:
-    node = _producer(value, "aten.full_like", "aten.zeros_like")
-    return node is not None and (node.op == "aten.zeros_like" or node.attribute("fill_value") == 0)
+    node = _producer(value, aten.full_like, aten.zeros_like)
+    return node is not None and (node.op == aten.zeros_like or node.attribute("fill_value") == 0)
 
 
 def _all_masked_rows(condition, x, dim) -> bool:
     """condition == not any(not (x == -inf), dim, keepdim): the rows of x that are all -inf."""
-    outer = _producer(condition, "aten.logical_not")
-    any_ = outer and _producer(outer.operands[0], "aten.any.dim")
-    inner = any_ and _producer(any_.operands[0], "aten.logical_not")
-    eq = inner and _producer(inner.operands[0], "aten.eq.Scalar")
+    outer = _producer(condition, aten.logical_not)
+    any_ = outer and _producer(outer.operands[0], aten.any.dim)
+    inner = any_ and _producer(any_.operands[0], aten.logical_not)
+    eq = inner and _producer(inner.operands[0], aten.eq.Scalar)
     if not eq or eq.operands[0] is not x or eq.attributes.get("other") != -math.inf:
         return False
     return bool(any_.attributes.get("keepdim")) and any_.attributes.get("dim") % x.rank == dim % x.rank
 
 
-@rewrite_pattern("aten.where.self")
+@rewrite_pattern(aten.where.self)
 def safe_softmax(node: Node, rewriter: Rewriter) -> bool:
     """where(row all -inf, 0, softmax(x)) (PyTorch's _safe_softmax, which attention with a mask
     exports) => softmax(clamp(x, min=lowest)) * clamp(x/2 + highest, 0, 1). The clamp keeps a
@@ -43,7 +44,7 @@ def safe_softmax(node: Node, rewriter: Rewriter) -> bool:
     import torch
 
     condition, zeros, probabilities = node.operands
-    softmax = _producer(probabilities, "aten._softmax")
+    softmax = _producer(probabilities, aten._softmax)
     if softmax is None or not isinstance(softmax.input.type, TensorType):
         return rewriter.notify_match_failure(node, "not a where over a softmax")
     x = softmax.input
@@ -58,12 +59,12 @@ def safe_softmax(node: Node, rewriter: Rewriter) -> bool:
     def op(name, operands, **attributes):
         return rewriter.op_before(node, name, operands, **attributes)
 
-    finite = op("aten.clamp", [x], min=float(info.min), max=None)
-    new_softmax = op("aten._softmax", [finite], dim=softmax.attribute("dim"), half_to_float=softmax.attribute("half_to_float"))
-    half = op("aten.mul.Tensor", [x, _float_constant(rewriter, "softmax_half", x.type, 0.5)])
-    shifted = op("aten.add.Tensor", [half, _float_constant(rewriter, "softmax_highest", x.type, float(info.max))])
-    keep = op("aten.clamp", [shifted], min=0.0, max=1.0)
-    rewriter.replace_node(node, [op("aten.mul.Tensor", [new_softmax, keep])])
+    finite = op(aten.clamp, [x], min=float(info.min), max=None)
+    new_softmax = op(aten._softmax, [finite], dim=softmax.attribute("dim"), half_to_float=softmax.attribute("half_to_float"))
+    half = op(aten.mul.Tensor, [x, _float_constant(rewriter, "softmax_half", x.type, 0.5)])
+    shifted = op(aten.add.Tensor, [half, _float_constant(rewriter, "softmax_highest", x.type, float(info.max))])
+    keep = op(aten.clamp, [shifted], min=0.0, max=1.0)
+    rewriter.replace_node(node, [op(aten.mul.Tensor, [new_softmax, keep])])
     return True
 
 

@@ -6,11 +6,12 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node, TensorType
+from xir.ops import aten
 
 from ._base import _TORCH_DTYPES
 
-_SCALAR_TO_TENSOR = {"aten.mul.Scalar": "aten.mul.Tensor", "aten.add.Scalar": "aten.add.Tensor",
-                     "aten.sub.Scalar": "aten.sub.Tensor", "aten.div.Scalar": "aten.div.Tensor"}
+_SCALAR_TO_TENSOR = {aten.mul.Scalar: aten.mul.Tensor, aten.add.Scalar: aten.add.Tensor,
+                     aten.sub.Scalar: aten.sub.Tensor, aten.div.Scalar: aten.div.Tensor}
 
 
 @rewrite_pattern(*_SCALAR_TO_TENSOR)
@@ -31,7 +32,7 @@ def scalar_operand_as_constant(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
-@rewrite_pattern("aten.add.Tensor", "aten.sub.Tensor")
+@rewrite_pattern(aten.add.Tensor, aten.sub.Tensor)
 def alpha_as_multiply(node: Node, rewriter: Rewriter) -> bool:
     """x + alpha * y => x + (y * alpha), the same for sub: XNNPACK's add has no alpha, and
     ExecuTorch's portable add/sub with an alpha are wrong when the first operand is the one
@@ -46,7 +47,7 @@ def alpha_as_multiply(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "not a float tensor operand")
     scale = rewriter.add_constant("alpha", TensorType(y.dtype, ()),
                                   torch.tensor(alpha, dtype=getattr(torch, _TORCH_DTYPES[y.dtype])))
-    scaled = rewriter.op_before(node, "aten.mul.Tensor", [y, scale])
+    scaled = rewriter.op_before(node, aten.mul.Tensor, [y, scale])
     rewriter.replace_node(node, [rewriter.op_before(node, node.op, [x, scaled])])
     return True
 

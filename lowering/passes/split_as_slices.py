@@ -6,11 +6,12 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from xir import Node, TensorType
+from xir.ops import aten
 
 from ._base import DelegatedDtypeRewrite
 
 
-@rewrite_pattern("aten.split_with_sizes_copy", "aten.split_copy.Tensor")
+@rewrite_pattern(aten.split_with_sizes_copy, aten.split_copy.Tensor)
 def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
     """split(x, sizes, dim) => one slice_copy per used piece (XNNPACK slices; it has no split in
     ExecuTorch's XNNPACK backend). Fused projections split this way: Phi-3's QKV and gate/up."""
@@ -22,7 +23,7 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
     if x.rank > MAX_RANK:  # (decomposed, it would only be more ops outside)
         return rewriter.notify_match_failure(node, f"{x.rank}-D: it stays outside XNNPACK, whole")
     dim = node.attributes.get("dim", 0) % x.rank
-    if node.op == "aten.split_with_sizes_copy":
+    if node.op == aten.split_with_sizes_copy:
         sizes = list(node.attributes.get("split_sizes") or [])
     else:
         size = node.attributes.get("split_size")
@@ -34,7 +35,7 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
         if result.is_unused():
             pieces.append(None)
         else:
-            piece = rewriter.create("aten.slice_copy.Tensor", [x], [result.type],
+            piece = rewriter.create(aten.slice_copy.Tensor, [x], [result.type],
                                     attributes={"dim": dim, "start": start, "end": start + size, "step": 1})
             pieces.append(rewriter.insert_before(node, piece).result)
         start += size

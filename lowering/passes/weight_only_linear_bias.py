@@ -6,9 +6,10 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node
+from xir.ops import aten
 
 
-@rewrite_pattern("aten.linear")
+@rewrite_pattern(aten.linear)
 def weight_only_linear_bias(node: Node, rewriter: Rewriter) -> bool:
     """linear(x, dequantize_affine(w), b) => linear(x, dequantize_affine(w)) + b, for torchao's int8
     weight-only linears XNNPACK runs as an fp32 x qc8w fully connected (ExecuTorch's serializer
@@ -21,8 +22,8 @@ def weight_only_linear_bias(node: Node, rewriter: Rewriter) -> bool:
     reason = weight_only_linear_reason(node)
     if reason is not None:
         return rewriter.notify_match_failure(node, reason)
-    product = rewriter.op_before(node, "aten.linear", [node.input, node.weight])
-    rewriter.replace_node(node, [rewriter.op_before(node, "aten.add.Tensor", [product, bias])])
+    product = rewriter.op_before(node, aten.linear, [node.input, node.weight])
+    rewriter.replace_node(node, [rewriter.op_before(node, aten.add.Tensor, [product, bias])])
     return True
 
 
