@@ -156,14 +156,14 @@ def test_lower_writes_a_pte_that_matches_eager_with_the_instruments(xir):
     # --verify
     assert "verify: max error" in result.stdout and result.stdout.rstrip().endswith(": ok")
     # --print-ir-after-all (stderr), every pass of the default pipeline
-    assert "// ----- IR after remove-no-ops (unchanged) -----" in result.stderr
+    assert "// ----- IR after xnnpack.remove-no-ops (unchanged) -----" in result.stderr
     assert "// ----- IR after dead-code-elimination (unchanged) -----" in result.stderr
     assert "graph @forward {" in result.stderr and "graph @forward {" not in result.stdout
     # --time-passes
     assert "pass " in result.stderr and "seconds" in result.stderr and "\ntotal " in result.stderr
     # --dump-dir
     dumps = sorted(p.name for p in (xir.folder / "dumps").iterdir())
-    assert dumps[0] == "00-input.xir" and "01-remove-no-ops.xir" in dumps and dumps[-1].endswith("-dead-code-elimination.xir")
+    assert dumps[0] == "00-input.xir" and "01-xnnpack.remove-no-ops.xir" in dumps and dumps[-1].endswith("-dead-code-elimination.xir")
     # progress on stderr
     assert "[mlp.pt2] loading mlp.pt2 ..." in result.stderr
     assert "[mlp.pt2] lowering to XNNPACK with xir" in result.stderr
