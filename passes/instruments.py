@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import sys
 import time
@@ -307,6 +308,7 @@ def read_constants(path: str | os.PathLike, graph: Graph) -> dict:
 
     from xir.fx_import import DTYPE_TO_TORCH
 
+    _check_sizes(path, graph)
     arrays, dtypes = _read_npz(path)
     inputs = {value.name: value for value in graph.inputs}
     tensors = {}
@@ -327,6 +329,43 @@ def read_constants(path: str | os.PathLike, graph: Graph) -> dict:
                              f"{array.dtype}), the reproducer declares %{name}: {declared}")
         tensors[name] = torch.from_numpy(array).view(DTYPE_TO_TORCH[dtype])
     return tensors
+
+
+_DTYPES_MEMBER_LIMIT = 1 << 20  # bytes of the dtypes member's JSON at most
+
+
+def _check_sizes(path: str | os.PathLike, graph: Graph) -> None:
+    """Refuse, before any array is read, a member whose header declares more elements than the
+    IR's type of its constant (or the dtypes member larger than a megabyte), and a member that
+    inflates past what its header declares: a small file must not make the reader allocate much."""
+    import numpy
+
+    inputs = {value.name: value for value in graph.inputs}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                name = info.filename.removesuffix(".npy")
+                with archive.open(info) as member:
+                    version = numpy.lib.format.read_magic(member)
+                    read_header = numpy.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                        numpy.lib.format.read_array_header_2_0
+                    shape, _, dtype = read_header(member)  # (a header whose dtype would need pickle raises)
+                declared = math.prod(shape) * dtype.itemsize
+                if name == _DTYPES_MEMBER:
+                    allowed = _DTYPES_MEMBER_LIMIT
+                else:
+                    value = inputs.get(name)
+                    if value is None or not value.is_constant:
+                        raise ValueError(f"holds data for %{name}, which is no constant input of the reproducer")
+                    static = isinstance(value.type, TensorType) and value.type.is_static
+                    allowed = value.type.numel() * 8 if static else 0  # (8 bytes: the widest stored element)
+                if declared > allowed or info.file_size > allowed + 4096:
+                    raise ValueError(f"%{name} declares {info.file_size:,} bytes (shape {list(shape)}), more than "
+                                     f"its type in the reproducer allows")
+    except (OSError, EOFError, zipfile.BadZipFile) as error:
+        raise ValueError(f"{path}: not a reproducer's constants file: {error}") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
 def _read_npz(path: str | os.PathLike) -> tuple[dict, dict]:

@@ -218,3 +218,35 @@ def test_a_reproducer_that_fails_partway_leaves_the_old_one(tmp_path):
     assert (tmp_path / "repro.xir").read_text() == old
     assert (tmp_path / "repro.xir.constants.npz").read_bytes() == b"earlier constants"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repro.xir", "repro.xir.constants.npz"]
+
+
+def test_a_constants_file_declaring_more_than_its_type_is_refused_before_reading(tmp_path):
+    """A member whose header declares a huge array (10^10 elements, a few bytes of file) is refused
+    before numpy allocates it, naming the constant; so is one that inflates past its header."""
+    import io
+    import zipfile
+
+    import numpy
+
+    from passes.instruments import read_constants
+    from xir import parse_graph
+
+    graph = parse_graph("graph @g {\n  input %x: f32[4]\n  param %w: f32[4]\n  %0: f32[4] = aten.add.Tensor(%x, %w)\n"
+                        "  return %0\n}\n")
+
+    def npz(path, header_shape, payload=b""):
+        member = io.BytesIO()
+        numpy.lib.format.write_array_header_2_0(member, {"descr": "<f4", "fortran_order": False, "shape": header_shape})
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("w.npy", member.getvalue() + payload)
+            dtypes = io.BytesIO()
+            numpy.lib.format.write_array(dtypes, numpy.asarray('{"w": "f32"}'))
+            archive.writestr("xir-dtypes.npy", dtypes.getvalue())
+        return path
+
+    with pytest.raises(ValueError, match=r"%w declares .* more than its type in the reproducer allows"):
+        read_constants(npz(tmp_path / "huge.npz", (100000, 100000)), graph)
+    with pytest.raises(ValueError, match=r"%w declares .* more than its type"):
+        read_constants(npz(tmp_path / "bomb.npz", (4,), payload=bytes(50_000_000)), graph)
+    good = npz(tmp_path / "good.npz", (4,), payload=numpy.arange(4, dtype="<f4").tobytes())
+    assert read_constants(good, graph)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
