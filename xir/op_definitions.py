@@ -840,13 +840,29 @@ for _name in ("zeros_like", "ones_like"):
     define_op(f"aten.{_name}", operands=("input",), attributes={**_FACTORY, "memory_format": None}, traits=PURE,
               infer=_like)
 
+def _predicate(node):
+    """A comparison or a logical op: bool, of the operands' shapes broadcast."""
+    tensors = [_tensor(v) for v in node.operands]
+    if not tensors or any(t is None for t in tensors):
+        return None
+    shape = _broadcast_shapes([t.shape for t in tensors])
+    if shape is None:
+        raise IRError(f"operand shapes {', '.join(show_shape(t.shape) for t in tensors)} do not broadcast")
+    return [TensorType(DType.bool, shape)]
+
+
 # ops whose operand names and attributes come from torch's schemas (xir.op_schemas, generated and
-# checked against torch), with no inference or check of their own yet
+# checked against torch); inference where it is plain, none yet for the others
+_PREDICATES = tuple(f"aten.{op}.{overload}" for op in ("eq", "ne", "lt", "gt", "le", "ge") for overload in ("Scalar", "Tensor")
+                    ) + ("aten.logical_and", "aten.logical_or")
+_CATCH_ALL_INFER = {**{name: _predicate for name in _PREDICATES},
+                    **{name: same_as_input for name in ("aten.flip", "aten.tril", "aten.triu", "aten.alias")}}
 for _full in CATCH_ALL:
     _operands, _attributes = SCHEMAS[_full]
     _namespace, _name, *_overload = _full.split(".")
     define_op(f"{_namespace}.{_name}", overloads=(_overload[0] if _overload else "default",), operands=_operands,
-              attributes=_attributes, traits=PURE)
+              attributes=_attributes, traits=ELEMENTWISE_PURE if _full in _PREDICATES else PURE,
+              infer=_CATCH_ALL_INFER.get(_full))
 
 # quantization
 _QPARAMS = {"scale": REQUIRED, "zero_point": REQUIRED, "quant_min": REQUIRED, "quant_max": REQUIRED, "dtype": REQUIRED}
