@@ -265,9 +265,24 @@ def _type(value: Value) -> str:
 
 def report_data(graph: Graph, plan, changes: list[dict] | None = None, title: str = "xir partition",
                 subtitle: str = "", passes_recorded: bool = True, pipeline: str = "") -> dict:
-    """Everything the page shows, as JSON-able data."""
+    """Everything the page shows, as JSON-able data: a record per displayed input, op and the
+    output, the edges between them, the module clusters, the delegates and the summary by op."""
     namer = Namer(graph)
-    nodes = list(graph)
+    records, ident, clusters = _records(graph, plan, namer)
+    groups, summary = _groups_and_summary(graph, plan)
+    return {
+        "title": title, "subtitle": subtitle, "pipeline": pipeline,
+        "nodes": records, "edges": _edges(graph, namer, ident), "clusters": clusters, "groups": groups,
+        "summary": summary, "passes": changes or [], "passes_recorded": passes_recorded,
+    }
+
+
+OUTPUT_KEY = "out"  # the record of the graph's outputs
+
+
+def _records(graph: Graph, plan, namer: Namer) -> tuple[list[dict], dict[int, str], list]:
+    """The records (displayed inputs, ops, the output), the record id of each input and node, and
+    the module clusters."""
     group_of: dict[int, Any] = {}
     implicit_of: dict[int, Any] = {}
     for group in plan.groups:
@@ -288,53 +303,68 @@ def report_data(graph: Graph, plan, changes: list[dict] | None = None, title: st
             records.append({"id": key, "kind": "input", "op": value.input_kind.value, "short": value.input_kind.value,
                             "name": namer.ref(value), "type": _type(value), "types": [_type(value)], "group": None,
                             "cluster": None, "line": f"{value.input_kind.value} {namer.ref(value)}: {value.type}"})
-    for index, node in enumerate(nodes):
-        key = f"n{index}"
-        ident[id(node)] = key
-        group = group_of.get(id(node))
-        rejection = rejected.get(id(node))
-        folded_into = implicit_of.get(id(node))
-        origin = node.origin or (node.fx_node.meta.get("xir_origin") if node.fx_node is not None
-                                 and hasattr(node.fx_node, "meta") else None)
-        status = "delegated" if group is not None else "folded" if folded_into is not None else \
-            "outside" if rejection is not None and is_compute(node.op) else "other"
-        record = {
-            "id": key, "kind": "op", "op": node.op, "short": _short_op(node.op),
-            "name": ", ".join(namer.ref(r) for r in node.results),
-            "type": _type(node.results[0]) if node.results else "", "types": [_type(r) for r in node.results],
-            "group": group.index if group is not None else (folded_into.index if folded_into is not None else None),
-            "status": status, "cluster": node_cluster.get(id(node)), "module": ".".join(paths[id(node)]),
-            "origin": origin, "line": print_node(node, namer),
-            "operands": [f"{namer.ref(v)}: {v.type}" + (f" ({v.input_kind.value})" if v.is_input else "")
-                         for v in node.inputs()],
-        }
-        if rejection is not None:
-            record["rule"], record["reason"] = rejection.rule, rejection.reason
-        if folded_into is not None:
-            record["reason"] = f"Q/DQ folded into delegate {folded_into.tag}"
-        records.append(record)
-    output_key = "out"
-    records.append({"id": output_key, "kind": "output", "op": "return", "short": "output",
+    for index, node in enumerate(graph):
+        ident[id(node)] = f"n{index}"
+        records.append(_op_record(node, f"n{index}", namer, group_of.get(id(node)), implicit_of.get(id(node)),
+                                  rejected.get(id(node)), node_cluster.get(id(node)), ".".join(paths[id(node)])))
+    records.append({"id": OUTPUT_KEY, "kind": "output", "op": "return", "short": "output",
                     "name": ", ".join(namer.ref(v) for v in graph.outputs),
                     "type": ", ".join(_type(v) for v in graph.outputs), "types": [_type(v) for v in graph.outputs],
                     "group": None, "cluster": None, "line": "return " + ", ".join(namer.ref(v) for v in graph.outputs)})
+    return records, ident, clusters
 
-    edges = []  # source/target: record ids; output: the result's index; input: the reading position
-    for node in nodes:
+
+def _op_record(node, key: str, namer: Namer, group, folded_into, rejection, cluster, module: str) -> dict:
+    """The record of one op: its delegate (or the one its Q/DQ folds into), or why it is outside."""
+    origin = node.origin or (node.fx_node.meta.get("xir_origin") if node.fx_node is not None
+                             and hasattr(node.fx_node, "meta") else None)
+    status = "delegated" if group is not None else "folded" if folded_into is not None else \
+        "outside" if rejection is not None and is_compute(node.op) else "other"
+    record = {
+        "id": key, "kind": "op", "op": node.op, "short": _short_op(node.op),
+        "name": ", ".join(namer.ref(r) for r in node.results),
+        "type": _type(node.results[0]) if node.results else "", "types": [_type(r) for r in node.results],
+        "group": group.index if group is not None else (folded_into.index if folded_into is not None else None),
+        "status": status, "cluster": cluster, "module": module,
+        "origin": origin, "line": print_node(node, namer),
+        "operands": [f"{namer.ref(v)}: {v.type}" + (f" ({v.input_kind.value})" if v.is_input else "")
+                     for v in node.inputs()],
+    }
+    if rejection is not None:
+        record["rule"], record["reason"] = rejection.rule, rejection.reason
+    if folded_into is not None:
+        record["reason"] = f"Q/DQ folded into delegate {folded_into.tag}"
+    return record
+
+
+def _edges(graph: Graph, namer: Namer, ident: dict[int, str]) -> list[dict]:
+    """The edges between records: source and target are record ids; ``output`` is the result's
+    index, ``input`` the reading position."""
+    def edge(value, target: str, position: int) -> dict | None:
+        source = ident.get(id(value.producer)) if value.producer is not None else ident.get(id(value))
+        if source is None:
+            return None
+        return {"source": source, "target": target, "value": namer.ref(value), "type": _type(value),
+                "output": value.index if value.producer is not None else 0, "input": position}
+
+    edges = []
+    for node in graph:
         seen = set()
         for position, value in enumerate(node.inputs()):
-            source = ident.get(id(value.producer)) if value.producer is not None else ident.get(id(value))
-            if source is None or (source, id(value)) in seen:
-                continue
-            seen.add((source, id(value)))
-            edges.append({"source": source, "target": ident[id(node)], "value": namer.ref(value), "type": _type(value),
-                          "output": value.index if value.producer is not None else 0, "input": position})
+            made = edge(value, ident[id(node)], position)
+            if made is not None and (made["source"], id(value)) not in seen:
+                seen.add((made["source"], id(value)))
+                edges.append(made)
     for position, value in enumerate(graph.outputs):
-        source = ident.get(id(value.producer)) if value.producer is not None else ident.get(id(value))
-        if source is not None:
-            edges.append({"source": source, "target": output_key, "value": namer.ref(value), "type": _type(value),
-                          "output": value.index if value.producer is not None else 0, "input": position})
+        made = edge(value, OUTPUT_KEY, position)
+        if made is not None:
+            edges.append(made)
+    return edges
 
+
+def _groups_and_summary(graph: Graph, plan) -> tuple[list[dict], dict]:
+    """The delegates (colours, sizes, ops), and the summary: counts, and every op inside and
+    outside with the reasons it stayed out."""
     groups = []
     for group in plan.groups:
         fill, stroke = color_of(group.index)
@@ -350,13 +380,9 @@ def report_data(graph: Graph, plan, changes: list[dict] | None = None, title: st
     by_op = [{"op": op, "inside": inside.get(op, 0), "outside": outside.get(op, 0),
               "reasons": [f"{text}" + (f" (x{n})" if n > 1 else "") for text, n in reasons.get(op, Counter()).items()]}
              for op in sorted(set(inside) | set(outside), key=lambda o: (-outside.get(o, 0), -inside.get(o, 0), o))]
-    return {
-        "title": title, "subtitle": subtitle, "pipeline": pipeline,
-        "nodes": records, "edges": edges, "clusters": clusters, "groups": groups,
-        "summary": {"nodes": len(nodes), "delegated": sum(inside.values()), "outside": len(outside_rows),
-                    "delegates": len(plan.groups), "by_op": by_op},
-        "passes": changes or [], "passes_recorded": passes_recorded,
-    }
+    summary = {"nodes": len(graph.nodes), "delegated": sum(inside.values()), "outside": len(outside_rows),
+               "delegates": len(plan.groups), "by_op": by_op}
+    return groups, summary
 
 
 # ------------------------------------------------------------------------------- page
