@@ -409,17 +409,17 @@ def _channels_last_chain(value, inside: set) -> bool:
 def _folded_read_outside(group: Group) -> list[Node]:
     """The folded dequantizes of ``group`` read by a node outside it (XNNPACK hands a folded
     dequantize's readers the int8 data)."""
-    return [dq for dq in group.implicit if dq.op in DEQUANTIZE_OPS and _reader_outside(dq, group) is not None]
+    inside = {id(n) for n in group.nodes}  # (once per group: a quantized group folds many dequantizes)
+    return [dq for dq in group.implicit if dq.op in DEQUANTIZE_OPS and _reader_outside(dq, inside) is not None]
 
 
-def _reader_outside(node: Node, group: Group) -> Node | None:
-    inside = {id(n) for n in group.nodes}
+def _reader_outside(node: Node, inside: set[int]) -> Node | None:
     return next((reader for reader in node.results[0].users if id(reader) not in inside), None)
 
 
 def _folded_read_outside_reason(dq: Node, group: Group) -> str:
-    return (f"its dequantize is folded into a quantized op but also read by {_reader_outside(dq, group).op} "
-            "outside that op's delegate")
+    reader = _reader_outside(dq, {id(n) for n in group.nodes})
+    return f"its dequantize is folded into a quantized op but also read by {reader.op} outside that op's delegate"
 
 
 def _groups_in_a_cycle(graph: Graph, groups: list[Group]) -> list[Group]:
