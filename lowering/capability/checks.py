@@ -285,11 +285,6 @@ def _op_constraint(s) -> str | None:
     return RULES[s.node.op].reject_reason(s.node, s.options)
 
 
-def _bf16_bmm(s: FloatSubject) -> str | None:
-    bf16 = s.node.op == aten.bmm and s.node.results[0].dtype is DType.bf16 and not s.as_fp32
-    return s.rule.bf16_reason if bf16 else None
-
-
 FP32_NOT_CONFIGURED_CHECK = Check("fp32-not-configured", "precision",
                                   lambda s: FP32_NOT_CONFIGURED if FP32 not in s.options.precisions else None)
 # the rule of the node's op (lowering.rules); an op with none is "op"
@@ -307,7 +302,6 @@ FLOAT_CHECKS: tuple[Check, ...] = (
     *TENSOR_CHECKS,
     Check("reads-dequantized", "quant", _reads_dequantized, applies=lambda s: not s.dequantized_ok),
     OP_CONSTRAINT,
-    Check("bf16-bmm", "bf16", _bf16_bmm),
 )
 
 
