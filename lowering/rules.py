@@ -401,7 +401,7 @@ def _xir_convert(node: Node, options=None) -> str | None:
 
 
 def _batch_norm(node: Node, options=None) -> str | None:
-    # decided in capability.py, which sees the whole graph (fold partner, users)
+    # decided in capability/ (checks.BATCH_NORM_CHECKS), which sees the whole graph (fold partner, users)
     return None
 
 

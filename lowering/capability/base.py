@@ -83,10 +83,6 @@ class Capability:
 
 # ------------------------------------------------------------------------------ named checks
 
-def _always(subject: Any) -> bool:
-    return True
-
-
 @attrs.frozen
 class Check:
     """One named reason a node (or the pattern around it) is rejected: ``reason`` answers the
@@ -97,23 +93,25 @@ class Check:
     name: str
     rule: str
     reason: Callable[[Any], str | None]
-    applies: Callable[[Any], bool] = _always
+    applies: Callable[[Any], bool] | None = None  # None: everywhere
 
     def __call__(self, subject: Any) -> str | None:
-        return (self.reason(subject) or None) if self.applies(subject) else None
+        return (self.reason(subject) or None) if self.applies is None or self.applies(subject) else None
 
 
 def when(condition: Callable[[Any], bool], checks: Iterable[Check]) -> tuple[Check, ...]:
     """``checks`` asked only where ``condition`` holds too (the same names: a table reusing them)."""
-    return tuple(attrs.evolve(c, applies=lambda s, c=c: condition(s) and c.applies(s)) for c in checks)
+    return tuple(attrs.evolve(c, applies=condition if c.applies is None else
+                              (lambda s, c=c: condition(s) and c.applies(s))) for c in checks)
 
 
 def first_failure(table: Iterable[Check], subject: Any) -> tuple[Check, str] | None:
     """The first check of ``table`` that fires on ``subject``, with its reason; None if none does."""
-    for check in table:
-        reason = check(subject)
-        if reason:
-            return check, reason
+    for check in table:  # (Check.__call__ inlined: this loop runs for every node)
+        if check.applies is None or check.applies(subject):
+            reason = check.reason(subject)
+            if reason:
+                return check, reason
     return None
 
 

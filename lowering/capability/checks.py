@@ -12,6 +12,7 @@ torchao-quantized weight is checked by :data:`AFFINE_WEIGHT_CHECKS` in the last 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import attrs
@@ -68,6 +69,10 @@ class Subject:
     def rank_nodes(self) -> tuple[Node, ...]:
         return (self.node,)
 
+    @functools.cached_property
+    def dtypes(self) -> frozenset:
+        return frozenset(v.dtype for v in tensor_values(self.node))
+
 
 @attrs.frozen
 class FloatSubject:
@@ -79,7 +84,7 @@ class FloatSubject:
     as_fp32: bool = False
     dequantized_ok: bool = False
 
-    @property
+    @functools.cached_property
     def rule(self):
         return RULES.get(self.node.op)
 
@@ -94,6 +99,10 @@ class FloatSubject:
     @property
     def rank_nodes(self) -> tuple[Node, ...]:
         return (self.node,)
+
+    @functools.cached_property
+    def dtypes(self) -> frozenset:
+        return frozenset(v.dtype for v in tensor_values(self.node))
 
 
 @attrs.frozen
@@ -116,6 +125,10 @@ class BatchNormSubject:
     @property
     def rank_nodes(self) -> tuple[Node, ...]:
         return (self.node,)
+
+    @functools.cached_property
+    def dtypes(self) -> frozenset:
+        return frozenset(v.dtype for v in tensor_values(self.node))
 
 
 @attrs.frozen
@@ -174,6 +187,10 @@ class DynamicPattern:
     def rank_nodes(self) -> tuple[Node, ...]:
         return (self.node, self.dq, self.choose) + (self.linear.reshapes if self.linear is not None else ())
 
+    @functools.cached_property
+    def dtypes(self) -> frozenset:
+        return frozenset(v.dtype for v in tensor_values(self.node))
+
 
 @attrs.frozen
 class WeightOnlySubject:
@@ -192,6 +209,10 @@ class WeightOnlySubject:
     def rank_nodes(self) -> tuple[Node, ...]:
         return (self.node,)
 
+    @functools.cached_property
+    def dtypes(self) -> frozenset:
+        return frozenset(v.dtype for v in tensor_values(self.node))
+
 
 # ---------------------------------------------------------------------------- tensor checks
 
@@ -208,8 +229,8 @@ def tensor_values(node: Node) -> Iterable[Value]:
             yield r
 
 
-def _dtypes(s) -> set:
-    return {v.dtype for v in tensor_values(s.node)}
+def _dtypes(s) -> frozenset:
+    return s.dtypes  # (each subject's, computed once)
 
 
 def _rank(s) -> str | None:
