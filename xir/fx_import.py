@@ -7,7 +7,8 @@ imported as they are: typed from the metadata (``opaque`` when there is none), n
 
 Arguments are split by the op's schema: tensor arguments become operands, everything else
 becomes an attribute named as in the schema. An optional tensor argument passed as None is
-the attribute ``name=none``. :func:`op_arguments` is the inverse, used to write nodes back.
+absent (``aten.convolution(%x, %w)`` has no bias); only when a later tensor operand follows it
+does it keep its place as the attribute ``name=none``. :func:`op_arguments` is the inverse, used to write nodes back.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def split_arguments(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Value]) 
         for key, arg in fx_node.kwargs.items():
             attributes[key] = convert_attribute(arg, values)
         return operands, attributes
+    absent: list[str] = []  # optional tensor arguments passed as None, not yet followed by an operand
     for i, arg in enumerate(schema.arguments):
         if i < len(fx_node.args):
             value = fx_node.args[i]
@@ -149,13 +151,21 @@ def split_arguments(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Value]) 
         else:
             continue  # left to its default
         kind = _tensor_kind(arg)
+        if kind == "optional" and value is None:
+            absent.append(arg.name)
+            continue
         if kind in ("tensor", "optional") and _is_value(value, values):
-            operands.append(values[value])
+            found = [values[value]]
         elif kind == "list" and isinstance(value, (list, tuple)) and all(_is_value(v, values) for v in value):
-            operands.extend(values[v] for v in value)
+            found = [values[v] for v in value]
         else:
             attributes[arg.name] = convert_attribute(value, values)
-    return operands, attributes
+            continue
+        # an absent optional operand before a present one keeps its place: {weight=none}
+        attributes.update((name, None) for name in absent)
+        absent.clear()
+        operands.extend(found)
+    return operands, attributes  # (trailing absent optional operands are just absent)
 
 
 def _is_value(arg: Any, values: dict) -> bool:
@@ -179,6 +189,9 @@ def op_arguments(schema: Any, node: Node, to_fx) -> tuple[tuple, dict]:
             value = _attribute_to_python(node.attributes[arg.name], to_fx)
         elif kind in ("tensor", "optional") and operands and not (kind == "optional" and arg.kwarg_only):
             value = to_fx(operands.pop(0))
+        elif kind == "optional" and not arg.kwarg_only and not operands:
+            # an absent optional operand (a trailing one has no ``name=none``)
+            value, present = None, not arg.has_default_value()
         elif kind == "list":
             later_required = sum(1 for a in arguments[i + 1 :] if _tensor_kind(a) == "tensor" and a.name not in node.attributes)
             take = len(operands) - later_required
