@@ -110,7 +110,8 @@ def fold_into_producer(norm: Node, rewriter: Rewriter) -> bool:
     if bias is not None:
         rewriter.set_operands(producer, [producer.input, new_weight, new_bias])
     else:
-        rewriter.remove_attribute(producer, "bias")  # the attribute bias=none said "no bias operand"
+        if "bias" in producer.attributes:  # (IR text may still spell the absent bias {bias=none})
+            rewriter.remove_attribute(producer, "bias")
         rewriter.set_operands(producer, [producer.input, new_weight, new_bias])
     rewriter.replace_node(norm, [norm.input, None, None])
     return True

@@ -1,6 +1,7 @@
 """Import real ExecuTorch edge programs: each prints, parses back identically and verifies."""
 
 import pytest
+import torch
 
 import xir
 from xir import DType, InputKind, Symbol
@@ -89,3 +90,52 @@ def test_unknown_ops_are_imported_as_they_are():
     node = next(n for n in graph if n.op == "xirtest.mystery")
     assert str(node.result.type) == "f32[3]"
     xir.verify(graph)
+
+
+class _AbsentOptionals(torch.nn.Module):
+    """A conv without bias (a trailing absent operand) and a layer norm with a bias but no weight
+    (an absent operand before a present one)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, bias=False)
+        self.shift = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        y = self.conv(x).permute(0, 2, 3, 1)
+        return torch.nn.functional.layer_norm(y, (4,), weight=None, bias=self.shift)
+
+
+def test_an_absent_optional_operand_is_absent():
+    from executorch.exir import to_edge
+
+    from xir_tools.compare import lower, reference
+
+    inputs = (torch.randn(1, 3, 6, 6),)
+    ep = torch.export.export(_AbsentOptionals().eval(), inputs)
+    graph = xir.from_exported_program(to_edge(ep).exported_program())
+    conv = next(n for n in graph if n.op == "aten.convolution")
+    assert "bias" not in conv.attributes and len(conv.operands) == 2 and conv.bias is None
+    assert "bias=none" not in xir.print_graph(graph)
+    norm = next(n for n in graph if n.op == "aten.native_layer_norm")
+    # the bias follows the absent weight, so the weight keeps its place
+    assert norm.attributes["weight"] is None and norm.weight is None and norm.bias is not None
+    xir.verify(graph)
+    # written back, lowered and run: the absent operands are still absent (None) in the program
+    ours = lower(ep, inputs)
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) < 1e-4
+    # (the weightless layer norm is decomposed, as XNNPACK has no layer norm without a weight)
+    assert ours.delegated["aten.convolution"] == 1 and not ours.outside, (ours.delegated, ours.outside)
+
+
+def test_the_old_spelling_of_an_absent_bias_still_reads():
+    graph = xir.parse_graph("""graph @g {
+  input %x: f32[1,3,6,6]
+  input %w: f32[4,3,3,3]
+  %y: f32[1,4,4,4] = aten.convolution(%x, %w) {bias=none, stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=false, output_padding=[0, 0], groups=1}
+  return %y
+}""")
+    xir.verify(graph)
+    conv = next(n for n in graph if n.op == "aten.convolution")
+    assert conv.bias is None and conv.weight.name == "w"

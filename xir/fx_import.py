@@ -7,7 +7,8 @@ imported as they are: typed from the metadata (``opaque`` when there is none), n
 
 Arguments are split by the op's schema: tensor arguments become operands, everything else
 becomes an attribute named as in the schema. An optional tensor argument passed as None is
-the attribute ``name=none``. :func:`op_arguments` is the inverse, used to write nodes back.
+absent (``aten.convolution(%x, %w)`` has no bias); only when a later tensor operand follows it
+does it keep its place as the attribute ``name=none``. :func:`op_arguments` is the inverse, used to write nodes back.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def split_arguments(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Value]) 
         for key, arg in fx_node.kwargs.items():
             attributes[key] = convert_attribute(arg, values)
         return operands, attributes
+    absent: list[str] = []  # optional tensor arguments passed as None, not yet followed by an operand
     for i, arg in enumerate(schema.arguments):
         if i < len(fx_node.args):
             value = fx_node.args[i]
@@ -149,13 +151,21 @@ def split_arguments(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Value]) 
         else:
             continue  # left to its default
         kind = _tensor_kind(arg)
+        if kind == "optional" and value is None:
+            absent.append(arg.name)
+            continue
         if kind in ("tensor", "optional") and _is_value(value, values):
-            operands.append(values[value])
+            found = [values[value]]
         elif kind == "list" and isinstance(value, (list, tuple)) and all(_is_value(v, values) for v in value):
-            operands.extend(values[v] for v in value)
+            found = [values[v] for v in value]
         else:
             attributes[arg.name] = convert_attribute(value, values)
-    return operands, attributes
+            continue
+        # an absent optional operand before a present one keeps its place: {weight=none}
+        attributes.update((name, None) for name in absent)
+        absent.clear()
+        operands.extend(found)
+    return operands, attributes  # (trailing absent optional operands are just absent)
 
 
 def _is_value(arg: Any, values: dict) -> bool:
@@ -179,6 +189,9 @@ def op_arguments(schema: Any, node: Node, to_fx) -> tuple[tuple, dict]:
             value = _attribute_to_python(node.attributes[arg.name], to_fx)
         elif kind in ("tensor", "optional") and operands and not (kind == "optional" and arg.kwarg_only):
             value = to_fx(operands.pop(0))
+        elif kind == "optional" and not arg.kwarg_only and not operands:
+            # an absent optional operand (a trailing one has no ``name=none``)
+            value, present = None, not arg.has_default_value()
         elif kind == "list":
             later_required = sum(1 for a in arguments[i + 1 :] if _tensor_kind(a) == "tensor" and a.name not in node.attributes)
             take = len(operands) - later_required
@@ -240,76 +253,93 @@ def from_exported_program(ep: Any, name: str = "forward") -> Graph:
 def from_graph_module(gm: torch.fx.GraphModule, signature: Any = None, state_dict: dict | None = None,
                       constants: dict | None = None, name: str = "forward") -> Graph:
     """Import a graph module; ``signature`` (an ExportGraphSignature) tells parameters from inputs."""
-    graph = Graph(name)
-    specs = {}
-    if signature is not None:
-        specs = {spec.arg.name: spec for spec in signature.input_specs if hasattr(spec.arg, "name")}
-    mutated_buffers = set(getattr(signature, "buffers_to_mutate", {}).values()) if signature is not None else set()
-    state_dict = state_dict or {}
-    constants = constants or {}
-    values: dict[torch.fx.Node, Value] = {}
-    used_names: set[str] = set()
+    return _Importer(gm, signature, state_dict or {}, constants or {}, name).run()
 
-    def input_name(raw: str) -> str:
+
+class _Importer:
+    """One import: FX placeholders and attributes become graph inputs, calls become nodes, the
+    output node the graph's outputs."""
+
+    def __init__(self, gm: torch.fx.GraphModule, signature: Any, state_dict: dict, constants: dict, name: str):
+        self.gm, self.state_dict, self.constants = gm, state_dict, constants
+        self.graph = Graph(name)
+        self.specs = {}
+        self.mutated_buffers: set = set()
+        if signature is not None:
+            self.specs = {spec.arg.name: spec for spec in signature.input_specs if hasattr(spec.arg, "name")}
+            self.mutated_buffers = set(getattr(signature, "buffers_to_mutate", {}).values())
+        self.values: dict[torch.fx.Node, Any] = {}
+        self.used_names: set[str] = set()
+
+    def run(self) -> Graph:
+        for fx_node in self.gm.graph.nodes:
+            if fx_node.op == "placeholder":
+                self.placeholder(fx_node)
+            elif fx_node.op == "get_attr":
+                data = _get_attr(self.gm, fx_node.target)
+                type_ = type_of(data) if isinstance(data, torch.Tensor) else ScalarType("opaque")
+                self.add_input(fx_node, type_, InputKind.constant, data)
+            elif fx_node.op in ("call_function", "call_method", "call_module"):
+                self.call(fx_node)
+            elif fx_node.op == "output":
+                outputs = fx_node.args[0]
+                outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+                self.graph.outputs = [self.values[o] for o in outputs
+                                      if isinstance(o, torch.fx.Node) and isinstance(self.values.get(o), Value)]
+        for fx_node, value in list(self.values.items()):
+            if isinstance(value, _Multi):
+                self.values[fx_node] = value.node.results[0] if value.node.results else None
+        return self.graph
+
+    def input_name(self, raw: str) -> str:
         base = _NAME_CHARS.sub("_", raw) or "input"
         if base.isdigit():
             base = "v" + base
         candidate, k = base, 1
-        while candidate in used_names:
+        while candidate in self.used_names:
             candidate, k = f"{base}_{k}", k + 1
-        used_names.add(candidate)
+        self.used_names.add(candidate)
         return candidate
 
-    for fx_node in gm.graph.nodes:
-        if fx_node.op == "placeholder":
-            spec = specs.get(fx_node.name)
-            kind = InputKind.user
-            data = None
-            if spec is not None:
-                kind = _INPUT_KINDS.get(spec.kind.name, InputKind.constant)
-                if kind is InputKind.buffer and spec.target in mutated_buffers:
-                    kind = InputKind.state
-                if spec.target is not None:
-                    data = state_dict.get(spec.target, constants.get(spec.target))
-            value = graph.add_input(input_name(fx_node.name), type_of(fx_node.meta.get("val")), kind, data)
-            value.fx_node = fx_node
-            values[fx_node] = value
-        elif fx_node.op == "get_attr":
-            data = _get_attr(gm, fx_node.target)
-            type_ = type_of(data) if isinstance(data, torch.Tensor) else ScalarType("opaque")
-            value = graph.add_input(input_name(fx_node.name), type_, InputKind.constant, data)
-            value.fx_node = fx_node
-            values[fx_node] = value
-        elif fx_node.op in ("call_function", "call_method", "call_module"):
-            if fx_node.target is operator.getitem and _is_result_pick(fx_node, values):
-                source, index = fx_node.args
-                values[fx_node] = values[source].producer.results[index]
-                continue
-            operands, attributes = split_arguments(fx_node, values)
-            val = fx_node.meta.get("val", _MISSING)
-            if isinstance(val, (list, tuple)):
-                result_types = [type_of(v) for v in val]
-            elif val is _MISSING:
-                result_types = [ScalarType("opaque")]
-            else:
-                result_types = [type_of(val)]
-            target = fx_node.target if fx_node.op == "call_function" else f"{fx_node.op}.{fx_node.target}"
-            node = graph.create_node(op_name(target) if not isinstance(target, str) else target,
-                                     operands, result_types, attributes)
-            node.fx_node = fx_node
-            graph.append(node)
-            if len(node.results) == 1 and not isinstance(val, (list, tuple)):
-                values[fx_node] = node.result
-            else:
-                values[fx_node] = _Multi(node)
-        elif fx_node.op == "output":
-            outputs = fx_node.args[0]
-            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-            graph.outputs = [values[o] for o in outputs if isinstance(o, torch.fx.Node) and isinstance(values.get(o), Value)]
-    for fx_node, value in list(values.items()):
-        if isinstance(value, _Multi):
-            values[fx_node] = value.node.results[0] if value.node.results else None
-    return graph
+    def add_input(self, fx_node: torch.fx.Node, type_: Type, kind: InputKind, data: Any) -> None:
+        value = self.graph.add_input(self.input_name(fx_node.name), type_, kind, data)
+        value.fx_node = fx_node
+        self.values[fx_node] = value
+
+    def placeholder(self, fx_node: torch.fx.Node) -> None:
+        spec = self.specs.get(fx_node.name)
+        kind, data = InputKind.user, None
+        if spec is not None:
+            kind = _INPUT_KINDS.get(spec.kind.name, InputKind.constant)
+            if kind is InputKind.buffer and spec.target in self.mutated_buffers:
+                kind = InputKind.state
+            if spec.target is not None:
+                data = self.state_dict.get(spec.target, self.constants.get(spec.target))
+        self.add_input(fx_node, type_of(fx_node.meta.get("val")), kind, data)
+
+    def call(self, fx_node: torch.fx.Node) -> None:
+        values = self.values
+        if fx_node.target is operator.getitem and _is_result_pick(fx_node, values):
+            source, index = fx_node.args
+            values[fx_node] = values[source].producer.results[index]
+            return
+        operands, attributes = split_arguments(fx_node, values)
+        val = fx_node.meta.get("val", _MISSING)
+        if isinstance(val, (list, tuple)):
+            result_types = [type_of(v) for v in val]
+        elif val is _MISSING:
+            result_types = [ScalarType("opaque")]
+        else:
+            result_types = [type_of(val)]
+        target = fx_node.target if fx_node.op == "call_function" else f"{fx_node.op}.{fx_node.target}"
+        node = self.graph.create_node(op_name(target) if not isinstance(target, str) else target,
+                                      operands, result_types, attributes)
+        node.fx_node = fx_node
+        self.graph.append(node)
+        if len(node.results) == 1 and not isinstance(val, (list, tuple)):
+            values[fx_node] = node.result
+        else:
+            values[fx_node] = _Multi(node)
 
 
 _MISSING = object()

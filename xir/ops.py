@@ -2,7 +2,8 @@
 
 An :class:`OpDef` gives an op's name and overloads, its named operands (``input``, ``weight``,
 ``bias?`` for an optional one, ``tensors*`` for a variadic one; an optional operand that is
-absent is the attribute ``name=none``, as the importer writes it), an attribute schema with
+absent is left out, and only one followed by a present operand keeps its place as the attribute
+``name=none``), an attribute schema with
 defaults, result-type inference, a check of its operands, and traits:
 
 * ``pure``: no side effect; dead-code elimination may erase it when nothing uses its results;

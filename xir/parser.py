@@ -160,17 +160,7 @@ class _Parser:
     def _node(self, line: _Line, results_allowed: bool = True) -> None:
         line.skip_spaces()
         node_start = line.pos
-        results: list[tuple[str, Type, int]] = []
-        if results_allowed:
-            while True:
-                line.skip_spaces()
-                start = line.pos
-                name = self._new_name(line)
-                line.expect(":", "':' and a type")
-                results.append((name, self._type(line), start))
-                if not line.accept(","):
-                    break
-            line.expect("=", "'=' before the operation")
+        results = self._results(line) if results_allowed else []
         op_start = line.pos
         op = line.match(_IDENT)
         if op is None:
@@ -185,22 +175,7 @@ class _Parser:
                 if line.accept(")"):
                     break
                 line.expect(",", "',' or ')'")
-        attributes: dict[str, Any] = {}
-        if line.accept("{"):
-            if not line.accept("}"):
-                while True:
-                    line.skip_spaces()
-                    key_start = line.pos
-                    key = line.match(_IDENT)
-                    if key is None:
-                        raise line.error(f"expected an attribute name, found {line.found()}")
-                    if key in attributes:
-                        raise line.error(f"attribute {key!r} is given twice", key_start)
-                    line.expect("=", "'=' after the attribute name")
-                    attributes[key] = self._attribute(line)
-                    if line.accept("}"):
-                        break
-                    line.expect(",", "',' or '}'")
+        attributes = self._attributes(line)
         origin = None
         line.skip_spaces()
         if line.accept("#"):
@@ -219,6 +194,39 @@ class _Parser:
         self.graph.append(node)
         for (name, _, _), value in zip(results, node.results):
             self.values[name] = value
+
+    def _results(self, line: _Line) -> list[tuple[str, Type, int]]:
+        """``%a: f32[2], %b: i64[2] =``: each result's name, type and column."""
+        results: list[tuple[str, Type, int]] = []
+        while True:
+            line.skip_spaces()
+            start = line.pos
+            name = self._new_name(line)
+            line.expect(":", "':' and a type")
+            results.append((name, self._type(line), start))
+            if not line.accept(","):
+                break
+        line.expect("=", "'=' before the operation")
+        return results
+
+    def _attributes(self, line: _Line) -> dict[str, Any]:
+        """``{name=value, ...}``, or nothing."""
+        attributes: dict[str, Any] = {}
+        if not line.accept("{") or line.accept("}"):
+            return attributes
+        while True:
+            line.skip_spaces()
+            key_start = line.pos
+            key = line.match(_IDENT)
+            if key is None:
+                raise line.error(f"expected an attribute name, found {line.found()}")
+            if key in attributes:
+                raise line.error(f"attribute {key!r} is given twice", key_start)
+            line.expect("=", "'=' after the attribute name")
+            attributes[key] = self._attribute(line)
+            if line.accept("}"):
+                return attributes
+            line.expect(",", "',' or '}'")
 
     def _new_name(self, line: _Line) -> str:
         line.expect("%", "'%' and a value name")

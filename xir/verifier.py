@@ -34,12 +34,30 @@ def verify(graph: Graph, *, allow_opaque: bool = True) -> list[str]:
             raise VerificationError(message)
         raise VerificationError(message, print_node(node, namer), *(node.location or (None, None)))
 
+    nodes = list(graph)
+    actual_uses = _check_order(graph, nodes, namer, fail)
+    _check_use_lists(graph, nodes, actual_uses, namer, fail)
+    opaque: set[str] = set()
+    for node in nodes:
+        definition = lookup(node.op)
+        if definition is None:
+            opaque.add(node.op)
+            continue
+        problem = definition.problems(node)
+        if problem:
+            fail(f"{node.op}: {problem}", node)
+    if opaque and not allow_opaque:
+        fail(f"opaque ops (no definition in xir.ops, not checked): {', '.join(sorted(opaque))}")
+    return sorted(opaque)
+
+
+def _check_order(graph: Graph, nodes: list[Node], namer: Namer, fail) -> Counter:
+    """Every value is typed and defined before it is read; returns the reads (value, reader) counted."""
     defined: set[int] = set()
     for value in graph.inputs:
         _check_typed(value, fail, None)
         defined.add(id(value))
     actual_uses: Counter = Counter()
-    nodes = list(graph)
     for node in nodes:
         if node.graph is not graph:
             fail(f"node {node.op} is linked into the graph but does not belong to it", node)
@@ -61,6 +79,12 @@ def verify(graph: Graph, *, allow_opaque: bool = True) -> list[str]:
         if id(value) not in defined:
             fail(f"graph output {namer.ref(value)} is not defined")
         actual_uses[(id(value), id(ret))] += 1
+    return actual_uses
+
+
+def _check_use_lists(graph: Graph, nodes: list[Node], actual_uses: Counter, namer: Namer, fail) -> None:
+    """Each value's use-list records exactly the reads of it (graph outputs included)."""
+    ret = graph.return_node
     recorded: Counter = Counter()
     nodes_by_id = {id(node): node for node in nodes}
     nodes_by_id[id(ret)] = ret
@@ -78,18 +102,6 @@ def verify(graph: Graph, *, allow_opaque: bool = True) -> list[str]:
             op = node.op if node is not None else "a node outside the graph"
             fail(f"use-list of {name} is inconsistent: it records {op} {recorded[key]} time(s), "
                  f"but the node reads it {actual_uses[key]} time(s)", None if node is ret else node)
-    opaque: set[str] = set()
-    for node in nodes:
-        definition = lookup(node.op)
-        if definition is None:
-            opaque.add(node.op)
-            continue
-        problem = definition.problems(node)
-        if problem:
-            fail(f"{node.op}: {problem}", node)
-    if opaque and not allow_opaque:
-        fail(f"opaque ops (no definition in xir.ops, not checked): {', '.join(sorted(opaque))}")
-    return sorted(opaque)
 
 
 def _check_typed(value: Value, fail, node: Node | None) -> None:

@@ -95,8 +95,6 @@ def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
         operands = [frames, slice_weight] + ([bias] if bias is not None and k == 0 else [])
         attributes = {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "transposed": False,
                       "output_padding": [0, 0], "groups": conv.attribute("groups")}
-        if len(operands) == 2:
-            attributes = {"bias": None, **attributes}
         y = add(aten.convolution, operands, attributes)
         y = add(aten.view_copy, [y], {"size": [n, depth, *y.shape[1:]]})
         start = k * dd

@@ -33,70 +33,79 @@ def graph_json(data: dict, graph_id: str) -> dict:
         incoming.setdefault(edge["target"], []).append({
             "sourceNodeId": edge["source"], "sourceNodeOutputId": str(edge["output"]),
             "targetNodeInputId": str(edge["input"])})
-    nodes = []
-    for record in data["nodes"]:
-        group = groups.get(record["group"]) if record["group"] is not None else None
-        attrs = [("op", record["op"])]
-        status = record.get("status")
-        if record["kind"] != "op":
-            style = IO_STYLE
-            attrs.append(("kind", record["kind"]))
-        elif status == "delegated":
-            style = {"backgroundColor": group["fill"], "borderColor": group["stroke"], "hoveredBorderColor": "#111111"}
-            attrs.append(("delegate", group["tag"]))
-        elif status == "folded":
-            style = {"backgroundColor": group["fill"], "borderColor": group["stroke"], "hoveredBorderColor": "#111111"}
-            attrs.append(("delegate", f"Q/DQ folded into {group['tag']}"))
-        elif status == "outside":
-            style = OUTSIDE_STYLE
-            attrs += [("delegate", "none (outside XNNPACK)"), ("rule", record.get("rule", "")),
-                      ("reason", record.get("reason", ""))]
-        else:
-            style = None
-            attrs.append(("delegate", "none"))
-        if record.get("origin"):
-            attrs.append(("created by", f"pass {record['origin']}"))
-        if record.get("module"):
-            attrs.append(("module", record["module"]))
-        attrs.append(("ir", record["line"]))
-        outputs = [{"id": str(i), "attrs": [{"key": "tensor_shape", "value": t},
-                                            {"key": "__tensor_tag", "value": name.strip()}]}
-                   for i, (t, name) in enumerate(zip(record["types"], record["name"].split(",")))]
-        node = {"id": record["id"], "label": record["short"], "namespace": namespace(paths.get(record.get("cluster"), "")),
-                "subgraphIds": [], "attrs": [{"key": k, "value": str(v)} for k, v in attrs],
-                "incomingEdges": incoming.get(record["id"], []), "outputsMetadata": outputs, "inputsMetadata": [],
-                "style": dict(style) if style else None, "config": None}
-        nodes.append(node)
+    nodes = [_node_json(record, groups, paths, incoming) for record in data["nodes"]]
+    group_attributes = {"": _graph_attributes(data), **_namespace_counts(nodes, data["nodes"])}
+    return {"id": graph_id, "nodes": nodes, "groupNodeAttributes": group_attributes, "groupNodeConfigs": None,
+            "nodeLabelsToHide": None, "tasksData": None, "layoutConfigs": None}
+
+
+def _node_json(record: dict, groups: dict, paths: dict, incoming: dict) -> dict:
+    group = groups.get(record["group"]) if record["group"] is not None else None
+    attrs = [("op", record["op"])]
+    status = record.get("status")
+    if record["kind"] != "op":
+        style = IO_STYLE
+        attrs.append(("kind", record["kind"]))
+    elif status == "delegated":
+        style = {"backgroundColor": group["fill"], "borderColor": group["stroke"], "hoveredBorderColor": "#111111"}
+        attrs.append(("delegate", group["tag"]))
+    elif status == "folded":
+        style = {"backgroundColor": group["fill"], "borderColor": group["stroke"], "hoveredBorderColor": "#111111"}
+        attrs.append(("delegate", f"Q/DQ folded into {group['tag']}"))
+    elif status == "outside":
+        style = OUTSIDE_STYLE
+        attrs += [("delegate", "none (outside XNNPACK)"), ("rule", record.get("rule", "")),
+                  ("reason", record.get("reason", ""))]
+    else:
+        style = None
+        attrs.append(("delegate", "none"))
+    if record.get("origin"):
+        attrs.append(("created by", f"pass {record['origin']}"))
+    if record.get("module"):
+        attrs.append(("module", record["module"]))
+    attrs.append(("ir", record["line"]))
+    outputs = [{"id": str(i), "attrs": [{"key": "tensor_shape", "value": t},
+                                        {"key": "__tensor_tag", "value": name.strip()}]}
+               for i, (t, name) in enumerate(zip(record["types"], record["name"].split(",")))]
+    return {"id": record["id"], "label": record["short"], "namespace": namespace(paths.get(record.get("cluster"), "")),
+            "subgraphIds": [], "attrs": [{"key": k, "value": str(v)} for k, v in attrs],
+            "incomingEdges": incoming.get(record["id"], []), "outputsMetadata": outputs, "inputsMetadata": [],
+            "style": dict(style) if style else None, "config": None}
+
+
+def _graph_attributes(data: dict) -> dict[str, str]:
+    """The whole graph's figures: delegates, what each holds, what is outside and why, the passes."""
     summary = data["summary"]
-    graph_attributes = {
+    attributes = {
         "delegates": str(summary["delegates"]),
         "nodes delegated": f"{summary['delegated']} of {summary['nodes']}",
         "compute ops outside": str(summary["outside"]),
     }
     for g in data["groups"]:
-        graph_attributes[g["tag"]] = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in g["ops"].items())
+        attributes[g["tag"]] = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in g["ops"].items())
     outside = [r for r in summary["by_op"] if r["outside"]]
     if outside:
-        graph_attributes["outside, by op"] = "; ".join(f"{r['op']} x{r['outside']}: {' / '.join(r['reasons'])}"
-                                                        for r in outside)
+        attributes["outside, by op"] = "; ".join(f"{r['op']} x{r['outside']}: {' / '.join(r['reasons'])}"
+                                                 for r in outside)
     if data["pipeline"]:
-        graph_attributes["pipeline"] = data["pipeline"]
+        attributes["pipeline"] = data["pipeline"]
     if data["passes"]:
-        graph_attributes["passes that changed the graph"] = "; ".join(
+        attributes["passes that changed the graph"] = "; ".join(
             f"{c['name']} ({c['nodes_before']} -> {c['nodes_after']} nodes)" for c in data["passes"])
-    group_attributes: dict[str, dict[str, str]] = {"": graph_attributes}
+    return attributes
+
+
+def _namespace_counts(nodes: list[dict], records: list[dict]) -> dict[str, dict[str, str]]:
+    """Each module box's count of ops delegated and left outside (its nested boxes included)."""
     counts: dict[str, dict[str, int]] = {}
-    for node, record in zip(nodes, data["nodes"]):
+    for node, record in zip(nodes, records):
         parts = node["namespace"].split("/") if node["namespace"] else []
         for depth in range(1, len(parts) + 1):
-            key = "/".join(parts[:depth])
-            entry = counts.setdefault(key, {"delegated": 0, "outside": 0})
+            entry = counts.setdefault("/".join(parts[:depth]), {"delegated": 0, "outside": 0})
             if record.get("status") in ("delegated", "outside"):
                 entry[record["status"]] += 1
-    for key, entry in counts.items():
-        group_attributes[key] = {"ops delegated": str(entry["delegated"]), "ops outside": str(entry["outside"])}
-    return {"id": graph_id, "nodes": nodes, "groupNodeAttributes": group_attributes, "groupNodeConfigs": None,
-            "nodeLabelsToHide": None, "tasksData": None, "layoutConfigs": None}
+    return {key: {"ops delegated": str(entry["delegated"]), "ops outside": str(entry["outside"])}
+            for key, entry in counts.items()}
 
 
 def node_data(data: dict, graph_id: str) -> dict:
