@@ -77,6 +77,15 @@ class OpDef:
         for weight in self.weights:
             if not self.has_operand(weight):
                 raise IRError(f"op {name}: weight {weight!r} is not one of its operands")
+        # operand name -> (its position when no optional operand is marked absent, whether it is
+        # variadic, the optional operands up to and including it): named access in O(1)
+        self._positions: dict[str, tuple[int, bool, tuple[str, ...]]] = {}
+        optional: list[str] = []
+        for index, spec in enumerate(self.operand_specs):
+            spec_name = spec.rstrip("?*")
+            if spec.endswith("?"):
+                optional.append(spec_name)
+            self._positions[spec_name] = (index, spec.endswith("*"), tuple(optional))
 
     # ------------------------------------------------------------------ names
     @property
@@ -108,6 +117,15 @@ class OpDef:
         return required, len(self.operand_specs)
 
     def operand(self, node, name: str):
+        found = self._positions.get(name)
+        if found is not None:
+            index, variadic, optional = found
+            attributes = node.attributes
+            if not any(o in attributes for o in optional):  # (no {name=none} before it: the plain position)
+                if variadic:
+                    return tuple(node.operands[index:])
+                operands = node.operands
+                return operands[index] if index < len(operands) else None
         index = 0
         for spec in self.operand_specs:
             spec_name = spec.rstrip("?*")
