@@ -558,7 +558,7 @@ def _reduced_shape(shape, dims, keep: bool) -> tuple:
         tuple(d for i, d in enumerate(shape) if i not in dims)
 
 
-def _same_dtype_broadcast(node, tensors, dtype_ok) -> list[Type] | None:
+def _same_dtype_broadcast(tensors, dtype_ok) -> list[Type] | None:
     """The one dtype of ``tensors`` (None for several, or one ``dtype_ok`` refuses: PyTorch's
     promotion is not modelled), of their shapes broadcast; shapes that do not broadcast are an error."""
     if any(t is None for t in tensors) or len({t.dtype for t in tensors}) != 1 or not dtype_ok(tensors[0].dtype):
@@ -571,7 +571,7 @@ def _same_dtype_broadcast(node, tensors, dtype_ok) -> list[Type] | None:
 
 def _bitwise(node):
     """bitwise_and, bitwise_or of integer or bool tensors of one dtype, broadcast."""
-    return _same_dtype_broadcast(node, [_tensor(v) for v in node.operands],
+    return _same_dtype_broadcast([_tensor(v) for v in node.operands],
                                  lambda dtype: dtype.is_integer or dtype is DType.bool)
 
 
@@ -850,7 +850,7 @@ def _repeat(node):
 
 def _hardtanh_backward(node):
     """hardtanh_backward(grad_output, input): float operands of one dtype, broadcast."""
-    return _same_dtype_broadcast(node, [_tensor(v) for v in node.operands], lambda dtype: dtype.is_float)
+    return _same_dtype_broadcast([_tensor(v) for v in node.operands], lambda dtype: dtype.is_float)
 
 
 # ------------------------------------------------------------------------ operand checks
