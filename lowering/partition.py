@@ -36,6 +36,7 @@ from .rules import (
     LAYOUT_RESET_OPS,
     STATIC_OPERAND_OPS,
     after_channels_last_op,
+    quantized_data,
 )
 
 
@@ -260,8 +261,8 @@ def _quantizes_of_0d_inputs(group: Group) -> list[Node]:
     quantize hands the delegate an int8 0-D input, and the dequantize that reads it stays in."""
     inside = {id(n) for n in group.nodes}
     return [n for n in group.nodes if n.op == quantized_decomposed.quantize_per_tensor
-            and n.operands[0].rank == 0 and not n.operands[0].is_constant
-            and (n.operands[0].producer is None or id(n.operands[0].producer) not in inside)]
+            and n.input.rank == 0 and not n.input.is_constant
+            and (n.input.producer is None or id(n.input.producer) not in inside)]
 
 
 CLONE_OPS = (aten.clone, dim_order_ops._clone_dim_order)
@@ -285,7 +286,7 @@ def _clones_passing_through(group: Group) -> list[Node]:
     for node in group.nodes:
         if node.op not in CLONE_OPS or not node.operands or not leaves(node.results[0]):
             continue
-        source = node.operands[0]
+        source = node.input
         if source.producer is not None and id(source.producer) in inside and leaves(source):
             found.append(node)
     return found
@@ -328,7 +329,7 @@ def _dynamic_units_misread_by_channels_last(group: Group) -> list[Unit]:
         choose = next((n for n in unit.nodes if n.op in CHOOSE_QPARAMS_OPS), None)
         if choose is None:
             continue
-        activation = choose.operands[0]
+        activation = quantized_data(choose)
         if any(n.op in LINEAR_OPS for n in unit.nodes):
             if activation.rank == 4 and after_channels_last_op(activation, within=inside) is not None:
                 found.append(unit)
@@ -350,9 +351,9 @@ def _pads_of_computed_conversions(group: Group) -> list[Unit]:
         for node in unit.nodes:
             if node.op != aten.constant_pad_nd or float(node.attributes.get("value", 0.0) or 0.0) == 0.0:
                 continue
-            convert = node.operands[0].producer
+            convert = node.input.producer
             if (convert is not None and convert.op == xir_ops.convert and id(convert) in inside
-                    and convert.operands[0].producer is not None and id(convert.operands[0].producer) in inside):
+                    and convert.input.producer is not None and id(convert.input.producer) in inside):
                 found.append(unit)
                 break
     return found
@@ -366,8 +367,8 @@ def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
     (fuzz fp32 seeds 10121, 10253, ...: before, such a softmax stayed outside XNNPACK)."""
     inside = {id(n) for n in group.nodes}
     return [unit for unit in group.units
-            if any(n.op == aten._softmax and n.operands[0].rank == 4
-                   and after_channels_last_op(n.operands[0], within=inside) is not None for n in unit.nodes)]
+            if any(n.op == aten._softmax and n.input.rank == 4
+                   and after_channels_last_op(n.input, within=inside) is not None for n in unit.nodes)]
 
 
 def _dequantizes_of_float_conv1ds(group: Group) -> list[Unit]:
@@ -384,7 +385,7 @@ def _dequantizes_of_float_conv1ds(group: Group) -> list[Unit]:
         if unit.kind != "convert" or unit.anchor.op not in DEQUANTIZE_OPS:
             continue
         for reader in unit.anchor.results[0].users:
-            if id(reader) in inside and is_float_conv1d(reader) and reader.operands[0] is unit.anchor.results[0]:
+            if id(reader) in inside and is_float_conv1d(reader) and reader.input is unit.anchor.results[0]:
                 found.append(unit)
                 break
     return found
@@ -402,7 +403,7 @@ def _channels_last_chain(value, inside: set) -> bool:
         operands = [v for v in node.operands if isinstance(v.type, TensorType) and not v.is_constant]
         if node.op in LAYOUT_RESET_OPS or len(operands) != 1:
             return False
-        value = operands[0]
+        [value] = operands
     return False
 
 

@@ -85,7 +85,13 @@ def is_static(value: Value) -> bool:
     if source.is_constant:
         return True
     dequantize = dequantized_source(value)
-    return dequantize is not None and dequantize.operands[0].is_constant
+    return dequantize is not None and quantized_data(dequantize).is_constant
+
+
+def quantized_data(node: Node) -> Value:
+    """The tensor a quantize, dequantize or choose-qparams op reads: its first operand (``input``
+    where the op is defined; torchao's affine ops are opaque, their operands have no names)."""
+    return node.operands[0]
 
 
 def static_weights_problem(node: Node, options=None) -> str | None:
@@ -203,7 +209,7 @@ def _max_dim(node: Node, options=None) -> str | None:
     visitor reads the dim as written (2 or 3, not -1 or -2) and the size of that dim (static)."""
     if not node.results[1].is_unused():
         return "its indices are used (XNNPACK would need an argmax pooling, which stock keeps outside too)"
-    x = node.operands[0]
+    x = node.input
     if x.rank != 4:
         return f"input rank {x.rank} (XNNPACK reduces a 4-D input over dim 2 or 3)"
     dim = attr(node, "dim")
@@ -218,7 +224,7 @@ def _max_dim(node: Node, options=None) -> str | None:
 
 
 def _mean_dim(node: Node, options=None) -> str | None:
-    x = node.operands[0]
+    x = node.input
     dims = attr(node, "dim") or []
     if x.rank != 4:
         return f"input rank {x.rank} (XNNPACK reduces 4-D inputs over dims 2 and 3)"
@@ -273,7 +279,7 @@ def after_channels_last_op(value: Value, within: set, limit: int = 256) -> Node 
 
 def _softmax(node: Node, options=None) -> str | None:
     dim = attr(node, "dim")
-    rank = node.operands[0].rank
+    rank = node.input.rank
     if dim not in (-1, rank - 1):
         return f"softmax over dim {dim}, not the last dim"
     # (a 4-D one after a conv, a pooling, ... in the same delegate is put in one of its own:
@@ -309,7 +315,7 @@ def _view(node: Node, options=None) -> str | None:
 
 def _unsqueeze(node: Node, options=None) -> str | None:
     dim = attr(node, "dim")
-    rank = node.operands[0].rank
+    rank = node.input.rank
     if dim not in (-1, rank):
         return f"unsqueeze at dim {dim}, XNNPACK only adds a trailing dim"
     return None
@@ -323,7 +329,7 @@ def _pad(node: Node, options=None) -> str | None:
 
 
 def _upsample_bilinear(node: Node, options=None) -> str | None:
-    x = node.operands[0]
+    x = node.input
     if x.rank != 4:
         return f"input rank {x.rank}"
     scales = attr(node, "scale_factors")
@@ -334,8 +340,8 @@ def _upsample_bilinear(node: Node, options=None) -> str | None:
 
 
 def _same_dtype_convert(node: Node, options=None) -> str | None:
-    if node.operands[0].dtype != node.results[0].dtype:
-        return f"converts {node.operands[0].dtype} to {node.results[0].dtype} (XNNPACK takes layout-only copies)"
+    if node.input.dtype != node.results[0].dtype:
+        return f"converts {node.input.dtype} to {node.results[0].dtype} (XNNPACK takes layout-only copies)"
     dim_order = attr(node, "dim_order")
     if dim_order is not None and sorted(dim_order) != list(range(node.results[0].rank)):
         return f"invalid dim order {dim_order}"
@@ -366,12 +372,12 @@ def _clone(node: Node, options=None) -> str | None:
         if wanted is None:
             return None
         wanted = tuple(wanted)
-        source = dim_order_of(node.operands[0])
+        source = dim_order_of(node.input)
     else:
         memory_format = attr(node, "memory_format")
         if memory_format is None or memory_format.name == "preserve_format":
             return None
-        source, wanted = dim_order_of(node.operands[0]), dim_order_of(node.results[0])
+        source, wanted = dim_order_of(node.input), dim_order_of(node.results[0])
         if wanted is None:
             return f"changes the memory format to {memory_format.name} (the dim orders are unknown)"
     if source is None:
@@ -394,9 +400,9 @@ def _bmm_f32out(node: Node, options=None) -> str | None:
 
 
 def _xir_convert(node: Node, options=None) -> str | None:
-    pair = {node.operands[0].dtype, node.results[0].dtype}
+    pair = {node.input.dtype, node.results[0].dtype}
     if not pair <= {DType.f32, DType.bf16}:
-        return f"converts {node.operands[0].dtype} to {node.results[0].dtype}"
+        return f"converts {node.input.dtype} to {node.results[0].dtype}"
     return None
 
 

@@ -20,9 +20,9 @@ CONVERT_OPS = (aten._to_copy, dim_order_ops._to_dim_order_copy)
 
 
 def _bypass(node: Node, rewriter: Rewriter, source=None) -> bool:
-    """Replace ``node`` by its operand (``source``: the first), unless that would make a graph
+    """Replace ``node`` by its operand (``source``: its ``input``), unless that would make a graph
     input a graph output."""
-    source = node.operands[0] if source is None else source
+    source = node.input if source is None else source
     if node.results[0].is_graph_output() and (source.is_input or source.is_graph_output()):
         return rewriter.notify_match_failure(node, "its result is a graph output and its operand is an input or output already")
     rewriter.replace_node(node, [source])
@@ -41,7 +41,7 @@ def layout_change(node: Node) -> str | None:
 
 
 def _same_type(node: Node) -> bool:
-    source, result = node.operands[0].type, node.results[0].type
+    source, result = node.input.type, node.results[0].type
     return isinstance(source, TensorType) and source == result and source.is_static
 
 
@@ -74,23 +74,23 @@ def drop_identity_convert(node: Node, rewriter: Rewriter) -> bool:
 @rewrite_pattern(*VIEW_OPS)
 def fold_view_of_view(node: Node, rewriter: Rewriter) -> bool:
     """view(view(x)) -> view(x): only the element count matters to a view."""
-    inner = node.operands[0].producer
+    inner = node.input.producer
     if inner is None or inner.op not in VIEW_OPS:
         return rewriter.notify_match_failure(node, "its operand is not a view")
-    rewriter.set_operand(node, 0, inner.operands[0])
+    rewriter.set_operand(node, 0, inner.input)
     return True
 
 
 @rewrite_pattern(*PERMUTE_OPS)
 def fold_permute_of_permute(node: Node, rewriter: Rewriter) -> bool:
     """permute(permute(x, a), b) -> permute(x, [a[i] for i in b])."""
-    inner = node.operands[0].producer
+    inner = node.input.producer
     if inner is None or inner.op not in PERMUTE_OPS:
         return rewriter.notify_match_failure(node, "its operand is not a permute")
     inner_dims, outer_dims = inner.attributes["dims"], node.attributes["dims"]
     rank = len(inner_dims)
     composed = [inner_dims[d % rank] % rank for d in outer_dims]
-    rewriter.set_operand(node, 0, inner.operands[0])
+    rewriter.set_operand(node, 0, inner.input)
     rewriter.set_attribute(node, "dims", composed)
     return True
 
@@ -102,17 +102,17 @@ _WIDER = {"bf16": ("f32", "f64"), "f16": ("f32", "f64"), "f32": ("f64",)}
 @rewrite_pattern(*CONVERT_OPS)
 def drop_widen_then_narrow_back(node: Node, rewriter: Rewriter) -> bool:
     """cast(cast(x, wider), x.dtype) -> x: bf16 -> f32 -> bf16 gives x back exactly."""
-    inner = node.operands[0].producer
+    inner = node.input.producer
     if inner is None or inner.op not in CONVERT_OPS:
         return rewriter.notify_match_failure(node, "its operand is not a conversion")
-    source, middle, result = inner.operands[0].type, inner.results[0].type, node.results[0].type
+    source, middle, result = inner.input.type, inner.results[0].type, node.results[0].type
     if not all(isinstance(t, TensorType) for t in (source, middle, result)) or result != source:
         return rewriter.notify_match_failure(node, "does not convert back to the type it started from")
     if middle.dtype.name not in _WIDER.get(source.dtype.name, ()):
         return rewriter.notify_match_failure(node, f"{source.dtype.name} -> {middle.dtype.name} may lose information")
     if layout_change(node) or layout_change(inner):
         return rewriter.notify_match_failure(node, "changes the layout")
-    return _bypass(node, rewriter, inner.operands[0])
+    return _bypass(node, rewriter, inner.input)
 
 
 def _empty(value) -> bool:

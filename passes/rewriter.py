@@ -4,7 +4,7 @@
     def drop_identity_permute(node, rewriter):
         if node.attributes["dims"] != list(range(node.result.rank)):
             return rewriter.notify_match_failure(node, "not the identity permutation")
-        rewriter.replace_node(node, [node.operands[0]])
+        rewriter.replace_node(node, [node.input])
         return True
 
 Every edit goes through the :class:`Rewriter` (so the driver knows what changed and what to

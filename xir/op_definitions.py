@@ -19,7 +19,7 @@ from .dtypes import DType
 from .errors import IRError
 from .op_schemas import CATCH_ALL, SCHEMAS
 from .ops import COMMUTATIVE, ELEMENTWISE, PURE, REQUIRED, VIEW, define_op, dims_agree, same_as_input, show_shape
-from .types import Symbol, TensorType
+from .types import ScalarType, Symbol, TensorType, Type
 
 # ------------------------------------------------------------------------------- attributes
 
@@ -550,6 +550,309 @@ def _arange(node):
     return [TensorType(dtype, (length,))]
 
 
+# the ops whose operand names and attributes come from torch's schemas (xir.op_schemas)
+
+def _reduced_shape(shape, dims, keep: bool) -> tuple:
+    """``shape`` reduced over ``dims``: each kept as 1 (keepdim) or dropped."""
+    return tuple(1 if i in dims else d for i, d in enumerate(shape)) if keep else \
+        tuple(d for i, d in enumerate(shape) if i not in dims)
+
+
+def _same_dtype_broadcast(tensors, dtype_ok) -> list[Type] | None:
+    """The one dtype of ``tensors`` (None for several, or one ``dtype_ok`` refuses: PyTorch's
+    promotion is not modelled), of their shapes broadcast; shapes that do not broadcast are an error."""
+    if any(t is None for t in tensors) or len({t.dtype for t in tensors}) != 1 or not dtype_ok(tensors[0].dtype):
+        return None
+    shape = _broadcast_shapes([t.shape for t in tensors])
+    if shape is None:
+        raise IRError(f"operand shapes {', '.join(show_shape(t.shape) for t in tensors)} do not broadcast")
+    return [TensorType(tensors[0].dtype, shape)]
+
+
+def _bitwise(node):
+    """bitwise_and, bitwise_or of integer or bool tensors of one dtype, broadcast."""
+    return _same_dtype_broadcast([_tensor(v) for v in node.operands],
+                                 lambda dtype: dtype.is_integer or dtype is DType.bool)
+
+
+def _where(node):
+    """where(condition, input, other): input's and other's dtype (when they have one), of the three
+    shapes broadcast."""
+    condition, x, other = (_tensor(v) for v in node.operands)
+    if condition is None or x is None or other is None or x.dtype != other.dtype:
+        return None
+    shape = _broadcast_shapes([condition.shape, x.shape, other.shape])
+    if shape is None:
+        raise IRError(f"operand shapes {show_shape(condition.shape)}, {show_shape(x.shape)}, "
+                      f"{show_shape(other.shape)} do not broadcast")
+    return [TensorType(x.dtype, shape)]
+
+
+def _any(node):
+    """any, any.dim: bool (u8 for a u8 input, as in PyTorch), reduced over all dims or over one."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    dtype = DType.u8 if x.dtype is DType.u8 else DType.bool
+    if "dim" not in node.definition.attributes:
+        return [TensorType(dtype, ())]
+    dims = {_dim(_attr(node, "dim"), max(x.rank, 1))}
+    return [TensorType(dtype, _reduced_shape(x.shape, dims, _flag(node, "keepdim")))]
+
+
+def _arg_reduce(node):
+    """argmax, argmin: i64 indices over one dim, or over the flattened input (dim none: a 0-D
+    result, or all ones with keepdim)."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    dim, keep = _attr(node, "dim"), _flag(node, "keepdim")
+    if dim is None:
+        return [TensorType(DType.i64, (1,) * x.rank if keep else ())]
+    return [TensorType(DType.i64, _reduced_shape(x.shape, {_dim(dim, max(x.rank, 1))}, keep))]
+
+
+def _var_mean(node):
+    """var_mean: (variance, mean) of a float input, over dim (all dims when none)."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    dims = _attr(node, "dim")
+    dims = set(range(x.rank) if dims in (None, []) else _dims(dims, max(x.rank, 1)))
+    if not x.dtype.is_float:
+        return None
+    out = TensorType(x.dtype, _reduced_shape(x.shape, dims, _flag(node, "keepdim")))
+    return [out, out]
+
+
+def _cumsum(node):
+    """cumsum: the input's shape; the dtype named, else i64 for an integer or bool input."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    _dim(_attr(node, "dim"), max(x.rank, 1))
+    default = x.dtype if x.dtype.is_float else DType.i64 if x.dtype.is_integer or x.dtype is DType.bool else None
+    dtype = _dtype(node, "dtype", default)
+    return None if dtype is None else [x.with_dtype(dtype)]
+
+
+def _sort(node):
+    """sort, topk: (values, i64 indices); topk's k replaces the size of dim."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    dim = _dim(_attr(node, "dim", -1), max(x.rank, 1))
+    shape = x.shape
+    if "k" in node.definition.attributes:
+        k = _attr(node, "k")
+        if isinstance(k, Value):
+            return None
+        size = x.shape[dim] if x.rank else 1
+        if not _is_int(k) or k < 0 or (isinstance(size, int) and k > size):
+            raise IRError(f"k must be an integer in [0, {size}], got {k!r}")
+        shape = x.shape[:dim] + (k,) + x.shape[dim + 1:] if x.rank else ()
+    return [TensorType(x.dtype, shape), TensorType(DType.i64, shape)]
+
+
+def _bucketize(node):
+    x = _tensor(node.operands[0])
+    return None if x is None else [x.with_dtype(DType.i32 if _flag(node, "out_int32") else DType.i64)]
+
+
+def _gather(node):
+    """gather: the index's shape, the input's dtype."""
+    x, index = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if x is None or index is None:
+        return None
+    _dim(_attr(node, "dim"), max(x.rank, 1))
+    return [TensorType(x.dtype, index.shape)]
+
+
+def _index_select(node):
+    """index_select: dim takes the size of the (0-D or 1-D) index."""
+    x, index = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if x is None or index is None:
+        return None
+    if index.rank > 1:
+        raise IRError(f"index must be 0-D or 1-D, got {index}")
+    dim = _dim(_attr(node, "dim"), max(x.rank, 1))
+    if x.rank == 0:
+        return [x]
+    return [TensorType(x.dtype, x.shape[:dim] + (index.shape[0] if index.rank else 1,) + x.shape[dim + 1:])]
+
+
+def _index(node):
+    """index.Tensor (advanced indexing) by integer index tensors: the indexed dims become the index
+    shapes broadcast, in place when the indexed dims are adjacent, else first. A bool (mask)
+    index gives a size known only at run time: not inferred."""
+    x = _tensor(node.operands[0])
+    indices = _attr(node, "indices")
+    if not isinstance(indices, list) or not all(i is None or isinstance(i, Value) for i in indices):
+        raise IRError(f"indices must be a list of tensors or none, got {indices!r}")
+    if x is None:
+        return None
+    if len(indices) > x.rank:
+        raise IRError(f"{len(indices)} indices for a tensor of rank {x.rank}")
+    types = {i: _tensor(v) for i, v in enumerate(indices) if v is not None}
+    if not types or any(t is None or not t.dtype.is_integer or t.dtype is DType.u8 for t in types.values()):
+        return None  # (no index, or a mask)
+    shape = _broadcast_shapes([t.shape for t in types.values()])
+    if shape is None:
+        raise IRError(f"index shapes {', '.join(show_shape(t.shape) for t in types.values())} do not broadcast")
+    first, last = min(types), max(types)
+    rest = [d for i, d in enumerate(x.shape) if i not in types]
+    if last - first + 1 == len(types):  # adjacent: in place of the indexed dims
+        return [TensorType(x.dtype, x.shape[:first] + shape + x.shape[last + 1:])]
+    return [TensorType(x.dtype, shape + tuple(rest))]
+
+
+def _select(node):
+    """select_copy.int: the input without dim (index, as in PyTorch, may count from the end)."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    if x.rank == 0:
+        raise IRError("cannot select from a 0-D tensor")
+    dim = _dim(_attr(node, "dim"), x.rank)
+    index, size = _attr(node, "index"), x.shape[dim]
+    if not (_is_int(index) or isinstance(index, Value)):
+        raise IRError(f"index must be an integer, got {index!r}")
+    if _is_int(index) and isinstance(size, int) and not -size <= index < size:
+        raise IRError(f"index {index} is out of range for dim {dim} of size {size}")
+    return [TensorType(x.dtype, x.shape[:dim] + x.shape[dim + 1:])]
+
+
+def _split(node):
+    """split_copy.Tensor (pieces of split_size, the last smaller) and split_with_sizes_copy: one
+    result per piece; not inferred when the split dim or a size is symbolic."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    if x.rank == 0:
+        raise IRError("cannot split a 0-D tensor")
+    dim = _dim(_attr(node, "dim", 0), x.rank)
+    total = x.shape[dim]
+    if "split_sizes" in node.definition.attributes:
+        sizes = _sizes(_attr(node, "split_sizes"), "split_sizes")
+        if sizes is None or not isinstance(total, int):
+            return None
+        if sum(sizes) != total:
+            raise IRError(f"split_sizes {list(sizes)} do not add up to dim {dim}'s size {total}")
+    else:
+        size = _attr(node, "split_size")
+        if isinstance(size, Value) or not isinstance(total, int):
+            return None
+        if not _is_int(size) or size < 0 or (size == 0 and total):
+            raise IRError(f"split_size must be an integer of at least 1, got {size!r}")
+        sizes = [min(size, total - start) for start in range(0, total, size)] if total else [0]
+    return [TensorType(x.dtype, x.shape[:dim] + (s,) + x.shape[dim + 1:]) for s in sizes]
+
+
+def _sym_size(node):
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    _dim(_attr(node, "dim"), max(x.rank, 1))
+    return [ScalarType("int")]
+
+
+def _native_dropout(node):
+    """native_dropout: (output, bool mask), both the input's shape."""
+    x = _tensor(node.operands[0])
+    return None if x is None else [x, x.with_dtype(DType.bool)]
+
+
+def _batch_norm_no_stats(node):
+    """_native_batch_norm_legit.no_stats: (output, mean, inverse std), the statistics one per channel."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    if x.rank < 2:
+        raise IRError(f"input must have a channel dim, got {x}")
+    stats = TensorType(x.dtype, (x.shape[1],))
+    return [x, stats, stats]
+
+
+def _group_norm(node):
+    """native_group_norm: (output, mean, inverse std), the statistics of shape (N, group)."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    if x.rank < 2:
+        raise IRError(f"input must have a batch and a channel dim, got {x}")
+    group = _attr(node, "group")
+    if isinstance(group, Value):
+        return None
+    if not _is_int(group) or group < 1 or (isinstance(x.shape[1], int) and x.shape[1] % group):
+        raise IRError(f"group must be an integer of at least 1 that divides the {x.shape[1]} channels, got {group!r}")
+    stats = TensorType(x.dtype, (x.shape[0], group))
+    return [x, stats, stats]
+
+
+def _output_size_2d(node):
+    """adaptive_avg_pool2d and upsample_nearest2d (default overload): the last two dims become
+    output_size (for pooling, a 3-D or 4-D input; for upsampling, a 4-D one)."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    ranks = (4,) if node.op == "aten.upsample_nearest2d" else (3, 4)
+    if x.rank not in ranks:
+        raise IRError(f"input must be {' or '.join(f'{r}-D' for r in ranks)}, got {x}")
+    size = _attr(node, "output_size")
+    static = _sizes(size, "output_size")
+    if len(size) != 2:
+        raise IRError(f"output_size must be two sizes, got {size}")
+    return None if static is None else [TensorType(x.dtype, x.shape[:-2] + static)]
+
+
+def _pixel_shuffle(node):
+    """pixel_shuffle (upscale_factor r: (..., C r^2, H, W) -> (..., C, H r, W r)) and
+    pixel_unshuffle (downscale_factor r: the inverse); not inferred when one of those dims is symbolic."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    shuffle = "upscale_factor" in node.definition.attributes
+    name = "upscale_factor" if shuffle else "downscale_factor"
+    r = _attr(node, name)
+    if isinstance(r, Value):
+        return None
+    if not _is_int(r) or r < 1:
+        raise IRError(f"{name} must be an integer of at least 1, got {r!r}")
+    if x.rank < 3:
+        raise IRError(f"input must have at least 3 dims, got {x}")
+    c, h, w = x.shape[-3:]
+    if not all(isinstance(d, int) for d in (c, h, w)):
+        return None
+    if shuffle:
+        if c % (r * r):
+            raise IRError(f"{c} channels are not divisible by {name} {r} squared")
+        return [TensorType(x.dtype, x.shape[:-3] + (c // (r * r), h * r, w * r))]
+    if h % r or w % r:
+        raise IRError(f"height {h} and width {w} are not both divisible by {name} {r}")
+    return [TensorType(x.dtype, x.shape[:-3] + (c * r * r, h // r, w // r))]
+
+
+def _repeat(node):
+    """repeat: the input (padded with leading 1s to len(repeats) dims) times repeats, dim by dim."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    repeats = _sizes(_attr(node, "repeats"), "repeats")
+    if repeats is None:
+        return None
+    if len(repeats) < x.rank:
+        raise IRError(f"repeats {list(repeats)} has fewer dims than the input's {x.rank}")
+    shape = (1,) * (len(repeats) - x.rank) + x.shape
+    if any(not isinstance(d, int) and r != 1 for d, r in zip(shape, repeats)):
+        return None  # (a symbolic dim repeated)
+    return [TensorType(x.dtype, tuple(d if r == 1 else d * r for d, r in zip(shape, repeats)))]
+
+
+def _hardtanh_backward(node):
+    """hardtanh_backward(grad_output, input): float operands of one dtype, broadcast."""
+    return _same_dtype_broadcast([_tensor(v) for v in node.operands], lambda dtype: dtype.is_float)
+
+
 # ------------------------------------------------------------------------ operand checks
 
 def _same_dtype(node, count=None) -> str | None:
@@ -739,7 +1042,8 @@ define_op("aten.rsub", overloads=("Scalar",), operands=("input",), attributes={"
           traits=ELEMENTWISE_PURE, infer=same_as_input)
 for _name in ("minimum", "maximum"):
     define_op(f"aten.{_name}", operands=("input", "other"), traits=ELEMENTWISE_PURE | COMMUTATIVE, infer=broadcast)
-define_op("aten.where", overloads=("self",), operands=("condition", "input", "other"), traits=ELEMENTWISE_PURE)
+define_op("aten.where", overloads=("self",), operands=("condition", "input", "other"), traits=ELEMENTWISE_PURE,
+          infer=_where)
 
 # matrix multiplies and convolution: the view a linear layer gives (input, weight, bias)
 define_op("aten.linear", operands=("input", "weight", "bias?"), traits=PURE, weights=("weight", "bias"),
@@ -852,17 +1156,31 @@ def _predicate(node):
 
 
 # ops whose operand names and attributes come from torch's schemas (xir.op_schemas, generated and
-# checked against torch); inference where it is plain, none yet for the others
+# checked against torch), each with its inference (tests/test_op_inference.py checks every one
+# against what torch computes)
 _PREDICATES = tuple(f"aten.{op}.{overload}" for op in ("eq", "ne", "lt", "gt", "le", "ge") for overload in ("Scalar", "Tensor")
                     ) + ("aten.logical_and", "aten.logical_or")
 _CATCH_ALL_INFER = {**{name: _predicate for name in _PREDICATES},
-                    **{name: same_as_input for name in ("aten.flip", "aten.tril", "aten.triu", "aten.alias")}}
+                    **{name: same_as_input for name in ("aten.flip", "aten.tril", "aten.triu", "aten.alias")},
+                    "aten.sym_size.int": _sym_size, "aten.index.Tensor": _index,
+                    "aten.bitwise_or.Tensor": _bitwise, "aten.bitwise_and.Tensor": _bitwise,
+                    "aten.any.dim": _any, "aten.any": _any, "aten.select_copy.int": _select,
+                    "aten.split_with_sizes_copy": _split, "aten.split_copy.Tensor": _split,
+                    "aten.var_mean.correction": _var_mean, "aten.native_group_norm": _group_norm,
+                    "aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats,
+                    "aten.hardtanh_backward": _hardtanh_backward, "aten.repeat": _repeat,
+                    "aten.index_select": _index_select, "aten.gather": _gather, "aten.sort": _sort, "aten.topk": _sort,
+                    "aten.argmax": _arg_reduce, "aten.argmin": _arg_reduce, "aten.min.dim": _max_dim,
+                    "aten.cumsum": _cumsum, "aten.upsample_nearest2d": _output_size_2d,
+                    "aten._adaptive_avg_pool2d": _output_size_2d, "aten.adaptive_avg_pool2d": _output_size_2d,
+                    "aten.native_dropout": _native_dropout, "aten.pixel_shuffle": _pixel_shuffle,
+                    "aten.pixel_unshuffle": _pixel_shuffle, "aten.bucketize.Tensor": _bucketize}
 for _full in CATCH_ALL:
     _operands, _attributes = SCHEMAS[_full]
     _namespace, _name, *_overload = _full.split(".")
     define_op(f"{_namespace}.{_name}", overloads=(_overload[0] if _overload else "default",), operands=_operands,
               attributes=_attributes, traits=ELEMENTWISE_PURE if _full in _PREDICATES else PURE,
-              infer=_CATCH_ALL_INFER.get(_full))
+              infer=_CATCH_ALL_INFER[_full])
 
 # quantization
 _QPARAMS = {"scale": REQUIRED, "zero_point": REQUIRED, "quant_min": REQUIRED, "quant_max": REQUIRED, "dtype": REQUIRED}

@@ -30,9 +30,9 @@ def _float_weight(weight: Value):
     if weight.is_constant and weight.data is not None and weight.dtype in CAST_METHODS:
         return weight.data
     producer = weight.producer
-    if producer is None or producer.op not in DEQUANTIZE_WEIGHT_OPS or not producer.operands[0].is_constant:
+    if producer is None or producer.op not in DEQUANTIZE_WEIGHT_OPS or not producer.input.is_constant:
         return None
-    raw = producer.operands[0].data
+    raw = producer.input.data
     if raw is None:
         return None
     if producer.op.endswith("per_tensor"):

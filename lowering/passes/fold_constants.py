@@ -158,7 +158,7 @@ def evaluate(node: Node, fake: bool = False) -> list[Any]:
     from ..writeback import resolve_op
 
     target = resolve_op(node.op)
-    shaped = node.operands[0] if node.op in SHAPE_ONLY_OPS else None
+    shaped = node.input if node.op in SHAPE_ONLY_OPS else None
     mode = FakeTensorMode(allow_fallback_kernels=False) if fake else None
 
     def tensor(value: Value):
@@ -235,7 +235,7 @@ class _Fold(RewritePattern):
 
     def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
         inputs = list(node.inputs())
-        shape_only = node.op in SHAPE_ONLY_OPS and bool(node.operands) and isinstance(node.operands[0].type, TensorType)
+        shape_only = node.op in SHAPE_ONLY_OPS and bool(node.operands) and isinstance(node.input.type, TensorType)
         data_inputs = inputs[1:] if shape_only else inputs  # (full_like reads only the shape of its first operand)
         if not all(v.is_constant for v in data_inputs):
             return False  # reads a value computed at run time: the common case, not worth a reason
@@ -268,9 +268,9 @@ class _Fold(RewritePattern):
             if result.type.numel() > self.max_elements:
                 return self.decline(node, rewriter, f"result {result.index} has {result.type.numel()} elements, "
                                                     f"more than max_elements={self.max_elements}")
-        if shape_only and node.operands[0].rank in (4, 5) and not _contiguous_in_program(node.operands[0]) and \
+        if shape_only and node.input.rank in (4, 5) and not _contiguous_in_program(node.input) and \
                 node.attributes.get("memory_format") != EnumAttr("memory_format", "contiguous_format"):
-            return self.decline(node, rewriter, f"its result keeps the dim order of {node.operands[0].describe()}, "
+            return self.decline(node, rewriter, f"its result keeps the dim order of {node.input.describe()}, "
                                                 "which may be channels-last")
         try:
             shapes = evaluate(node, fake=True)

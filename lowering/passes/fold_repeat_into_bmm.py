@@ -84,7 +84,7 @@ def _boundaries(shape, batch: int) -> list[int]:
 
 def _repeated_dim(expand: Node) -> int | None:
     """The one size-1 dim the expand repeats, or None when it does not repeat exactly one."""
-    source, result = expand.operands[0].type.shape, expand.results[0].type.shape
+    source, result = expand.input.type.shape, expand.results[0].type.shape
     repeated = [i for i, (have, want) in enumerate(zip(source, result)) if have != want]
     if len(source) != len(result) or len(repeated) != 1 or source[repeated[0]] != 1:
         return None
@@ -95,7 +95,7 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
     """The chain on the unrepeated tensor, as (op, chain-operand index, other operands, attributes):
     its batch dim is dim 0, of size batch / R; its other dims follow the original's past the batch prefix."""
     plan: list[tuple] = []
-    source, result = expand.operands[0].type.shape, expand.results[0].type.shape
+    source, result = expand.input.type.shape, expand.results[0].type.shape
     dim = _repeated_dim(expand)
     if dim is None:
         return "the expand does not repeat exactly one size-1 dim"
@@ -118,7 +118,7 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
                 return "a view mixes the repeated batch with other dims"
             view_to(shape[cuts[0]:])
         elif node.op == aten.permute_copy:
-            before = node.operands[0].type.shape
+            before = node.input.type.shape
             dims = [d % len(before) for d in node.attribute("dims")]
             cuts = [j for j in _boundaries(before, batch) if dims[:j] == list(range(j))]
             if not cuts:
@@ -159,7 +159,7 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
     groups = batch // repeats
     plan.append((aten.view_copy, 0, (), {"suffix": tuple(b.type.shape[1:])}))  # B0: [groups, K', Y]
 
-    value = expand.operands[0]
+    value = expand.input
     for op, index, others, attributes in plan:
         if op == aten.view_copy:
             target = [groups, *attributes["suffix"]]

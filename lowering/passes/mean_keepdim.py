@@ -16,7 +16,7 @@ from xir.ops import aten
 
 @rewrite_pattern(aten.mean.dim)
 def keep_spatial_dims(node: Node, rewriter: Rewriter) -> bool:
-    x = node.operands[0]
+    x = node.input
     dims = node.attributes.get("dim") or []
     if node.attributes.get("keepdim", False):
         return rewriter.notify_match_failure(node, "already keeps its dims")

@@ -25,14 +25,14 @@ def merge_clamps(node: Node, rewriter: Rewriter) -> bool:
     preprocessing fuses an activation into the add, sub, mul, conv or linear before it by writing
     its bounds on that op, and a second activation after it then overwrites them: relu(relu6(x + b))
     ran as relu(x + b), without the upper bound (measured: wrong by up to 0.8; fuzz fp32 seed 11037)."""
-    first = node.operands[0].producer
+    first = node.input.producer
     if first is None or first.op not in _CLAMPS:
         return rewriter.notify_match_failure(node, "not an activation of an activation")
     (lo1, hi1), (lo2, hi2) = _clamp_bounds(first), _clamp_bounds(node)
     lo, hi = max(lo1, lo2), min(hi1, hi2)
     if lo > hi:
         return rewriter.notify_match_failure(node, f"the bounds [{lo1}, {hi1}] and [{lo2}, {hi2}] do not overlap")
-    x = first.operands[0]
+    x = first.input
     if lo == 0.0 and hi == math.inf:
         merged = rewriter.op_before(node, aten.relu, [x])
     else:

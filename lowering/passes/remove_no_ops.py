@@ -26,8 +26,8 @@ KEEPS_VIEW = "a view of a decomposed linear (XNNPACK rebuilds the linear from it
 
 
 def next_to_decomposed_linear(node: Node) -> bool:
-    """Whether ``node`` reads a decomposed linear's matrix multiply or is read by one."""
-    producer = node.operands[0].producer if node.operands else None
+    """Whether ``node`` (a view) reads a decomposed linear's matrix multiply or is read by one."""
+    producer = node.input.producer if node.operands else None
     return (producer is not None and producer.op in DECOMPOSED_LINEAR_OPS) or \
         any(user.op in DECOMPOSED_LINEAR_OPS for user in node.users)
 
@@ -37,7 +37,7 @@ def _identity_view_of_a_linear(node: Node) -> bool:
 
 
 def _view_chain_of_a_linear(node: Node) -> bool:
-    inner = node.operands[0].producer
+    inner = node.input.producer
     return inner is not None and inner.op in VIEW_OPS and (next_to_decomposed_linear(node) or next_to_decomposed_linear(inner))
 
 

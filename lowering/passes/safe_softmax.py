@@ -26,10 +26,10 @@ def _is_zero_fill(value) -> bool:
 def _all_masked_rows(condition, x, dim) -> bool:
     """condition == not any(not (x == -inf), dim, keepdim): the rows of x that are all -inf."""
     outer = _producer(condition, aten.logical_not)
-    any_ = outer and _producer(outer.operands[0], aten.any.dim)
-    inner = any_ and _producer(any_.operands[0], aten.logical_not)
-    eq = inner and _producer(inner.operands[0], aten.eq.Scalar)
-    if not eq or eq.operands[0] is not x or eq.attributes.get("other") != -math.inf:
+    any_ = outer and _producer(outer.input, aten.any.dim)
+    inner = any_ and _producer(any_.input, aten.logical_not)
+    eq = inner and _producer(inner.input, aten.eq.Scalar)
+    if not eq or eq.input is not x or eq.attributes.get("other") != -math.inf:
         return False
     return bool(any_.attributes.get("keepdim")) and any_.attributes.get("dim") % x.rank == dim % x.rank
 

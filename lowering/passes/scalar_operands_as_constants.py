@@ -42,8 +42,8 @@ def alpha_as_multiply(node: Node, rewriter: Rewriter) -> bool:
     alpha = node.attributes.get("alpha", 1)
     if alpha in (None, 1) or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         return rewriter.notify_match_failure(node, "no alpha")
-    x, y = node.operands[0], node.operands[1]
-    if not isinstance(y.type, TensorType) or y.dtype not in _TORCH_DTYPES or node.result.dtype != y.dtype:
+    x, y = node.input, node.other  # (None when other is a number given as an attribute)
+    if y is None or not isinstance(y.type, TensorType) or y.dtype not in _TORCH_DTYPES or node.result.dtype != y.dtype:
         return rewriter.notify_match_failure(node, "not a float tensor operand")
     scale = rewriter.add_constant("alpha", TensorType(y.dtype, ()),
                                   torch.tensor(alpha, dtype=getattr(torch, _TORCH_DTYPES[y.dtype])))

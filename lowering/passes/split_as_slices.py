@@ -15,7 +15,7 @@ from ._base import DelegatedDtypeRewrite
 def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
     """split(x, sizes, dim) => one slice_copy per used piece (XNNPACK slices; it has no split in
     ExecuTorch's XNNPACK backend). Fused projections split this way: Phi-3's QKV and gate/up."""
-    x = node.operands[0] if node.operands else None
+    x = node.input  # (None when the node has no operand)
     if x is None or not isinstance(x.type, TensorType) or not x.type.is_static:
         return rewriter.notify_match_failure(node, "not a static tensor")
     from ..rules import MAX_RANK
