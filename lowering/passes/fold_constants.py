@@ -234,8 +234,8 @@ class _Fold(RewritePattern):
         return rewriter.notify_match_failure(node, reason)
 
     def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
-        inputs = list(node.inputs())
         shape_only = node.op in SHAPE_ONLY_OPS and bool(node.operands) and isinstance(node.input.type, TensorType)
+        inputs = list(node.inputs())
         data_inputs = inputs[1:] if shape_only else inputs  # (full_like reads only the shape of its first operand)
         if not all(v.is_constant for v in data_inputs):
             return False  # reads a value computed at run time: the common case, not worth a reason
@@ -244,34 +244,9 @@ class _Fold(RewritePattern):
             if any(r.is_graph_output() for r in node.results):
                 return self.decline(node, rewriter, "its result is a graph output only (a constant is never made a graph output)")
             return False  # dead: dead-code elimination erases it
-        definition = node.definition
-        if definition is None:
-            return self.decline(node, rewriter, "an opaque op (no definition in xir.ops): it may have side effects")
-        if not definition.is_pure:
-            return self.decline(node, rewriter, "not a pure op")
-        why = never_folded(node.op)
+        why = self._why_not(node, readers, data_inputs, shape_only)
         if why:
             return self.decline(node, rewriter, why)
-        if any(user.op in DECOMPOSED_LINEAR_OPS for users in readers for user in users):
-            return self.decline(node, rewriter, "the weight of a decomposed linear (ExecuTorch's XNNPACK preprocessing "
-                                                "rebuilds the linear from the permute or view it reads)")
-        for value in data_inputs:
-            if value.data is None:
-                return self.decline(node, rewriter, f"the constant {value.describe()} has no data")
-            if id(value) in self.written:
-                return self.decline(node, rewriter, self.written[id(value)])
-        for result in node.results:
-            if not isinstance(result.type, TensorType):
-                return self.decline(node, rewriter, f"result {result.index} is not a tensor ({result.type})")
-            if not result.type.is_static:
-                return self.decline(node, rewriter, f"result {result.index} has a symbolic shape ({result.type})")
-            if result.type.numel() > self.max_elements:
-                return self.decline(node, rewriter, f"result {result.index} has {result.type.numel()} elements, "
-                                                    f"more than max_elements={self.max_elements}")
-        if shape_only and node.input.rank in (4, 5) and not _contiguous_in_program(node.input) and \
-                node.attributes.get("memory_format") != EnumAttr("memory_format", "contiguous_format"):
-            return self.decline(node, rewriter, f"its result keeps the dim order of {node.input.describe()}, "
-                                                "which may be channels-last")
         try:
             shapes = evaluate(node, fake=True)
         except Exception as error:  # folding is an optimization: the node stays computed
@@ -286,8 +261,40 @@ class _Fold(RewritePattern):
             # the IR records no dim order, and a constant is written contiguous: the program's readers
             # of a channels-last copy (or a strided view) expect the layout they were traced with
             return self.decline(node, rewriter, "its result is not contiguous (a dim order other than the default)")
-        results = [r.detach().clone() for r in results]  # its own data (an op may return a view of its input)
+        self._replace(node, [r.detach().clone() for r in results], readers, rewriter)  # (its own data: an op may return a view)
+        return True
 
+    def _why_not(self, node: Node, readers: list, data_inputs: list[Value], shape_only: bool) -> str | None:
+        """Why ``node``, whose inputs are all constants, must stay computed (before evaluating it)."""
+        definition = node.definition
+        if definition is None:
+            return "an opaque op (no definition in xir.ops): it may have side effects"
+        if not definition.is_pure:
+            return "not a pure op"
+        why = never_folded(node.op)
+        if why:
+            return why
+        if any(user.op in DECOMPOSED_LINEAR_OPS for users in readers for user in users):
+            return ("the weight of a decomposed linear (ExecuTorch's XNNPACK preprocessing "
+                    "rebuilds the linear from the permute or view it reads)")
+        for value in data_inputs:
+            if value.data is None:
+                return f"the constant {value.describe()} has no data"
+            if id(value) in self.written:
+                return self.written[id(value)]
+        for result in node.results:
+            if not isinstance(result.type, TensorType):
+                return f"result {result.index} is not a tensor ({result.type})"
+            if not result.type.is_static:
+                return f"result {result.index} has a symbolic shape ({result.type})"
+            if result.type.numel() > self.max_elements:
+                return f"result {result.index} has {result.type.numel()} elements, more than max_elements={self.max_elements}"
+        if shape_only and node.input.rank in (4, 5) and not _contiguous_in_program(node.input) and \
+                node.attributes.get("memory_format") != EnumAttr("memory_format", "contiguous_format"):
+            return f"its result keeps the dim order of {node.input.describe()}, which may be channels-last"
+        return None
+
+    def _replace(self, node: Node, results: list, readers: list, rewriter: Rewriter) -> None:
         base = "folded_" + node.op.split(".")[1].strip("_")
         for result, data, result_readers in zip(node.results, results, readers):
             if not result_readers:
@@ -298,7 +305,6 @@ class _Fold(RewritePattern):
         if all(r.is_unused() for r in node.results):
             rewriter.erase(node)
         self.report.folded[node.op] += 1
-        return True
 
 
 # the last report of each pass object, by identity (pass objects with equal options are equal)
