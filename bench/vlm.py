@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bench.llm import (Side, _first_line, _num, _quiet, _reason, first_run, lower_side, print_table, timed_run,
-                       warm_up)
+from bench.llm import Side, _first_line, _num, _quiet, _reason, first_run, lower_side, print_table, timed_run, warm_up
 
 warnings.filterwarnings("ignore")
 

@@ -18,8 +18,22 @@ import time
 
 import torch
 
-from xir_tools.harness import (LoadError, QUANTIZED, RunError, as_list, compare, delegation, export, first_line,
-                               load_method, lower_edge, reference, run_method, runtime_reason, to_buffer)
+from xir_tools.harness import (
+    QUANTIZED,
+    LoadError,
+    RunError,
+    as_list,
+    compare,
+    delegation,
+    export,
+    first_line,
+    load_method,
+    lower_edge,
+    reference,
+    run_method,
+    runtime_reason,
+    to_buffer,
+)
 
 FAILURE_CLASSES = ("export-failed", "lower-failed", "load-failed", "run-failed", "wrong-result", "crashed", "timeout")
 
