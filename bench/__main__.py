@@ -47,60 +47,38 @@ def _timed_partition(partitioner, sink: list):
 
 def lower_once(ep, inputs, which: str, enable_bf16: bool):
     """Lower ``ep`` with one partitioner; returns a dict of measurements (never raises)."""
-    import executorch.kernels.quantized  # noqa: F401
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as Stock
-    from executorch.exir import to_edge_transform_and_lower as et_lower
-
-    import lowering
-    from xir_tools.programs import LoadError, delegate_count, delegated_ops, outside_ops
     from passes import TimePasses
+    from xir_tools.harness import (LoadError, delegate_count, delegated_ops, load_method, lower_edge, make_partitioner,
+                                   outside_ops, run_method, to_buffer)
 
     record = {"which": which, "partition_s": None, "lower_s": None, "passes": "", "error": None}
     partition_times: list = []
     timer = TimePasses(io.StringIO())
     try:
-        if which == "stock":
-            partitioner = Stock(enable_bf16=enable_bf16)
-            _timed_partition(partitioner, partition_times)
-            start = time.perf_counter()
-            edge = et_lower(ep, partitioner=[partitioner])
-        else:
-            partitioner = lowering.XnnpackPartitioner(enable_bf16=enable_bf16, instruments=[timer])
-            _timed_partition(partitioner, partition_times)
-            start = time.perf_counter()
-            edge = lowering.to_edge_transform_and_lower(ep, partitioner=[partitioner])
+        options = {} if which == "stock" else {"instruments": [timer]}
+        partitioner = make_partitioner(which, enable_bf16=enable_bf16, **options)
+        _timed_partition(partitioner, partition_times)
+        start = time.perf_counter()
+        edge, _ = lower_edge(ep, which, partitioner=partitioner)
         record["lower_s"] = time.perf_counter() - start
         record["partition_s"] = sum(partition_times)
         if timer.rows:
             record["passes"] = ", ".join(f"{name} {seconds * 1e3:.0f}ms" for name, seconds, _ in timer.rows if seconds > 5e-4)
         inside, outside = delegated_ops(edge), outside_ops(edge)
         record.update(inside=inside, outside=outside, delegates=delegate_count(edge))
-        record["buffer"] = edge.to_executorch().buffer
-        from executorch.runtime import Runtime
-
-        from xir_tools.programs import captured_stderr
-
-        with captured_stderr() as log:
-            try:
-                program = Runtime.get().load_program(record["buffer"])
-                method = program.load_method("forward")
-                outputs = method.execute(list(inputs))
-                failure = None
-            except RuntimeError as error:
-                failure = error
-        if failure is not None:
-            reason = [l for l in log["text"].splitlines() if "XNN" in l or "Failed" in l]
-            raise LoadError(str(failure), reason[0] if reason else "")
-        record.update(program=program, method=method, outputs=list(outputs))
-    except LoadError as e:
-        record["error"] = f"load failed: {e.reason}"
+        record["buffer"] = to_buffer(edge)
+        program, method = load_method(record["buffer"])
+        record.update(program=program, method=method, outputs=run_method(method, inputs))
+    except LoadError as e:  # (or RunError: a failed first run)
+        reason = [line for line in e.log.splitlines() if "XNN" in line or "Failed" in line]
+        record["error"] = f"load failed: {reason[0] if reason else ''}"
     except Exception as e:
         record["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
     return record
 
 
 def measure_model(name, ep, inputs, reference, enable_bf16, runs):
-    from xir_tools.programs import max_error
+    from xir_tools.harness import max_error
 
     results = [lower_once(ep, inputs, which, enable_bf16) for which in ("stock", "xir")]
     times = {r["which"]: [] for r in results if "method" in r}

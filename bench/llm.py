@@ -172,36 +172,32 @@ def _reason(log: str, fallback: str) -> str:
     return (specific or lines or [fallback])[0 if specific else -1]
 
 
-def lower_side(ep, which: str, enable_bf16: bool) -> Side:
-    """Lower ``ep`` with one partitioner (timing the whole lowering call), serialize and load it.
-    Failures are recorded in ``Side.error``, never raised."""
-    import executorch.kernels.quantized  # noqa: F401  (Q/DQ kernels for programs that need them)
+def lower_side(ep, which: str, enable_bf16: bool = False, side: Side | None = None, partitioner=None,
+               compile_config=None, reason=_reason) -> Side:
+    """Lower ``ep`` with one partitioner (``partitioner``, else stock's or xir's by ``which``,
+    timing the whole lowering call), serialize and load it into ``side`` (a new one by default).
+    Failures are recorded in ``Side.error`` (a load failure's log told by ``reason``), never raised."""
+    from xir_tools.harness import LoadError, delegate_count, load_method, lower_edge, outside_ops, to_buffer
 
-    import lowering
-    from xir_tools.compare import StockPartitioner, et_to_edge_transform_and_lower
-    from xir_tools.programs import LoadError, delegate_count, load_method, outside_ops
-
-    side = Side(which)
+    side = side if side is not None else Side(which)
     try:
         start = time.perf_counter()
-        if which == "stock":
-            edge = et_to_edge_transform_and_lower(ep, partitioner=[StockPartitioner(enable_bf16=enable_bf16)])
-        else:
-            edge = lowering.to_edge_transform_and_lower(ep, partitioner=[lowering.XnnpackPartitioner(enable_bf16=enable_bf16)])
+        edge, _ = lower_edge(ep, "stock" if which.startswith("stock") else "xir", partitioner=partitioner,
+                             compile_config=compile_config, enable_bf16=enable_bf16)
         side.lower_s = time.perf_counter() - start
         side.delegates, side.outside = delegate_count(edge), outside_ops(edge)
     except Exception as e:
         side.error = f"lower failed: {_first_line(e)}"
         return side
     try:
-        buffer = edge.to_executorch().buffer
+        buffer = to_buffer(edge)
     except Exception as e:
         side.error = f"to_executorch failed: {_first_line(e)}"
         return side
     try:
-        side.program, side.method = load_method(buffer)
+        side.program, side.method = load_method(buffer)  # the program stays alive with its method
     except LoadError as e:
-        side.error = f"load failed: {_reason(e.reason, str(e))}"
+        side.error = f"load failed: {reason(e.reason, str(e))}"
     return side
 
 
@@ -215,21 +211,17 @@ def lower_both(ep, enable_bf16: bool, label: str) -> list[Side]:
 
 def first_run(side: Side, inputs) -> None:
     """An untimed run with the runtime's stderr captured, so a run failure carries its reason."""
-    from xir_tools.programs import captured_stderr
+    from xir_tools.harness import RunError, run_method
 
-    with captured_stderr() as log:
-        try:
-            side.method.execute(list(inputs))
-            failure = None
-        except Exception as error:
-            failure = error
-    if failure is not None:
-        side.error = f"run failed: {_reason(log['text'], _first_line(failure))}"
+    try:
+        run_method(side.method, inputs)
+    except RunError as error:
+        side.error = f"run failed: {_reason(error.log, _first_line(error.error))}"
 
 
 def timed_run(side: Side, inputs, reference) -> None:
     """One timed run; its error against ``reference`` is folded into ``side.max_err``."""
-    from xir_tools.programs import max_error
+    from xir_tools.harness import max_error
 
     try:
         start = time.perf_counter()
@@ -342,7 +334,7 @@ def run_decoder(name: str, s: Sizes, dtype_name: str, steps: int, runs: int) -> 
 def run_encoder(name: str, quick: bool, dtype_name: str, runs: int) -> Result:
     """A zoo encoder (bench/zoo.py's builder), one forward timed interleaved."""
     import bench.zoo
-    from xir_tools.compare import reference as eager_reference
+    from xir_tools.harness import reference as eager_reference
 
     label, dtype = DTYPES[dtype_name]
     tag = f"{name} {label}"

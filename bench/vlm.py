@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bench.llm import Side, _first_line, _num, _quiet, _reason, first_run, print_table, timed_run, warm_up
+from bench.llm import Side, _first_line, _num, _quiet, _reason, first_run, lower_side, print_table, timed_run, warm_up
 
 warnings.filterwarnings("ignore")
 
@@ -170,15 +170,14 @@ class Cell(Side):
 
 
 def make_partitioner(which: str):
-    import lowering
-    from xir_tools.compare import StockPartitioner
+    from xir_tools.harness import make_partitioner as partitioner
 
     if which == "xir":
-        return lowering.XnnpackPartitioner(enable_bf16=True)
+        return partitioner("xir", enable_bf16=True)
     if which == "stock default":
-        return StockPartitioner()
+        return partitioner("stock")
     if which == "stock bf16":
-        return StockPartitioner(enable_bf16=True)
+        return partitioner("stock", enable_bf16=True)
     raise ValueError(which)
 
 
@@ -195,40 +194,17 @@ def xir_rejections(partitioner) -> Counter:
 
 
 def lower_cell(ep, which: str, compile_config=None) -> Cell:
-    """Lower ``ep`` with one partitioner (timing the whole lowering call), serialize and load it.
-    Failures are recorded in ``Cell.error``, never raised."""
-    import executorch.kernels.quantized  # noqa: F401  (Q/DQ kernels, before to_executorch)
-
-    import lowering
-    from xir_tools.compare import et_to_edge_transform_and_lower
-    from xir_tools.programs import LoadError, delegate_count, load_method, outside_ops
-
+    """Lower ``ep`` with one partitioner (timing the whole lowering call), serialize and load it
+    (bench.llm's lower_side). Failures are recorded in ``Cell.error``, never raised."""
     cell = Cell(which)
-    partitioner = None
     try:
         partitioner = make_partitioner(which)
-        start = time.perf_counter()
-        if which == "xir":
-            edge = lowering.to_edge_transform_and_lower(ep, partitioner=[partitioner], compile_config=compile_config)
-        else:
-            edge = et_to_edge_transform_and_lower(ep, partitioner=[partitioner], compile_config=compile_config)
-        cell.lower_s = time.perf_counter() - start
-        cell.delegates, cell.outside = delegate_count(edge), outside_ops(edge)
     except Exception as e:
         cell.error = f"lower failed: {_first_line(e)}"
         return cell
-    finally:
-        if which == "xir" and partitioner is not None:
-            cell.report, cell.rejected = partitioner.report(), xir_rejections(partitioner)
-    try:
-        buffer = edge.to_executorch().buffer
-    except Exception as e:
-        cell.error = f"to_executorch failed: {_first_line(e)}"
-        return cell
-    try:
-        cell.program, cell.method = load_method(buffer)  # the program stays alive with its method
-    except LoadError as e:
-        cell.error = f"load failed: {load_reason(e.reason, str(e))}"
+    lower_side(ep, which, side=cell, partitioner=partitioner, compile_config=compile_config, reason=load_reason)
+    if which == "xir":
+        cell.report, cell.rejected = partitioner.report(), xir_rejections(partitioner)
     return cell
 
 

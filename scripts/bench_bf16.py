@@ -23,7 +23,7 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, ".")
 
 from bench.zoo import OutputOf  # noqa: E402
-from xir_tools.compare import lower, reference  # noqa: E402
+from xir_tools.harness import load_method, lower, reference  # noqa: E402
 
 
 class MLP(torch.nn.Module):
@@ -50,8 +50,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    from executorch.runtime import Runtime
-
     rows = []
     for name, make, inputs in models(args.quick):
         configurations = [("stock default", "stock", torch.bfloat16, {}),
@@ -69,8 +67,7 @@ def main() -> int:
             error = result.err(reference(ep, typed)) if result.ran else None
             method = None
             if result.ran:
-                program = Runtime.get().load_program(result.buffer)
-                method = (program, program.load_method("forward"))
+                method = load_method(result.buffer)
                 method[1].execute(list(typed))
             loaded.append((label, result, error, method, typed))
         times = {label: [] for label, *_ in loaded}

@@ -350,10 +350,10 @@ def test_debug_shows_the_traceback(xir, capsys, monkeypatch):
 
 @uses()
 def test_verify_exits_with_1_when_the_program_does_not_match(xir, capsys, monkeypatch):
-    import xir_tools.programs
+    import xir_tools.harness
 
-    real = xir_tools.programs.run_pte
-    monkeypatch.setattr(xir_tools.programs, "run_pte", lambda buffer, inputs: [t + 1 for t in real(buffer, inputs)])
+    real = xir_tools.harness.run_pte
+    monkeypatch.setattr(xir_tools.harness, "run_pte", lambda buffer, inputs: [t + 1 for t in real(buffer, inputs)])
     out = xir.folder / "wrong.pte"
     status, stdout, err = run_main(["lower", str(xir.folder / "mlp.pt2"), "-o", str(out), "--verify"], capsys, monkeypatch)
     assert status == 1

@@ -72,12 +72,10 @@ def _demo(args) -> int:
     _quiet()
     torch = _import_torch()
 
-    import executorch.kernels.quantized  # noqa: F401  (Q/DQ outside delegates)
-
     import xir
     from passes import DumpIR
 
-    from .compare import lower, reference
+    from .harness import allowed_error, lower, reference
     from .html_report import RecordPasses, write_partitioner_report
     from .examples import EXAMPLES, edge_program, export_example
 
@@ -92,6 +90,7 @@ def _demo(args) -> int:
             inputs = example.example_inputs()
             ref = reference(ep, inputs)
             bf16 = example.dtype == torch.bfloat16
+            kind = "quantized" if example.quantize else "bf16" if bf16 else "fp32"
             _write(out / f"{name}.xir", xir.print_graph(xir.from_exported_program(edge_program(ep))))
         results = {}
         pending = []
@@ -105,9 +104,7 @@ def _demo(args) -> int:
             results[which] = result
             if result.buffer is not None:
                 _write(out / f"{name}-{which}.pte", result.buffer)
-            tolerance = (2e-2 if bf16 else 1e-4) * max(1.0, max(t.abs().max().item() for t in ref))
-            if example.quantize:
-                tolerance = 0.05 * max(t.abs().max().item() for t in ref)
+            tolerance = allowed_error(ref, kind)
             error = result.err(ref) if result.ran else None
             pending.append((which, result, error, tolerance))
         with PROGRESS.step(name, "timing 50 runs of each program"):
@@ -135,12 +132,11 @@ def _demo(args) -> int:
 def _latencies(buffers: dict, inputs: tuple, runs: int = 50) -> dict:
     """Median wall time of warm runs of each loaded program, the programs run interleaved so
     that they see the same machine load."""
-    from executorch.runtime import Runtime
+    from .harness import load_method
 
     loaded = {}
     for name, buffer in buffers.items():
-        program = Runtime.get().load_program(buffer)
-        method = program.load_method("forward")
+        program, method = load_method(buffer)
         method.execute(list(inputs))
         loaded[name] = (program, method)
     times: dict = {name: [] for name in loaded}
@@ -434,7 +430,9 @@ def _instruments(args) -> list:
 # ----------------------------------------------------------------------------- commands
 
 def _lower_program(path: Path, prepared: Prepared, args, instruments=()):
-    from lowering import XnnpackPartitioner, to_edge_transform_and_lower
+    from lowering import XnnpackPartitioner
+
+    from .harness import lower_edge
 
     notes = pass_notes(lambda: PROGRESS.current)
     partitioner = XnnpackPartitioner(enable_bf16=prepared.bf16, per_op_mode=args.per_op, pipeline=args.pipeline,
@@ -442,7 +440,7 @@ def _lower_program(path: Path, prepared: Prepared, args, instruments=()):
     with _step(path.name, f"lowering to XNNPACK with xir ({'bf16' if prepared.bf16 else 'no bf16'}"
                           f"{', per op' if args.per_op else ''})", f"lowering {path} failed") as step, \
             delegate_progress(step, [partitioner]):
-        edge = to_edge_transform_and_lower(prepared.ep, partitioner=[partitioner])
+        edge, _ = lower_edge(prepared.ep, partitioner=partitioner)
     return edge, partitioner
 
 
@@ -457,12 +455,11 @@ def _lower(args) -> int:
     _writable(out)
     prepared = _prepare(path, args)
     edge, partitioner = _lower_program(path, prepared, args, _instruments(args))
-    with _step(path.name, "serializing to ExecuTorch", f"serializing {path} failed"):
-        import executorch.kernels.quantized  # noqa: F401  (quantized ops left outside delegates)
+    from .harness import delegate_count, delegated_ops, outside_ops, to_buffer
 
-        buffer = edge.to_executorch().buffer
+    with _step(path.name, "serializing to ExecuTorch", f"serializing {path} failed"):
+        buffer = to_buffer(edge)
     _write(out, buffer)
-    from .programs import delegate_count, delegated_ops, outside_ops
 
     inside, outside = sum(delegated_ops(edge).values()), sum(outside_ops(edge).values())
     print(f"wrote {out} ({len(buffer):,} bytes): {inside} op(s) in {delegate_count(edge)} XNNPACK delegate(s), "
@@ -499,7 +496,7 @@ def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
     import torch
     from torch.utils import _pytree as pytree
 
-    from .programs import LoadError, max_error, run_pte
+    from .harness import LoadError, allowed_error, max_error, run_pte
 
     with _step(path.name, "running eager ep.module() on the example inputs", f"running {path} eagerly failed"):
         expected = prepared.ep.module()(*prepared.args, **prepared.kwargs)
@@ -515,13 +512,7 @@ def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
         error = max_error(actual, expected)
     except AssertionError as mismatch:
         raise CLIError(f"verify: {out} {mismatch}", status=1) from mismatch
-    scale = max([1.0] + [t.float().abs().max().item() for t in expected if t.numel()])
-    if prepared.quantized:
-        tolerance = 0.05 * scale
-    elif prepared.bf16:
-        tolerance = 2e-2 * scale
-    else:
-        tolerance = 1e-4 * scale
+    tolerance = allowed_error(expected, "quantized" if prepared.quantized else "bf16" if prepared.bf16 else "fp32")
     verdict = "ok" if error <= tolerance else "MISMATCH"
     print(f"verify: max error {error:.3g} against eager ep.module() on the example inputs "
           f"(tolerance {tolerance:.3g}): {verdict}")

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 
 DTYPES = {"float32": 1e-5, "bfloat16": 2 ** -6}
 

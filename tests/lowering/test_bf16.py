@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 from xir_tools.examples import EXAMPLES, export_example, LinearBatchNorm3d
 
 BF16 = torch.bfloat16

@@ -13,7 +13,7 @@ import functools
 import pytest
 import torch
 
-from xir_tools.compare import lower
+from xir_tools.harness import lower
 
 CACHE = 16
 # what stays outside: embedding, the KV-cache updates, position and mask arithmetic (int64, bool)

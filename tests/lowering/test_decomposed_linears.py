@@ -25,9 +25,9 @@ from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPr
 from executorch.exir import EdgeCompileConfig, to_edge
 
 import lowering
-from xir_tools.compare import lower
+from xir_tools.harness import lower
 from lowering.partition import NotLowerable
-from xir_tools.programs import max_error, run_pte
+from xir_tools.harness import max_error, run_pte
 from lowering.quantizer import quantize_pt2e
 
 VIAS = ("etal", "backend")

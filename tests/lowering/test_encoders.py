@@ -9,7 +9,7 @@ import functools
 import pytest
 import torch
 
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,18 +65,16 @@ class BucketedPositions(torch.nn.Module):
 
 
 def test_position_ids_from_constants_fold_where_the_runtime_has_no_kernel():
-    import executorch.kernels.quantized  # noqa: F401
     from executorch.exir import EdgeCompileConfig
 
-    import lowering
-    from xir_tools.programs import delegated_ops, outside_ops, run_pte
+    from xir_tools.harness import delegated_ops, lower_edge, outside_ops, run_pte, to_buffer
 
     torch.manual_seed(0)
     inputs = (torch.randn(64, 8),)
     module = BucketedPositions().eval()
     ep = torch.export.export(module, inputs)
     config = EdgeCompileConfig(_core_aten_ops_exception_list=[torch.ops.aten.bucketize.Tensor])
-    edge = lowering.to_edge_transform_and_lower(ep, partitioner=[lowering.XnnpackPartitioner()], compile_config=config)
+    edge, _ = lower_edge(ep, "xir", compile_config=config)
     assert outside_ops(edge) == {} and delegated_ops(edge) == {"aten.add.Tensor": 1}
-    (out,) = run_pte(edge.to_executorch().buffer, inputs)
+    (out,) = run_pte(to_buffer(edge), inputs)
     assert torch.equal(out, module(*inputs))

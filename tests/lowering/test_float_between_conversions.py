@@ -15,8 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from xir_tools.compare import lower, reference
 from xir_tools.examples import quantize_module
+from xir_tools.harness import lower, reference
 
 VIAS = ("etal", "backend")
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xir_tools.compare import lower, reference
 from xir_tools.examples import quantize_module
+from xir_tools.harness import lower, reference
 
 BF16 = torch.bfloat16
 

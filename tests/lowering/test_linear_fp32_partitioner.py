@@ -22,8 +22,8 @@ import pytest
 import torch
 from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
 
-from xir_tools.compare import lower
-from xir_tools.programs import max_error, run_pte
+from xir_tools.harness import lower
+from xir_tools.harness import max_error, run_pte
 from lowering.quantizer import quantize_pt2e
 
 FP32 = ConfigPrecisionType.FP32

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from lowering.capability import Options
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 from lowering.partition import plan_partition
 from xir import parse_graph
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 from xir_tools.examples import quantize_module
 
 from tests.lowering.test_bf16 import _randomize, bf16_tolerance

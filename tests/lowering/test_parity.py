@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from xir_tools.examples import quantize_module
 
-from xir_tools.compare import compute_count, lower, reference
+from xir_tools.harness import compute_count, lower, reference
 
 torch.manual_seed(0)
 

@@ -7,7 +7,7 @@ from lowering.capability import Options
 from lowering.partition import plan_partition
 from xir import parse_graph
 
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 
 CYCLE = """graph @g {
   input %x: f32[4,8]
@@ -120,9 +120,9 @@ def test_pipeline_option_and_instruments(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00-input.xir", "01-remove-no-ops.xir"]
     assert "permute" not in (tmp_path / "01-remove-no-ops.xir").read_text()
     assert partitioner.pipeline_text == "remove-no-ops"
-    from xir_tools.programs import run_pte
+    from xir_tools.harness import run_pte, to_buffer
 
-    out = run_pte(edge.to_executorch().buffer, inputs)[0]
+    out = run_pte(to_buffer(edge), inputs)[0]
     assert torch.allclose(out, torch.relu(inputs[0]))
 
 

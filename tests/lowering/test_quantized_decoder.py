@@ -28,9 +28,9 @@ import pytest
 import torch
 
 from bench.llm import Sizes, build_decoder, export_decoder, quantize_decoder
-from xir_tools.compare import lower
+from xir_tools.harness import lower
 from lowering.partition import NotLowerable
-from xir_tools.programs import load_method
+from xir_tools.harness import load_method
 
 CACHE, PREFILL = 16, 4
 SIZES = Sizes(hidden=64, intermediate=128, heads=4, vocab=128, cache=CACHE, layers=1, prefill=PREFILL, steps=1)

@@ -9,7 +9,7 @@ import torch
 
 from xir_tools.examples import EXAMPLES, export_example, quantize_module
 
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 
 
 def test_patchify_8d_loads_and_matches():

@@ -5,7 +5,7 @@ off by whole units); xir computes layer norms in fp32."""
 import torch
 
 from bench.zoo import OutputOf
-from xir_tools.compare import lower, reference
+from xir_tools.harness import lower, reference
 
 BF16 = torch.bfloat16
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from xir_tools.compare import lower
+from xir_tools.harness import lower
 from lowering.partition import NotLowerable
 
 IN, OUT = 64, 32

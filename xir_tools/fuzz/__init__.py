@@ -7,7 +7,7 @@ and written as standalone repro files. ``python -m xir_tools.fuzz --help``.
 
 - ``program``: the program as data, its source, editing (for shrinking)
 - ``generator``: random programs (``generate(seed, kind)``)
-- ``case``: one case in one process (copied verbatim into repro files)
+- ``case``: one case in one process, on xir_tools/harness.py (both copied verbatim into repro files)
 - ``pool``: worker processes with time limits and crash isolation
 - ``shrink``: greedy shrinking of a failing program
 - ``repro``: standalone repro files

@@ -2,8 +2,11 @@
 ExecuTorch's stock one, serialize, load and run both on ExecuTorch's runtime, compare with the
 eager reference, and classify each side.
 
-This file is self-contained (torch, executorch and xir's ``lowering`` only): repro files embed
-it verbatim, so a repro runs exactly the code the fuzzer ran.
+Exporting, lowering, running and comparing are xir_tools/harness.py's (the harness the ``xir``
+command, the benchmarks and the tests use too); this file adds what a case needs beyond them:
+preparing the program for its kind, the eager reference's conditioning and the classification.
+Repro files embed the harness and this file verbatim (without the import of the harness), so a
+repro runs exactly the code the fuzzer ran.
 
 Classes: ok, export-failed, lower-failed (lowering or serialization raised), load-failed (the
 runtime refused the program; its stderr reason is kept), run-failed (execute raised),
@@ -11,46 +14,28 @@ wrong-result (outputs differ beyond the tolerance, or their count/shape/dtype di
 the worker pool adds crashed and timeout; invalid: the eager reference is not finite.
 """
 
-import contextlib
-import math
-import os
-import sys
-import tempfile
 import time
 
 import torch
 
+from xir_tools.harness import (
+    QUANTIZED,
+    LoadError,
+    RunError,
+    as_list,
+    compare,
+    delegation,
+    export,
+    first_line,
+    load_method,
+    lower_edge,
+    reference,
+    run_method,
+    runtime_reason,
+    to_buffer,
+)
+
 FAILURE_CLASSES = ("export-failed", "lower-failed", "load-failed", "run-failed", "wrong-result", "crashed", "timeout")
-QUANTIZED = ("static", "dynamic")
-
-# ------------------------------------------------------------------------------ tolerances
-# Each output is compared elementwise: |actual - ref| <= atol + rtol * |ref|.
-#
-# Float kinds: atol = (2e-5 + lowp) * max(1, max|ref|) + 10 * cond, rtol = max(1e-4, lowp).
-#  - 2e-5 * max(1, max|ref|): XNNPACK's fp32 kernels (polynomial exp/sigmoid/tanh, other
-#    summation orders, fused multiply-adds) are a few ulp off per op. Measured on 60 fp32
-#    programs: xir and stock stay below 1.5e-6 * max(1, max|ref|) (10x margin and more), while
-#    a real approximation error, exact GELU computed for approximate='tanh' (up to 4.7e-4 near
-#    x = 2.7), is 5-10x above; at 1e-4 it sat right at the boundary.
-#  - lowp: the output's rounding budget, summed along its longest path: 2**-5 (8 bf16 ulp) for
-#    every op computed in bf16, 2**-8 for fp16 (Program.lowp). bf16 and fp16 kernels round
-#    intermediates differently from eager (which often computes in fp32 and rounds once).
-#  - cond: how far eager itself is from the same program run in float64 (a measure of the
-#    program's conditioning: cancellation, normalizing nearly-constant rows, ...). An
-#    implementation as accurate as eager errs by about as much; 10x leaves room.
-FP32_ATOL = 2e-5
-FP32_RTOL = 1e-4
-COND_FACTOR = 10.0
-QUANT_ATOL = 0.1
-
-
-def tolerance(kind, ref, lowp=0.0, cond=0.0):
-    """(atol, rtol) for one output."""
-    peak = ref.float().abs().max().item() if ref.numel() else 0.0
-    if kind in QUANTIZED:
-        return QUANT_ATOL * peak + 1e-3, 0.0
-    return (FP32_ATOL + lowp) * max(1.0, peak) + COND_FACTOR * cond, max(FP32_RTOL, lowp)
-
 
 # ------------------------------------------------------------------------------ preparing
 
@@ -174,18 +159,6 @@ def prepare(make_module, make_inputs, kind, per_channel):
     return module, inputs
 
 
-def as_list(outputs):
-    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
-
-
-def reference(module, ep, inputs, kind):
-    """Eager outputs; for quantized kinds the converted pt2e model as exported (ep.module())."""
-    with torch.no_grad():
-        if kind in QUANTIZED:
-            return [t.detach() for t in as_list(ep.module()(*inputs))]
-        return [t.detach() for t in as_list(module(*inputs))]
-
-
 def conditioning(make_module, make_inputs, kind, ref):
     """Per output: max |eager - float64 eager| (float kinds; 0 for quantized kinds or when the
     float64 run is impossible)."""
@@ -206,121 +179,7 @@ def conditioning(make_module, make_inputs, kind, ref):
         return [0.0] * len(ref)
 
 
-# ------------------------------------------------------------------------------ lowering
-
-def lower(ep, which, via, bf16):
-    """The lowering commands: xir's XnnpackPartitioner or ExecuTorch's, through
-    to_edge_transform_and_lower ("etal") or to_edge(...).to_backend ("backend"; xir's
-    rewrites applied with edge.transform(partitioner.transform_passes()) first)."""
-    import executorch.kernels.quantized  # noqa: F401  (Q/DQ left outside delegates run on these kernels)
-    from executorch.exir import EdgeCompileConfig, to_edge, to_edge_transform_and_lower
-
-    if which == "stock":
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-        partitioner = XnnpackPartitioner(enable_bf16=bf16)
-        if via == "etal":
-            return to_edge_transform_and_lower(ep, partitioner=[partitioner])
-        return to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_backend(partitioner)
-    import lowering
-
-    partitioner = lowering.XnnpackPartitioner(enable_bf16=bf16)
-    if via == "etal":
-        return lowering.to_edge_transform_and_lower(ep, partitioner=[partitioner])
-    edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    return edge.transform(partitioner.transform_passes()).to_backend(partitioner)
-
-
-def delegation(edge) -> dict:
-    """How many ops ended inside XNNPACK delegates and how many compute ops outside, in all and by op."""
-    try:
-        from xir_tools.programs import delegated_ops, outside_ops
-
-        inside, outside = dict(delegated_ops(edge)), dict(outside_ops(edge))
-    except Exception:
-        return {}
-    return {"delegated": sum(inside.values()), "outside": sum(outside.values()),
-            "delegated_ops": inside, "outside_ops": outside}
-
-
-@contextlib.contextmanager
-def captured_stderr():
-    """What native code writes on file descriptor 2 (the runtime's error log)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    box = {"text": ""}
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield box
-        finally:
-            try:
-                import ctypes
-
-                ctypes.CDLL(None).fflush(None)
-            except Exception:
-                pass
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            box["text"] = sink.read().decode("utf-8", "replace")
-
-
-def runtime_reason(log, error):
-    lines = [line.strip() for line in log.splitlines() if line.strip() and "cpuinfo" not in line]
-    text = " | ".join(lines[-3:])
-    return f"{text} ({first_line(error)})" if text else first_line(error)
-
-
-def first_line(error):
-    """``Type: first line``, with the innermost cause when the error wraps another (ExecuTorch's
-    pass manager reports "An error occurred when running the 'X' pass" around the real one)."""
-    def line(e):
-        lines = [text.strip() for text in str(e).splitlines() if text.strip()]
-        text = lines[0] if lines else ""
-        if len(text) > 240:
-            text = text[:237] + "..."
-        return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-    text, root, seen = line(error), error, set()
-    while True:
-        inner = root.__cause__ or root.__context__
-        if inner is None or id(inner) in seen:
-            break
-        seen.add(id(inner))
-        root = inner
-    if root is not error:
-        text += f" <- {line(root)}"
-    return text
-
-
-def compare(outputs, ref, kind, lowp, cond):
-    """(ok, message, max_err, ratio, scaled): ratio is the worst |err| / allowed over all elements,
-    scaled the worst max|err| / max(1, max|ref|) over the outputs."""
-    if len(outputs) != len(ref):
-        return False, f"{len(outputs)} outputs, expected {len(ref)}", None, None, None
-    worst, worst_ratio, worst_scaled, messages = 0.0, 0.0, 0.0, []
-    for index, (actual, expected) in enumerate(zip(outputs, ref)):
-        if tuple(actual.shape) != tuple(expected.shape):
-            return False, f"output {index}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}", None, None, None
-        if actual.dtype != expected.dtype:
-            return False, f"output {index}: dtype {actual.dtype}, expected {expected.dtype}", None, None, None
-        if not expected.numel():
-            continue
-        atol, rtol = tolerance(kind, expected, lowp[index] if index < len(lowp) else 0.0,
-                               cond[index] if index < len(cond) else 0.0)
-        a, e = actual.double(), expected.double()
-        error = (a - e).abs()
-        error = torch.where(torch.isnan(error), torch.full_like(error, math.inf), error)
-        allowed = atol + rtol * e.abs()
-        ratio = (error / allowed).max().item()
-        worst, worst_ratio = max(worst, error.max().item()), max(worst_ratio, ratio)
-        worst_scaled = max(worst_scaled, error.max().item() / max(1.0, e.abs().max().item()))
-        if ratio > 1.0:
-            messages.append(f"output {index}: max err {error.max().item():.3g} (atol {atol:.3g}, rtol {rtol:.3g}, "
-                            f"max|ref| {e.abs().max().item():.3g})")
-    return not messages, "; ".join(messages), worst, worst_ratio, worst_scaled
-
+# ------------------------------------------------------------------------------ one side
 
 def run_side(make_program, inputs, ref, which, kind, via, lowp, cond):
     """Lower, serialize, load, run and compare one side. ``make_program()`` gives a fresh
@@ -330,34 +189,23 @@ def run_side(make_program, inputs, ref, which, kind, via, lowp, cond):
     try:
         try:
             ep = make_program()
-            edge = lower(ep, which, via, kind == "bf16")
+            edge, _ = lower_edge(ep, which, via, enable_bf16=kind == "bf16")
             result.update(delegation(edge))
-            buffer = edge.to_executorch().buffer
+            buffer = to_buffer(edge)
         except Exception as error:
             result.update(status="lower-failed", error=first_line(error))
             return result
-        from executorch.runtime import Runtime
-
-        with captured_stderr() as log:
-            try:
-                program = Runtime.get().load_program(buffer)
-                method = program.load_method("forward")
-                failure = None
-            except Exception as error:
-                failure = error
-        if failure is not None:
-            result.update(status="load-failed", error=runtime_reason(log["text"], failure))
+        try:
+            _program, method = load_method(buffer)  # (the program stays alive with its method)
+        except LoadError as error:
+            result.update(status="load-failed", error=runtime_reason(error.log, error.error))
             return result
-        with captured_stderr() as log:
-            try:
-                outputs = method.execute(list(inputs))
-                failure = None
-            except Exception as error:
-                failure = error
-        if failure is not None:
-            result.update(status="run-failed", error=runtime_reason(log["text"], failure))
+        try:
+            outputs = run_method(method, inputs)
+        except RunError as error:
+            result.update(status="run-failed", error=runtime_reason(error.log, error.error))
             return result
-        ok, message, max_err, ratio, scaled = compare(as_list(outputs), ref, kind, lowp, cond)
+        ok, message, max_err, ratio, scaled = compare(outputs, ref, kind, lowp, cond)
         result.update(max_err=max_err, ratio=ratio, scaled=scaled)
         if not ok:
             result.update(status="wrong-result", error=message)
@@ -378,12 +226,12 @@ def run_case(make_module, make_inputs, kind, via, per_channel, lowp, sides=("xir
     shared = None
     try:
         module, inputs = prepare(make_module, make_inputs, kind, per_channel)
-        ep = torch.export.export(module, inputs)
+        ep = export(module, inputs)
     except Exception as error:
         shared = {"status": "export-failed", "error": first_line(error)}
     if shared is None:
         try:
-            ref = reference(module, ep, inputs, kind)
+            ref = reference(ep, inputs, None if kind in QUANTIZED else module)
         except Exception as error:
             shared = {"status": "export-failed", "error": "reference: " + first_line(error)}
     if shared is None and any(t.is_floating_point() and not torch.isfinite(t).all() for t in ref):
@@ -399,7 +247,7 @@ def run_case(make_module, make_inputs, kind, via, per_channel, lowp, sides=("xir
     outcome["prepare"]["cond"] = cond
 
     def make_program():
-        return torch.export.export(module, inputs)
+        return export(module, inputs)
 
     for side in sides:
         on_phase(side)

@@ -285,9 +285,9 @@ def source_commit() -> str | None:
 # harness that generates, lowers and runs it, and the pinned packages. A campaign is resumable by
 # any checkout whose these files are the same (a later commit that changed only docs, tests or the
 # report), so that a campaign journal kept in the repository goes on in another session.
-OUTCOME_SOURCES = ("xir", "lowering", "passes", "xir_tools/fuzz/case.py", "xir_tools/fuzz/generator.py",
-                   "xir_tools/fuzz/program.py", "xir_tools/fuzz/pool.py", "xir_tools/examples.py",
-                   "xir_tools/programs.py", "pyproject.toml")
+OUTCOME_SOURCES = ("xir", "lowering", "passes", "xir_tools/harness.py", "xir_tools/fuzz/case.py",
+                   "xir_tools/fuzz/generator.py", "xir_tools/fuzz/program.py", "xir_tools/fuzz/pool.py",
+                   "xir_tools/examples.py", "pyproject.toml")
 
 
 def source_code_id() -> str | None:

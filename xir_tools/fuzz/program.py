@@ -15,7 +15,7 @@ KINDS = ("fp32", "bf16", "static", "dynamic")
 QUANTIZED_KINDS = ("static", "dynamic")
 
 # per-op rounding budget, relative to max(1, |ref|max): the tolerance of an output in reduced
-# precision grows with the number of rounding ops on its longest path (see case.tolerance)
+# precision grows with the number of rounding ops on its longest path (see xir_tools.harness.tolerance)
 LOWP_UNIT = {"bfloat16": 2.0 ** -5, "float16": 2.0 ** -8, "float32": 0.0, "float64": 0.0, "int64": 0.0, "bool": 0.0}
 
 

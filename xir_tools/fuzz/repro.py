@@ -1,15 +1,17 @@
-"""Standalone repro files: the harness (case.py, verbatim), the program's source, its inputs,
-kind and lowering path, and the observed classification. ``python repro.py`` prints both
+"""Standalone repro files: the harness (xir_tools/harness.py and case.py, verbatim), the
+program's source, its inputs, kind and lowering path, and the observed classification. ``python repro.py`` prints both
 outcomes and whether they match what the fuzzer saw."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import textwrap
 from pathlib import Path
 
 from xir.files import write_atomic
 
+from .. import harness
 from . import case
 from .program import Program
 
@@ -75,6 +77,15 @@ def _label_text(label: str) -> str:
             "stock-only": "stock fails, xir ok", "ok": "both ok"}.get(label, label)
 
 
+def case_source() -> str:
+    """case.py's text without its import of the harness (embedded ahead of it in a repro)."""
+    text = inspect.getsource(case)
+    lines = text.splitlines(keepends=True)
+    (node,) = [n for n in ast.parse(text).body if isinstance(n, ast.ImportFrom) and n.module == "xir_tools.harness"]
+    lines[node.lineno - 1:node.end_lineno] = ["# (the harness's names: defined above)\n"]
+    return "".join(lines)
+
+
 def repro_source(program: Program, outcome: dict, label: str, original: Program | None = None,
                  timeout: float = 600.0) -> str:
     xir, stock = outcome.get("xir") or {}, outcome.get("stock") or {}
@@ -95,13 +106,13 @@ def repro_source(program: Program, outcome: dict, label: str, original: Program 
         f"{len(program.ops)} ops, {len(program.outputs)} outputs.{history}",
         "",
         "Run with the xir checkout's venv: python THIS_FILE.py  (--isolate runs each side in a child",
-        "process; --side xir|stock runs one). The harness below is xir_tools/fuzz/case.py verbatim: export",
+        "process; --side xir|stock runs one). The harness below is xir_tools/harness.py and",
+        "xir_tools/fuzz/case.py verbatim (but case.py's import of the harness): export",
         "(pt2e-quantized first for static/dynamic), lower with xir and with stock, to_executorch,",
         "load and run with executorch.runtime, compare with the eager reference.",
         '"""',
         "",
     ])
-    harness = inspect.getsource(case)
     config = textwrap.dedent(f'''\
         # ================================================================== this case
 
@@ -114,8 +125,10 @@ def repro_source(program: Program, outcome: dict, label: str, original: Program 
         TIMEOUT = {timeout!r}
         ''')
     parts = [header,
-             "# ================================================================== harness (xir_tools/fuzz/case.py)\n",
-             harness,
+             "# ================================================================== harness (xir_tools/harness.py)\n",
+             inspect.getsource(harness),
+             "\n\n# ================================================================== the case (xir_tools/fuzz/case.py)\n",
+             case_source(),
              "\n\n# ================================================================== the program\n\n",
              program.module_source(), "\n\n", config, MAIN]
     return "".join(parts)

@@ -469,7 +469,7 @@ class ScaleShiftCast(torch.nn.Module):
 
 def test_end_to_end_every_compute_op_is_delegated():
     import lowering
-    from xir_tools.programs import delegate_count, delegated_ops, outside_ops, run_pte
+    from xir_tools.harness import delegate_count, delegated_ops, outside_ops, run_pte, to_buffer
 
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
     ep = torch.export.export(ScaleShiftCast(), (x,))
@@ -481,7 +481,7 @@ def test_end_to_end_every_compute_op_is_delegated():
     assert folder.folded == {"dim_order_ops._to_dim_order_copy": 3, "aten.arange.start_step": 1}
     assert outside_ops(edge) == {} and delegate_count(edge) == 1
     assert delegated_ops(edge) == {"aten.mul.Tensor": 1, "aten.add.Tensor": 2}
-    (out,) = run_pte(edge.to_executorch().buffer, (x,))
+    (out,) = run_pte(to_buffer(edge), (x,))
     assert torch.equal(out, ep.module()(x))
 
 
@@ -504,7 +504,8 @@ def test_end_to_end_a_mutated_buffer_keeps_its_state():
     method: the buffer's value changes between calls, and every call matches eager."""
     import lowering
     from executorch.exir import EdgeCompileConfig, to_edge
-    from executorch.runtime import Runtime
+
+    from xir_tools.harness import load_method, to_buffer
 
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(2))
     eager = Accumulate()
@@ -514,8 +515,7 @@ def test_end_to_end_a_mutated_buffer_keeps_its_state():
     edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).transform(partitioner.transform_passes())
     assert folder.folded == {"dim_order_ops._to_dim_order_copy": 2, "aten.arange.start_step": 1, "aten.sum.dim_IntList": 1}
     assert folder.last_report.skipped == []  # b_total is state, not a constant: nothing to explain
-    program = Runtime.get().load_program(edge.to_executorch().buffer)
-    method = program.load_method("forward")
+    _program, method = load_method(to_buffer(edge))  # (the method needs its program alive)
     for _ in range(3):
         out = method.execute([x])[0].clone()
         assert torch.allclose(out, eager(x), rtol=0, atol=1e-5)
@@ -526,8 +526,7 @@ def test_end_to_end_a_mutated_buffer_read_inside_a_delegate_keeps_its_state():
     is delegated, the buffer stays the program's (it is state, not a delegate constant), and three
     calls in one loaded method match eager."""
     import lowering
-    from executorch.runtime import Runtime
-    from xir_tools.programs import delegated_ops
+    from xir_tools.harness import delegated_ops, load_method, to_buffer
 
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
     eager = Accumulate()
@@ -539,8 +538,7 @@ def test_end_to_end_a_mutated_buffer_read_inside_a_delegate_keeps_its_state():
     graph = xir.from_exported_program(to_edge(torch.export.export(copy.deepcopy(eager), (x,))).exported_program())
     assert graph.input_named("b_total").input_kind is InputKind.state
     assert graph.input_named("b_scale").input_kind is InputKind.buffer
-    program = Runtime.get().load_program(edge.to_executorch().buffer)  # (the method needs its program alive)
-    method = program.load_method("forward")
+    _program, method = load_method(to_buffer(edge))  # (the method needs its program alive)
     for _ in range(3):
         out = method.execute([x])[0].clone()
         assert torch.allclose(out, eager(x), rtol=0, atol=1e-5)
@@ -550,7 +548,7 @@ def test_the_weight_of_a_decomposed_linear_is_not_folded():
     """to_backend decomposes a linear into permute(weight) -> addmm; ExecuTorch's XNNPACK
     preprocessing rebuilds the linear from that permute, so folding it into a transposed constant
     broke the lowering (found by the fuzzer: "a and b must have same reduction dim")."""
-    from xir_tools.compare import lower
+    from xir_tools.harness import lower
 
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.ReLU()).eval()
