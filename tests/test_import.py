@@ -109,7 +109,7 @@ class _AbsentOptionals(torch.nn.Module):
 def test_an_absent_optional_operand_is_absent():
     from executorch.exir import to_edge
 
-    from xir_tools.compare import lower, reference
+    from xir_tools.harness import lower, reference
 
     inputs = (torch.randn(1, 3, 6, 6),)
     ep = torch.export.export(_AbsentOptionals().eval(), inputs)
