@@ -199,6 +199,8 @@ class Side:
     error: str | None = None  # "<phase>: <first line>"
     details: list = field(default_factory=list)  # full failure texts
     xir_reports: list = field(default_factory=list)
+    xir_reasons: list = field(default_factory=list)
+    xir_rewrites: list = field(default_factory=list)  # per xir partitioner: the passes of its pipeline that changed the program  # per xir partitioner: Counter of (op, rule, reason)
     buffer: bytes | None = None
     decode_method: object = None
 
@@ -248,9 +250,15 @@ def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None
 
 
 def _collect_reports(side: Side, partitioners, lowering) -> None:
+    from lowering.report import is_compute
+
     for p in partitioners:
         if isinstance(p, lowering.XnnpackPartitioner):
             side.xir_reports.append(p.report())
+            side.xir_rewrites.append(sorted(p.rewrites_applied))
+            plan = p.last_plan
+            side.xir_reasons.append(Counter((r.node.op, r.rule, r.reason) for r in plan.rejected if is_compute(r.node.op))
+                                    if plan is not None else Counter())
 
 
 def load(buffer: bytes):
@@ -369,10 +377,18 @@ def print_failures(sides: list[Side]) -> None:
             print(f"--- {s.recipe} {s.kind}: {d.rstrip()}")
 
 
-def print_reports(sides: list[Side], everything: bool) -> None:
+def print_reasons(sides: list[Side]) -> None:
+    """Why xir left each op outside, counted by (op, rule, reason), for every program with xir."""
     for s in sides:
-        if not s.xir_reports or not (everything or (s.kind == "xir" and s.recipe == "fp32")):
-            continue
+        for i, reasons in enumerate(s.xir_reasons):
+            print(f"\nxir: why ops stay outside, {s.recipe} {s.kind} (count, op, rule: reason; xir's partition report):")
+            print(f"  rewrites that changed the program: {', '.join(s.xir_rewrites[i]) or '(none)'}")
+            for (op, rule, reason), count in sorted(reasons.items(), key=lambda kv: (kv[0][0].startswith(SCALAR_OPS), kv[0])):
+                print(f"  {count:3d}  {op}  {rule}: {reason}")
+
+
+def print_reports(sides: list[Side]) -> None:
+    for s in sides:
         for i, text in enumerate(s.xir_reports):
             print(f"\nxir partition report, {s.recipe} {s.kind} (xir partitioner {i + 1}):")
             print(text.rstrip())
@@ -398,8 +414,7 @@ def parse_args(argv):
     parser.add_argument("--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)")
     parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
     parser.add_argument("--runs", type=int, default=20, help="timed decode steps per program (median)")
-    parser.add_argument("--report", action="store_true", help="print xir's partition report for every program with xir "
-                                                             "(default: the fp32 xir-alone one)")
+    parser.add_argument("--report", action="store_true", help="also print xir's full partition reports")
     args = parser.parse_args(argv)
     args.recipes = tuple(args.recipe or (QUICK_RECIPES if args.quick else RECIPES))
     args.sets = tuple(s for s in args.sets.split(",") if s)
@@ -449,7 +464,9 @@ def main(argv=None) -> int:
           f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}\n")
     print_table(sides)
     print_outside(sides)
-    print_reports(sides, args.report)
+    print_reasons(sides)
+    if args.report:
+        print_reports(sides)
     print_failures(sides)
     return 0
 
