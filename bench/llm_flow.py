@@ -340,7 +340,7 @@ def _top(outside: Counter, n: int = 4) -> str:
 
 def print_table(sides: list[Side]) -> None:
     header = ("recipe", "partitioners", "delegates", "outside", "tensor ops outside (top)", "pte KB",
-              "err len1", "err len7", "err len32", "err decode", "decode ms", "lower s", "failure")
+              *(f"err len{n}" for n in PREFILLS), "err decode", "decode ms", "lower s", "failure")
     rows = []
     for s in sides:
         rows.append((s.recipe, s.kind, _num(s.delegates, "d"), str(sum(tensor_ops(s.outside).values())) if s.delegates is not None else "-",
