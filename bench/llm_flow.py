@@ -1,0 +1,475 @@
+"""ExecuTorch's own LLM export flow (export_llama_lib), lowered with stock's and xir's partitioners.
+
+    .venv/bin/python -m bench.llm_flow [--quick] [--recipe fp32|bf16|8da4w ...] [--sets stock,xir,dq+xir]
+                                       [--no-custom-sdpa] [--static] [--bare] [--report]
+
+A 2-layer Llama 3 (dim 256, 8 heads, 2 KV heads, vocab 512, random weights) is built by the
+flow itself (``_prepare_for_llama_export`` from an LlmConfig: KV cache, dynamic shapes,
+max_seq_len 128, custom SDPA unless --no-custom-sdpa), from a seeded checkpoint this harness
+writes first (with no checkpoint the flow's ``to_empty()`` leaves RMSNorm weights uninitialized).
+The flow exports it (``.export()``, ``run_canonical_optimizations()``); its quantization is its
+own (qmode 8da4w: the source transform; pt2e quantizers from ``get_quantizer_and_quant_params``,
+none for these recipes). Each partitioner set then lowers a copy as
+``_to_edge_and_lower_llama_xnnpack`` does (``lowering.llm``: the builder's
+``to_edge_transform_and_lower``, xir's rewrites as its transform_passes unless --bare, then
+``to_executorch(passes=<the flow's additional passes>)``):
+
+    stock   [XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner]  (xnnpack + extended ops)
+    xir     [xir XnnpackPartitioner]
+    dq+xir  [XnnpackDynamicallyQuantizedPartitioner, xir XnnpackPartitioner]
+
+Every program is loaded with ``executorch.runtime`` and run on prefills of 1, 7 and 32 tokens
+from input_pos 0 (a fresh method each), then one decode token at position 32; logits are compared
+with the source-transformed (quantized) eager module before export, from a fresh copy on the same
+inputs. The decode step is timed (median of --runs, the sets interleaved). Failures are caught per
+phase, printed in the table and in full (traceback tail, runtime stderr) after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+warnings.filterwarnings("ignore")
+
+RECIPES = ("fp32", "bf16", "8da4w")
+QUICK_RECIPES = ("fp32", "8da4w")
+SETS = ("stock", "xir", "dq+xir")
+PREFILLS = (1, 7, 32)
+PARAMS = dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, vocab_size=512, multiple_of=32, norm_eps=1e-5,
+              rope_theta=500000.0, use_scaled_rope=True)  # Llama 3 style (scaled rope, GQA 4:1)
+MAX_SEQ_LEN = 128
+SEED = 0
+
+
+# ------------------------------------------------------------------ the flow's model
+
+
+def write_checkpoint(directory: str, use_kv_cache: bool = True) -> tuple[str, str]:
+    """params.json and a seeded checkpoint, built with the flow's own constructor
+    (``construct_transformer(ModelArgs(...))``, what ``Llama2Model`` builds on the meta device)."""
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    params_path, checkpoint_path = os.path.join(directory, "params.json"), os.path.join(directory, "checkpoint.pth")
+    with open(params_path, "w") as f:
+        json.dump(PARAMS, f)
+    torch.manual_seed(SEED)
+    model = construct_transformer(ModelArgs(max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN, use_kv_cache=use_kv_cache,
+                                            enable_dynamic_shape=True, **PARAMS))
+    # RMSNorm weights are ones at construction: make them (and everything) non-trivial but sane
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+    torch.save(model.state_dict(), checkpoint_path)  # (with the zero KV caches: the flow assigns what it loads)
+    return params_path, checkpoint_path
+
+
+def llm_config(recipe: str, params: str, checkpoint: str, output_dir: str, custom_sdpa: bool, dynamic: bool):
+    from executorch.extension.llm.export.config.llm_config import DtypeOverride, LlmConfig
+
+    cfg = LlmConfig()
+    cfg.base.params, cfg.base.checkpoint = params, checkpoint
+    cfg.model.use_kv_cache = True
+    cfg.model.enable_dynamic_shape = dynamic
+    cfg.model.use_sdpa_with_kv_cache = custom_sdpa
+    cfg.export.max_seq_length = cfg.export.max_context_length = MAX_SEQ_LEN
+    cfg.export.output_dir = output_dir
+    cfg.backend.xnnpack.enabled = True
+    cfg.backend.xnnpack.extended_ops = True
+    if recipe == "bf16":
+        cfg.model.dtype_override = DtypeOverride.bf16
+        cfg.backend.xnnpack.enable_bf16 = True
+    elif recipe == "8da4w":
+        cfg.quantization.qmode = "8da4w"
+        cfg.quantization.group_size = 32
+    elif recipe != "fp32":
+        raise ValueError(f"unknown recipe {recipe!r}")
+    return cfg
+
+
+def flow_additional_passes(cfg) -> list:
+    """The passes ``_export_llama`` hands to ``to_executorch`` for this config (its own logic)."""
+    from executorch.examples.models.llama.export_llama_lib import TORCHTUNE_DEFINED_MODELS
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    passes = []
+    if cfg.base.model_class.value in TORCHTUNE_DEFINED_MODELS:
+        passes = [InitializedMutableBufferPass(["kv_cache_pos"])]
+    if cfg.model.use_kv_cache and (cfg.backend.tosa.enabled or cfg.backend.vgf.enabled or cfg.backend.ethosu.enabled):
+        passes.append(InitializedMutableBufferPass(["k_cache", "v_cache"]))
+    if cfg.model.use_attention_sink:
+        passes.append(InitializedMutableBufferPass(["cache_positions"]))
+    return passes
+
+
+@dataclass
+class Prepared:
+    builder: object  # the flow's LLMEdgeManager after export() and canonical optimizations
+    eager: torch.nn.Module  # the source-transformed (quantized) module, before export, never run
+    quantizers: list
+    additional_passes: list
+    export_s: float
+    dtype: torch.dtype
+
+
+def prepare(cfg) -> Prepared:
+    """``_export_llama`` up to the lowering: validate, quantizers, additional passes,
+    ``_prepare_for_llama_export``, ``export()``, ``run_canonical_optimizations()``."""
+    from executorch.examples.models.llama import export_llama_lib as flow
+
+    start = time.perf_counter()
+    flow._validate_args(cfg)
+    _, quantizers, _ = flow.get_quantizer_and_quant_params(cfg)
+    additional_passes = flow_additional_passes(cfg)
+    builder = flow._prepare_for_llama_export(cfg)
+    eager = copy.deepcopy(builder.model).eval()
+    builder = builder.export()
+    builder.run_canonical_optimizations()
+    dtype = next(p.dtype for n, p in eager.named_parameters() if "norm" in n)
+    return Prepared(builder, eager, quantizers, additional_passes, time.perf_counter() - start, dtype)
+
+
+def fresh_builder(builder):
+    """A copy of the exported builder to lower once (the lowering sets its edge manager)."""
+    copied = copy.copy(builder)
+    copied.pre_autograd_graph_module = copy.deepcopy(builder.pre_autograd_graph_module)
+    copied.edge_manager = None
+    copied.export_program = None
+    return copied
+
+
+# ------------------------------------------------------------------ inputs and the eager reference
+
+
+def prefill_inputs(length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1000 + length)
+    tokens = torch.randint(0, PARAMS["vocab_size"], (1, length), generator=g, dtype=torch.long)
+    return tokens, torch.tensor([0], dtype=torch.long)
+
+
+def decode_inputs(position: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor([[7]], dtype=torch.long), torch.tensor([position], dtype=torch.long)
+
+
+def eager_references(eager: torch.nn.Module) -> dict:
+    """Logits of a fresh copy per prefill, and the decode step after the longest prefill."""
+    refs = {}
+    with torch.no_grad():
+        for length in PREFILLS:
+            model = copy.deepcopy(eager)
+            tokens, pos = prefill_inputs(length)
+            refs[length] = model(tokens, {"input_pos": pos})
+            if length == PREFILLS[-1]:
+                refs["decode"] = model(*_kw(decode_inputs(length)))
+    return refs
+
+
+def _kw(inputs):
+    tokens, pos = inputs
+    return tokens, {"input_pos": pos}
+
+
+# ------------------------------------------------------------------ one partitioner set
+
+
+@dataclass
+class Side:
+    recipe: str
+    kind: str
+    delegates: int | None = None
+    outside: Counter = field(default_factory=Counter)
+    pte_bytes: int | None = None
+    lower_s: float | None = None
+    errs: dict = field(default_factory=dict)  # prefill length or "decode" -> max abs error
+    times: list = field(default_factory=list)
+    error: str | None = None  # "<phase>: <first line>"
+    details: list = field(default_factory=list)  # full failure texts
+    xir_reports: list = field(default_factory=list)
+    xir_reasons: list = field(default_factory=list)
+    xir_rewrites: list = field(default_factory=list)  # per xir partitioner: the passes of its pipeline that changed the program  # per xir partitioner: Counter of (op, rule, reason)
+    buffer: bytes | None = None
+    decode_method: object = None
+
+    @property
+    def ms(self):
+        return statistics.median(self.times) * 1e3 if self.times else None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0][:140] if text else ''}"
+
+
+def _fail(side: Side, phase: str, error: BaseException, log: str = "") -> None:
+    if side.error is None:
+        side.error = f"{phase}: {_first_line(error)}"
+    tb = "".join(traceback.format_exception(error))
+    side.details.append(f"{phase} failed: {''.join(tb.splitlines(keepends=True)[-25:])}" + (f"\nruntime stderr:\n{log}" if log else ""))
+
+
+def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None:
+    import executorch.kernels.quantized  # noqa: F401  (quantized_decomposed kernels for what stays outside)
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama::custom_sdpa, update_cache)
+
+    import lowering
+    from lowering.llm import llm_partitioners, to_edge_transform_and_lower_llama
+    from xir_tools.programs import delegate_count, outside_ops
+
+    partitioners = llm_partitioners(side.kind, enable_bf16=enable_bf16)
+    builder = fresh_builder(prepared.builder)
+    start = time.perf_counter()
+    try:
+        builder = to_edge_transform_and_lower_llama(builder, partitioners, prepared.quantizers, with_rewrites=not bare)
+    except BaseException as e:  # noqa: BLE001
+        _fail(side, "lower", e)
+        _collect_reports(side, partitioners, lowering)
+        return
+    side.lower_s = time.perf_counter() - start
+    _collect_reports(side, partitioners, lowering)
+    side.delegates, side.outside = delegate_count(builder.edge_manager), outside_ops(builder.edge_manager)
+    try:
+        builder = builder.to_executorch(passes=prepared.additional_passes)
+        side.buffer = builder.export_program.buffer
+        side.pte_bytes = len(side.buffer)
+    except BaseException as e:  # noqa: BLE001
+        _fail(side, "to_executorch", e)
+
+
+def _collect_reports(side: Side, partitioners, lowering) -> None:
+    from lowering.report import is_compute
+
+    for p in partitioners:
+        if isinstance(p, lowering.XnnpackPartitioner):
+            side.xir_reports.append(p.report())
+            side.xir_rewrites.append(sorted(p.rewrites_applied))
+            plan = p.last_plan
+            side.xir_reasons.append(Counter((r.node.op, r.rule, r.reason) for r in plan.rejected if is_compute(r.node.op))
+                                    if plan is not None else Counter())
+
+
+def load(buffer: bytes):
+    from xir_tools.programs import load_method
+
+    return load_method(buffer)
+
+
+def run_and_compare(side: Side, refs: dict) -> None:
+    from xir_tools.programs import LoadError, captured_stderr, max_error
+
+    for length in PREFILLS:
+        try:
+            program, method = load(side.buffer)
+        except LoadError as e:
+            _fail(side, "load", e, e.reason)
+            return
+        with captured_stderr() as log:
+            try:
+                out = method.execute(list(prefill_inputs(length)))
+                failure = None
+            except BaseException as e:  # noqa: BLE001
+                failure = e
+        if failure is not None:
+            _fail(side, f"run len {length}", failure, log["text"])
+            return
+        side.errs[length] = max_error(list(out), [refs[length]])
+        if length == PREFILLS[-1]:
+            out = method.execute(list(decode_inputs(length)))
+            side.errs["decode"] = max_error(list(out), [refs["decode"]])
+            side.decode_method = (program, method)
+
+
+def time_decode(sides: list[Side], runs: int) -> None:
+    live = [s for s in sides if s.decode_method is not None]
+    inputs = list(decode_inputs(PREFILLS[-1]))
+    for s in live:  # warm
+        for _ in range(3):
+            s.decode_method[1].execute(inputs)
+    for _ in range(runs):
+        for s in live:
+            start = time.perf_counter()
+            s.decode_method[1].execute(inputs)
+            s.times.append(time.perf_counter() - start)
+    for s in live:
+        s.decode_method = None
+
+
+# ------------------------------------------------------------------ table
+
+
+def _num(v, fmt):
+    return "-" if v is None else format(v, fmt)
+
+
+# symbolic-shape bookkeeping of dynamic shapes (input_pos.item(), its range checks): no tensor compute
+SCALAR_OPS = ("_operator.", "aten._assert_scalar", "aten.sym_constrain_range", "aten._local_scalar_dense")
+
+
+def tensor_ops(outside: Counter) -> Counter:
+    return Counter({op: c for op, c in outside.items() if not op.startswith(SCALAR_OPS)})
+
+
+def _short(op: str) -> str:
+    if op.startswith("torch.ops.higher_order."):
+        return op.rsplit(".", 1)[-1]
+    parts = op.split(".")
+    return parts[1] if parts[0] == "aten" and len(parts) > 1 else ".".join(parts[:2])
+
+
+def _top(outside: Counter, n: int = 4) -> str:
+    ops = tensor_ops(outside)
+    if not ops:
+        return "(none)"
+    items = ops.most_common()
+    text = ", ".join(f"{_short(op)} x{c}" for op, c in items[:n])
+    return text + (f", +{len(items) - n} more" if len(items) > n else "")
+
+
+def print_table(sides: list[Side]) -> None:
+    header = ("recipe", "partitioners", "delegates", "outside", "tensor ops outside (top)", "pte KB",
+              *(f"err len{n}" for n in PREFILLS), "err decode", "decode ms", "lower s", "failure")
+    rows = []
+    for s in sides:
+        rows.append((s.recipe, s.kind, _num(s.delegates, "d"), str(sum(tensor_ops(s.outside).values())) if s.delegates is not None else "-",
+                     _top(s.outside) if s.delegates is not None else "-",
+                     _num(s.pte_bytes / 1024 if s.pte_bytes else None, ".0f"),
+                     *(_num(s.errs.get(k), ".2g") for k in (*PREFILLS, "decode")),
+                     _num(s.ms, ".3f"), _num(s.lower_s, ".1f"), s.error or ""))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def print_outside(sides: list[Side]) -> None:
+    print("\nops outside delegates (edge ops; 'outside' counts the tensor ops, not the scalar ones):")
+    for s in sides:
+        if s.delegates is None:
+            continue
+        ops = tensor_ops(s.outside)
+        scalar = Counter({op: c for op, c in s.outside.items() if op not in ops})
+        print(f"  {s.recipe} {s.kind}: {', '.join(f'{op} x{c}' for op, c in sorted(ops.items())) or '(none)'}")
+        if scalar:
+            print(f"      scalar/shape: {', '.join(f'{op} x{c}' for op, c in sorted(scalar.items()))}")
+
+
+def print_failures(sides: list[Side]) -> None:
+    failed = [s for s in sides if s.details]
+    if not failed:
+        return
+    print("\nfailures:")
+    for s in failed:
+        for d in s.details:
+            print(f"--- {s.recipe} {s.kind}: {d.rstrip()}")
+
+
+def print_reasons(sides: list[Side]) -> None:
+    """Why xir left each op outside, counted by (op, rule, reason), for every program with xir."""
+    for s in sides:
+        for i, reasons in enumerate(s.xir_reasons):
+            print(f"\nxir: why ops stay outside, {s.recipe} {s.kind} (count, op, rule: reason; xir's partition report):")
+            print(f"  rewrites that changed the program: {', '.join(s.xir_rewrites[i]) or '(none)'}")
+            for (op, rule, reason), count in sorted(reasons.items(), key=lambda kv: (kv[0][0].startswith(SCALAR_OPS), kv[0])):
+                print(f"  {count:3d}  {op}  {rule}: {reason}")
+
+
+def print_reports(sides: list[Side]) -> None:
+    for s in sides:
+        for i, text in enumerate(s.xir_reports):
+            print(f"\nxir partition report, {s.recipe} {s.kind} (xir partitioner {i + 1}):")
+            print(text.rstrip())
+
+
+# ------------------------------------------------------------------ main
+
+
+def _quiet():
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)
+    for name in ("executorch", "torch", "xir", "torchao", "root"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m bench.llm_flow", description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", nargs="*", choices=RECIPES, help=f"recipes (default: all of {', '.join(RECIPES)})")
+    parser.add_argument("--quick", action="store_true", help=f"only {' and '.join(QUICK_RECIPES)}")
+    parser.add_argument("--sets", default=",".join(SETS), help=f"partitioner sets, comma-separated ({', '.join(SETS)})")
+    parser.add_argument("--no-custom-sdpa", action="store_true", help="use_sdpa_with_kv_cache off (the flow's SDPA in ATen ops)")
+    parser.add_argument("--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)")
+    parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
+    parser.add_argument("--runs", type=int, default=20, help="timed decode steps per program (median)")
+    parser.add_argument("--report", action="store_true", help="also print xir's full partition reports")
+    args = parser.parse_args(argv)
+    args.recipes = tuple(args.recipe or (QUICK_RECIPES if args.quick else RECIPES))
+    args.sets = tuple(s for s in args.sets.split(",") if s)
+    unknown = set(args.sets) - set(SETS)
+    if unknown:
+        parser.error(f"unknown partitioner set(s): {', '.join(sorted(unknown))}")
+    return args
+
+
+def main(argv=None) -> int:
+    global PREFILLS
+    args = parse_args(argv)
+    _quiet()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    if args.static:
+        PREFILLS = (1,)
+    sides: list[Side] = []
+    with tempfile.TemporaryDirectory(prefix="llm_flow_") as directory:
+        params, checkpoint = write_checkpoint(directory)
+        for recipe in args.recipes:
+            cfg = llm_config(recipe, params, checkpoint, directory, custom_sdpa=not args.no_custom_sdpa, dynamic=not args.static)
+            print(f"[{recipe}] the flow: prepare and export ...", file=sys.stderr, flush=True)
+            recipe_sides = [Side(recipe, kind) for kind in args.sets]
+            try:
+                prepared = prepare(cfg)
+                refs = eager_references(prepared.eager)
+            except BaseException as e:  # noqa: BLE001
+                for s in recipe_sides:
+                    _fail(s, "flow export", e)
+                sides.extend(recipe_sides)
+                continue
+            print(f"[{recipe}] exported in {prepared.export_s:.1f}s; additional passes: "
+                  f"{[type(p).__name__ for p in prepared.additional_passes]}", file=sys.stderr, flush=True)
+            for s in recipe_sides:
+                print(f"[{recipe}] lowering with {s.kind} ...", file=sys.stderr, flush=True)
+                lower(prepared, s, enable_bf16=(recipe == "bf16"), bare=args.bare)
+                if s.buffer is not None:
+                    run_and_compare(s, refs)
+            time_decode(recipe_sides, args.runs)
+            for s in recipe_sides:
+                s.buffer = None
+            sides.extend(recipe_sides)
+    sdpa = "custom SDPA" if not args.no_custom_sdpa else "ATen SDPA"
+    shapes = "static shapes" if args.static else "dynamic shapes"
+    print(f"\nExecuTorch LLM flow, Llama 3 2 layers dim 256 (8 heads, 2 KV heads, vocab 512), KV cache {MAX_SEQ_LEN}, "
+          f"{sdpa}, {shapes}{', xir bare (no rewrites)' if args.bare else ''}; err = max abs logits error vs eager; "
+          f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}\n")
+    print_table(sides)
+    print_outside(sides)
+    print_reasons(sides)
+    if args.report:
+        print_reports(sides)
+    print_failures(sides)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
