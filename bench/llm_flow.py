@@ -227,7 +227,7 @@ def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None
 
     import lowering
     from lowering.llm import llm_partitioners, to_edge_transform_and_lower_llama
-    from xir_tools.programs import delegate_count, outside_ops
+    from xir_tools.harness import delegate_count, outside_ops
 
     partitioners = llm_partitioners(side.kind, enable_bf16=enable_bf16)
     builder = fresh_builder(prepared.builder)
@@ -262,13 +262,13 @@ def _collect_reports(side: Side, partitioners, lowering) -> None:
 
 
 def load(buffer: bytes):
-    from xir_tools.programs import load_method
+    from xir_tools.harness import load_method
 
     return load_method(buffer)
 
 
 def run_and_compare(side: Side, refs: dict) -> None:
-    from xir_tools.programs import LoadError, captured_stderr, max_error
+    from xir_tools.harness import LoadError, captured_stderr, max_error
 
     for length in PREFILLS:
         try:
