@@ -771,14 +771,14 @@ def _conv3d(x: str, out: str = "%y", bias: str | None = None) -> str:
 
 def _conv3d_as_2d(x: str, out: str = "%y", bias: str | None = None) -> str:
     """Its decomposition: frames (N*D, C, H, W), one 2-D conv per depth tap, slices summed."""
-    tap0 = f"(%frames, %w_tap0, {bias}) {{{CONV_ATTRS}}}" if bias else f"(%frames, %w_tap0) {{bias=none, {CONV_ATTRS}}}"
+    tap0 = f"(%frames, %w_tap0, {bias}) {{{CONV_ATTRS}}}" if bias else f"(%frames, %w_tap0) {{{CONV_ATTRS}}}"
     return f"""
       %by_depth: f32[1,3,2,4,4] = aten.permute_copy({x}) {{dims=[0, 2, 1, 3, 4]}}
       %frames: f32[3,2,4,4] = aten.view_copy(%by_depth) {{size=[3, 2, 4, 4]}}
       %conv0: f32[3,4,4,4] = aten.convolution{tap0}
       %depth0: f32[1,3,4,4,4] = aten.view_copy(%conv0) {{size=[1, 3, 4, 4, 4]}}
       %slice0: f32[1,2,4,4,4] = aten.slice_copy.Tensor(%depth0) {{dim=1, start=0, end=2, step=1}}
-      %conv1: f32[3,4,4,4] = aten.convolution(%frames, %w_tap1) {{bias=none, {CONV_ATTRS}}}
+      %conv1: f32[3,4,4,4] = aten.convolution(%frames, %w_tap1) {{{CONV_ATTRS}}}
       %depth1: f32[1,3,4,4,4] = aten.view_copy(%conv1) {{size=[1, 3, 4, 4, 4]}}
       %slice1: f32[1,2,4,4,4] = aten.slice_copy.Tensor(%depth1) {{dim=1, start=1, end=3, step=1}}
       %sum: f32[1,2,4,4,4] = aten.add.Tensor(%slice0, %slice1)
