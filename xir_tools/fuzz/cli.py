@@ -453,11 +453,6 @@ def _write(path: Path, text: str) -> None:
 
 
 def campaign(args) -> int:
-    from xir.files import write_atomic
-
-    from .pool import Pool
-    from .repro import write_repro
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     kinds = list(KINDS) if args.kind == "all" else [args.kind]
@@ -472,48 +467,78 @@ def campaign(args) -> int:
         kinds = [kind for kind in kinds if any(k == kind for k, _ in keys)]
     else:
         keys = [(kind, seed) for kind in kinds for seed in range(args.seed, args.seed + args.count)]
-    seeds = sorted({seed for _, seed in keys})
     commit, code = source_commit(), source_code_id()
     try:
         records, outcomes = _journal(out, args, commit, code)
     except CampaignError as error:
         print(f"xir fuzz: {error}", file=sys.stderr)
         return 2
-    keyed = [(key, _task(key[0], key[1], args, sides=["xir"] if before else None)) for key in keys if key not in records]
-    done = sum(1 for key in keys if key in records)
-    total = len(keyed) + done
-    print(f"xir fuzz: {total} programs ({', '.join(kinds)}; seeds {seeds[0]}..{seeds[-1]}"
-          + (f", those of {args.rerun}" + (f" with {', '.join(args.only_ops)}" if args.only_ops else "") if args.rerun else "")
-          + f"), {args.jobs} workers, "
-          f"timeout {args.timeout:g} s per phase, output in {out}/, xir at {commit or 'an unknown commit'} "
-          f"(code {code})"
-          + (f"; resumed: {done} ran before" if done else ""), flush=True)
+    run = _Run(args, out, kinds, keys, before, records, outcomes)
+    print(run.banner(commit, code), flush=True)
     start = time.monotonic()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
-    with Pool(args.jobs, args.timeout, out / "logs") as pool, open(out / JOURNAL, "a") as journal:
-        try:
-            for index, (key, outcome) in enumerate(pool.run(keyed), done + 1):
-                if before and outcome.get("stock") is None:  # a rerun runs xir only: stock's code did not change
-                    outcome["stock"] = before[key]["stock"]
-                record = _record(key[0], key[1], outcome)
-                records[key], outcomes[key] = record, outcome
-                journal.write(json.dumps({"record": record, "program": outcome.get("program")}, default=str) + "\n")
-                journal.flush()
-                print(_progress_line(record, index, total), flush=True)
-        except KeyboardInterrupt:  # a campaign stopped early still reports and keeps what ran
-            print(f"\ninterrupted: {len(records)} of {total} programs ran; reporting those (repros unshrunk)", flush=True)
-            total, args.shrink = len(records), "none"  # records: this run's and a resumed campaign's
-            kinds = [kind for kind in kinds if any(key[0] == kind for key in records)]
+    from .pool import Pool
+
+    with Pool(args.jobs, args.timeout, out / "logs") as pool:
+        run.run_programs(pool)
         run_seconds = time.monotonic() - start
+        run.write_repros(pool)
+    return run.summarize(commit, code, run_seconds, time.monotonic() - start)
+
+
+class _Run:
+    """One campaign's programs: run them (journalled as they finish), write repros of the
+    failures (shrunk), print the report and write the summary."""
+
+    def __init__(self, args, out: Path, kinds: list[str], keys: list, before: dict, records: dict, outcomes: dict):
+        self.args, self.out, self.kinds, self.keys, self.before = args, out, kinds, keys, before
+        self.records, self.outcomes = records, outcomes
+        self.keyed = [(key, _task(key[0], key[1], args, sides=["xir"] if before else None))
+                      for key in keys if key not in records]
+        self.done = sum(1 for key in keys if key in records)
+        self.total = len(self.keyed) + self.done
+
+    def banner(self, commit, code) -> str:
+        args, seeds = self.args, sorted({seed for _, seed in self.keys})
+        rerun = ""
+        if args.rerun:
+            rerun = f", those of {args.rerun}" + (f" with {', '.join(args.only_ops)}" if args.only_ops else "")
+        return (f"xir fuzz: {self.total} programs ({', '.join(self.kinds)}; seeds {seeds[0]}..{seeds[-1]}{rerun}), "
+                f"{args.jobs} workers, timeout {args.timeout:g} s per phase, output in {self.out}/, "
+                f"xir at {commit or 'an unknown commit'} (code {code})"
+                + (f"; resumed: {self.done} ran before" if self.done else ""))
+
+    def run_programs(self, pool) -> None:
+        records, outcomes, before = self.records, self.outcomes, self.before
+        with open(self.out / JOURNAL, "a") as journal:
+            try:
+                for index, (key, outcome) in enumerate(pool.run(self.keyed), self.done + 1):
+                    if before and outcome.get("stock") is None:  # a rerun runs xir only: stock's code did not change
+                        outcome["stock"] = before[key]["stock"]
+                    record = _record(key[0], key[1], outcome)
+                    records[key], outcomes[key] = record, outcome
+                    journal.write(json.dumps({"record": record, "program": outcome.get("program")}, default=str) + "\n")
+                    journal.flush()
+                    print(_progress_line(record, index, self.total), flush=True)
+            except KeyboardInterrupt:  # a campaign stopped early still reports and keeps what ran
+                print(f"\ninterrupted: {len(records)} of {self.total} programs ran; reporting those (repros unshrunk)",
+                      flush=True)
+                self.total, self.args.shrink = len(records), "none"  # records: this run's and a resumed campaign's
+                self.kinds = [kind for kind in self.kinds if any(key[0] == kind for key in records)]
+
+    def write_repros(self, pool) -> None:
+        from .repro import write_repro
+        from .shrink import signature
+
+        args, records = self.args, self.records
         failures = [key for key in records if records[key]["label"] not in ("ok", "invalid")]
         if failures:
             print(f"\n{len(failures)} failing programs: writing repros"
                   + (f" (shrinking the {args.shrink} ones)" if args.shrink != "none" else ""), flush=True)
-        from .shrink import signature
-
         shrunk_signatures = Counter()
+        timeout = max(600.0, 3 * args.timeout)
         for key in failures:
-            record, outcome = records[key], outcomes[key]
+            record, outcome = records[key], self.outcomes[key]
             record["signature"] = list(signature(outcome))
             if not outcome.get("program"):
                 continue
@@ -527,38 +552,39 @@ def campaign(args) -> int:
                                                              log=lambda text: print(text, flush=True))
                 record["shrunk"] = {"ops": len(small.ops), "outputs": len(small.outputs), "runs": evals,
                                     "xir": small_outcome.get("xir"), "stock": small_outcome.get("stock")}
-            path = write_repro(out, small, small_outcome, record["label"], original=program,
-                               timeout=max(600.0, 3 * args.timeout))
+            path = write_repro(self.out, small, small_outcome, record["label"], original=program, timeout=timeout)
             if small is not program:
-                write_repro(out / "original", program, outcome, record["label"], timeout=max(600.0, 3 * args.timeout))
+                write_repro(self.out / "original", program, outcome, record["label"], timeout=timeout)
             record["repro"] = str(path)
-    total_seconds = time.monotonic() - start
-    by_kind = defaultdict(list)
-    for (kind, _), record in records.items():
-        by_kind[kind].append(record)
-    kinds = [kind for kind in KINDS if by_kind[kind]]
-    print_report(kinds, list(records.values()))
-    regressions = []
-    if before:
-        regressions = print_changes(before, records)
-    ran = len(records) - done
-    print(f"\n{ran} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, ran):.1f} worker-s/program)"
-          + (f" (and {done} before resuming)" if done else "")
-          + f", total with shrinking {total_seconds:.0f} s; summary: {out / 'summary.json'}")
-    summary = {
-        "args": {k: v for k, v in vars(args).items() if k != "run"},
-        "commit": commit,
-        "code": code,
-        "seconds": round(total_seconds, 1),
-        "programs": list(records.values()),
-        "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
-                   | {"labels": dict(Counter(r["label"] for r in by_kind[kind]))} for kind in kinds},
-    }
-    if before:
-        summary["rerun_of"], summary["only_ops"] = str(args.rerun), args.only_ops
-        summary["regressions"] = [{"kind": k, "seed": seed, "why": why} for (k, seed), why in regressions]
-    write_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
-    return 1 if regressions else 0
+
+    def summarize(self, commit, code, run_seconds: float, total_seconds: float) -> int:
+        from xir.files import write_atomic
+
+        args, records, before, done = self.args, self.records, self.before, self.done
+        by_kind = defaultdict(list)
+        for (kind, _), record in records.items():
+            by_kind[kind].append(record)
+        kinds = [kind for kind in KINDS if by_kind[kind]]
+        print_report(kinds, list(records.values()))
+        regressions = print_changes(before, records) if before else []
+        ran = len(records) - done
+        print(f"\n{ran} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, ran):.1f} worker-s/program)"
+              + (f" (and {done} before resuming)" if done else "")
+              + f", total with shrinking {total_seconds:.0f} s; summary: {self.out / 'summary.json'}")
+        summary = {
+            "args": {k: v for k, v in vars(args).items() if k != "run"},
+            "commit": commit,
+            "code": code,
+            "seconds": round(total_seconds, 1),
+            "programs": list(records.values()),
+            "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
+                       | {"labels": dict(Counter(r["label"] for r in by_kind[kind]))} for kind in kinds},
+        }
+        if before:
+            summary["rerun_of"], summary["only_ops"] = str(args.rerun), args.only_ops
+            summary["regressions"] = [{"kind": k, "seed": seed, "why": why} for (k, seed), why in regressions]
+        write_atomic(self.out / "summary.json", json.dumps(summary, indent=1, default=str))
+        return 1 if regressions else 0
 
 
 def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) -> dict:
