@@ -806,3 +806,37 @@ WEIGHT_ONLY = [
 @pytest.mark.parametrize("before, expected, changed", WEIGHT_ONLY)
 def test_weight_only_linear_bias(before, expected, changed):
     check_pipeline(before, "xnnpack.weight-only-linear-bias", expected, changed=changed)
+
+
+@pytest.mark.parametrize("pipeline, op_line", [
+    ("xnnpack.casts-as-converts{enable_bf16=true}",
+     "%a: bf16[1,s0,8] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[0, 1, 2]}"),
+    ("shape-ops-as-views", "%a: bf16[1,s0,1,8] = aten.view_copy(%x) {size=[1, %n, 1, 8]}"),
+    ("shape-ops-as-views", "%a: bf16[1,s0,1,8] = aten.unsqueeze_copy(%x) {dim=2}"),
+])
+def test_a_value_read_by_an_op_without_schema_is_kept(pipeline, op_line):
+    """A value read by an imported op whose call has no schema (the bf16 LLM flow's KV-cache
+    update, ``auto_functionalized_v2``, reads a cast) cannot be replaced: the write-back could not
+    rebuild that op's arguments. (A view's size written -1 keeps the value: it still fires.)"""
+    import types
+
+    from passes import PassManager
+    from xir import parse_graph, print_graph
+
+    x_type = "f32[1,s0,8]" if "casts" in pipeline else "bf16[1,s0,8]"
+    graph = parse_graph(f"""
+    graph @g {{
+      input %x: {x_type}
+      %n: int = aten.sym_size.int(%x) {{dim=1}}
+      {op_line}
+      %u: bf16[1,s0,8] = higher_order.update_cache(%a)
+      return %u
+    }}""")
+    reader = next(n for n in graph if n.op == "higher_order.update_cache")
+    reader.fx_node = types.SimpleNamespace(op="call_function", target=object())  # (no _schema)
+    before = print_graph(graph)
+    PassManager(pipeline).run(graph)
+    if "view_copy" in op_line:
+        assert "size=[1, -1, 1, 8]" in print_graph(graph)
+    else:
+        assert print_graph(graph) == before
