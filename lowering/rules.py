@@ -293,12 +293,17 @@ def _cat(node: Node, options=None) -> str | None:
     return None
 
 
+SYMBOLIC_SLICE = ("a symbolic size: ExecuTorch's XNNPACK serializer writes a slice's sizes as integers; "
+                  "a symbolic size cannot be written")
+
+
 def _slice(node: Node, options=None) -> str | None:
     if attr(node, "step", 1) != 1:
         return f"step {attr(node, 'step')}"
-    problem = _static_shape(node)
-    if problem:
-        return problem
+    # (XNNStaticSlice: the visitor writes the output shape as its sizes, the upper bound of a
+    # symbolic dim; its start/end operands must be ints too)
+    if _static_shape(node) or any(not isinstance(attr(node, name), (int, type(None))) for name in ("start", "end")):
+        return SYMBOLIC_SLICE
     if any(d == 0 for v in list(node.operands) + list(node.results) for d in v.shape):
         return "an empty dim"
     return None
@@ -473,7 +478,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule(aten._softmax, _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
     # data movement
     OpRule(aten.cat, _FS, check=_cat, constraint="at least two inputs"),
-    OpRule(aten.slice_copy.Tensor, _FS, check=_slice, constraint="step 1, static shapes"),
+    OpRule(aten.slice_copy.Tensor, _FS, check=_slice, constraint="step 1, static shapes (sizes written as integers)"),
     OpRule(aten.permute_copy, _FS),
     OpRule(aten.view_copy, _FS, check=_view, constraint="static new shape, at most one -1"),
     OpRule(aten.unsqueeze_copy, _FS, check=_unsqueeze, constraint="trailing dim only"),

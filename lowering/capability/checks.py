@@ -28,6 +28,7 @@ from ..rules import (
     MAX_RANK,
     RULES,
     STATIC,
+    SYMBOLIC_SLICE,
     dequantized_source,
     is_static,
 )
@@ -295,6 +296,23 @@ def _reads_dequantized(s: FloatSubject) -> str | None:
     return None
 
 
+def _symbolic_size_operand(s) -> str | None:
+    """A view or slice with a size computed at run time (``view_copy(x) {size=[1, %s, 4, 8]}``,
+    ``slice_copy(x) {end=%s}``): ExecuTorch's XNNPACK serializer writes a reshape's sizes as
+    integers, with at most one inferred (-1), and a slice's sizes as integers."""
+    if s.node.op not in (aten.view_copy, aten.slice_copy.Tensor) or not any(True for _ in list(s.node.inputs())[1:]):
+        return None
+    if s.node.op == aten.slice_copy.Tensor:
+        return SYMBOLIC_SLICE
+    result = s.node.results[0].type
+    symbolic = sum(1 for d in getattr(result, "shape", ()) if not isinstance(d, int))
+    if symbolic > 1:
+        return (f"the new shape has {symbolic} symbolic sizes: ExecuTorch's XNNPACK serializer writes a reshape's "
+                "sizes as integers, with at most one inferred (-1)")
+    return ("a symbolic size in the new shape (ExecuTorch's XNNPACK serializer writes a reshape's sizes as integers; "
+            "xir's transform pass shape-ops-as-views writes it as -1: run transform_passes())")
+
+
 def _non_tensor_operand(s) -> str | None:
     for v in s.node.inputs():
         if not isinstance(v.type, TensorType):
@@ -317,6 +335,7 @@ FLOAT_CHECKS: tuple[Check, ...] = (
     Check("no-rule", "op", lambda s: s.rule is None and "XNNPACK has no rule for this op"),
     Check("quantized-only", "op", lambda s: FP32 not in s.rule.precisions and "only inside a quantized pattern"),
     FP32_NOT_CONFIGURED_CHECK,
+    Check("symbolic-size-operand", "constraint", _symbolic_size_operand),
     Check("non-tensor-operand", "constraint", _non_tensor_operand),
     # a check about the graph's structure decides before the rank and dtypes, whose reasons would hide it
     Check("structural-constraint", "constraint", _op_constraint, applies=lambda s: s.rule.structural),

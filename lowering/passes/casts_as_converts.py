@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from passes import Rewriter, rewrite_pattern
+from passes.rewriter import fixed_reader
 from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
 from xir.ops import aten, dim_order_ops, xir_ops
@@ -17,17 +18,20 @@ CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)
 @rewrite_pattern(*CASTS)
 def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
     """A bf16 <-> f32 cast that keeps the layout => xir.convert, which XNNPACK runs. Only where it
-    will be delegated (rank 1 to 6, not empty): xir.convert has no portable kernel."""
+    will be delegated (rank 1 to 6, not empty): xir.convert has no portable kernel. A dynamic
+    shape is fine: XNNPACK converts elementwise, at the size the tensor has at run time."""
     from ..rules import MAX_RANK
 
     x, result = node.input.type, node.result.type
     if not isinstance(x, TensorType) or not isinstance(result, TensorType) or {x.dtype, result.dtype} != {DType.f32, DType.bf16}:
         return rewriter.notify_match_failure(node, "not a cast between f32 and bf16")
-    if not 1 <= x.rank <= MAX_RANK or not x.is_static or x.numel() == 0:
-        return rewriter.notify_match_failure(node, f"{x.rank}-D or symbolic or empty: it would stay outside XNNPACK")
+    if not 1 <= x.rank <= MAX_RANK or 0 in x.shape:
+        return rewriter.notify_match_failure(node, f"{x.rank}-D or empty: it would stay outside XNNPACK")
     change = layout_change(node)
     if change:
         return rewriter.notify_match_failure(node, change)
+    if fixed_reader(node.result) is not None:  # (the bf16 LLM flow's KV-cache update reads a cast)
+        return rewriter.notify_match_failure(node, f"read by {fixed_reader(node.result).op}, which cannot read another value")
     if result.dtype is DType.f32:
         # measured: an f32 result of a bf16 -> f32 convert that leaves the delegate (returned, or read
         # by an op left outside) corrupts another output of the delegate. Convert only what XNNPACK

@@ -10,6 +10,7 @@ from __future__ import annotations
 import attrs
 
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
+from passes.shape_ops_as_views import view_size
 from xir import Node, TensorType
 from xir.ops import aten
 
@@ -23,11 +24,12 @@ def keep_spatial_dims(node: Node, rewriter: Rewriter) -> bool:
     if x.rank != 4 or sorted(d % 4 for d in dims) != [2, 3] or node.attributes.get("dtype") is not None:
         return rewriter.notify_match_failure(node, "not a mean over the spatial dims of a 4-D tensor")
     n, c = x.shape[0], x.shape[1]
-    if not all(isinstance(d, int) for d in (n, c)):
-        return rewriter.notify_match_failure(node, "symbolic batch or channel dim")
+    size = view_size((n, c))  # (a symbolic batch or channel dim is written -1)
+    if size is None:
+        return rewriter.notify_match_failure(node, "symbolic batch and channel dims (a view infers one)")
     kept = rewriter.create(aten.mean.dim, [x], [TensorType(x.dtype, (n, c, 1, 1))], {"dim": [2, 3], "keepdim": True})
     rewriter.insert_before(node, kept)
-    view = rewriter.create(aten.view_copy, [kept.result], [node.result.type], {"size": [n, c]})
+    view = rewriter.create(aten.view_copy, [kept.result], [node.result.type], {"size": size})
     rewriter.insert_before(node, view)
     rewriter.replace_node(node, [view.result])
     return True

@@ -21,7 +21,7 @@ from lowering.capability.checks import (
     WeightOnlySubject,
 )
 from lowering.capability.linears import DecomposedLinear
-from lowering.rules import FP32, STATIC
+from lowering.rules import FP32, STATIC, SYMBOLIC_SLICE
 from xir import parse_graph
 
 Q = "scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8"
@@ -124,7 +124,13 @@ CASES: dict[str, Case] = {
     "fp32-not-configured": Case("input %x: f32[2,3]\n  %y: f32[2,3] = aten.relu(%x)",
                                 options=Options(precisions=frozenset({STATIC}))),
     "non-tensor-operand": Case("input %x: f32[2,3]\n  %n: int = aten.sym_size.int(%x) {dim=0}\n"
-                               "  %y: f32[6] = aten.view_copy(%x) {size=[%n]}"),
+                               "  %y: f32[2,s1] = aten.constant_pad_nd(%x) {pad=[%n, 0]}"),
+    # a view whose new shape is computed at run time, with two symbolic dims (one xir's
+    # shape-ops-as-views writes as -1); the same view with its size written as integers passes
+    "symbolic-size-operand": Case("input %x: f32[s0,s1,8]\n  %n: int = aten.sym_size.int(%x) {dim=0}\n"
+                                  "  %m: int = aten.sym_size.int(%x) {dim=1}\n"
+                                  "  %y: f32[s0,s1,2,4] = aten.view_copy(%x) {size=[%n, %m, 2, 4]}",
+                                  passes="input %x: f32[s0,8]\n  %y: f32[s0,2,4] = aten.view_copy(%x) {size=[-1, 2, 4]}"),
     "structural-constraint": Case("input %x: f32[1,2,4,4]\n  %y: f32[1,2,4,1], %i: i64[1,2,4,1] = "
                                   "aten.max.dim(%x) {dim=3, keepdim=true}", returns="%i"),
     "reads-dequantized": Case(f"""input %x: f32[2,8]
@@ -385,6 +391,7 @@ REASONS = {
     'no-rule': 'XNNPACK has no rule for this op',
     'fp32-not-configured': 'fp32 is not among config_precisions',
     'non-tensor-operand': 'a non-tensor operand of type int (e.g. a symbolic size)',
+    'symbolic-size-operand': "the new shape has 2 symbolic sizes: ExecuTorch's XNNPACK serializer writes a reshape's sizes as integers, with at most one inferred (-1)",
     'structural-constraint': 'its indices are used (XNNPACK would need an argmax pooling, which stock keeps outside too)',
     'reads-dequantized': 'reads a dequantized tensor but is not a quantized pattern XNNPACK runs (e.g. a quantized op whose output is not quantized)',
     'op-constraint': 'alpha=2 (XNNPACK adds/subtracts with alpha 1 only)',
@@ -439,3 +446,25 @@ REASONS = {
     'weight-only-not-affine-linear': 'not a linear with a torchao-quantized weight',
     'weight-only-quantized-input': 'its input is quantized',
 }
+
+
+# symbolic sizes a serializer must write as integers: the reason each stays outside
+SYMBOLIC = {
+    "slice-of-a-symbolic-dim": ("input %x: f32[1,s0,8]\n  %y: f32[1,s0,4] = aten.slice_copy.Tensor(%x) {dim=2, start=0, end=4}",
+                                "op-constraint", SYMBOLIC_SLICE),
+    "slice-with-a-symbolic-end": ("input %x: f32[8,4]\n  input %p: f32[1,s0]\n  %n: int = aten.sym_size.int(%p) {dim=1}\n"
+                                  "  %y: f32[s0,4] = aten.slice_copy.Tensor(%x) {dim=0, start=0, end=%n}",
+                                  "symbolic-size-operand", SYMBOLIC_SLICE),
+    "view-with-one-symbolic-size-not-rewritten": (
+        "input %x: f32[1,s0,32]\n  %n: int = aten.sym_size.int(%x) {dim=1}\n"
+        "  %y: f32[1,s0,4,8] = aten.view_copy(%x) {size=[1, %n, 4, 8]}", "symbolic-size-operand",
+        "a symbolic size in the new shape (ExecuTorch's XNNPACK serializer writes a reshape's sizes as integers; "
+        "xir's transform pass shape-ops-as-views writes it as -1: run transform_passes())"),
+}
+
+
+@pytest.mark.parametrize("name", list(SYMBOLIC))
+def test_symbolic_sizes_the_serializer_cannot_write(name):
+    text, check, reason = SYMBOLIC[name]
+    verdict = verdict_of(Case(text), text, {})
+    assert (verdict.supported, verdict.check, verdict.reason) == (False, check, reason)

@@ -67,10 +67,79 @@ SHAPE_OPS = [
       %a: f32[3,4] = aten.expand_copy(%x) {size=[3, 4]}
       return %a
     }"""),
-    case("declined-symbolic", """
+    # a dynamic shape: the one symbolic dim is written -1 (PyTorch and XNNPACK's reshape infer it)
+    case("symbolic-unsqueeze-at-a-middle-dim", """
     graph @g {
       input %x: f32[s0,3]
       %a: f32[s0,1,3] = aten.unsqueeze_copy(%x) {dim=1}
+      return %a
+    }""", """
+    graph @g {
+      input %x: f32[s0,3]
+      %a: f32[s0,1,3] = aten.view_copy(%x) {size=[-1, 1, 3]}
+      return %a
+    }"""),
+    case("symbolic-squeeze-result-is-output-and-operand-is-input", """
+    graph @g {
+      input %x: f32[1,s0,1,8]
+      %a: f32[1,s0,8] = aten.squeeze_copy.dims(%x) {dim=[2]}
+      return %a, %x
+    }""", """
+    graph @g {
+      input %x: f32[1,s0,1,8]
+      %a: f32[1,s0,8] = aten.view_copy(%x) {size=[1, -1, 8]}
+      return %a, %x
+    }"""),
+    case("symbolic-expand-adds-a-leading-one", """
+    graph @g {
+      input %x: f32[s0,4]
+      %a: f32[1,s0,4] = aten.expand_copy(%x) {size=[1, -1, -1]}
+      return %a
+    }""", """
+    graph @g {
+      input %x: f32[s0,4]
+      %a: f32[1,s0,4] = aten.view_copy(%x) {size=[1, -1, 4]}
+      return %a
+    }"""),
+    case("symbolic-view-size-several-uses", """
+    graph @g {
+      input %x: f32[1,s0,32]
+      %n: int = aten.sym_size.int(%x) {dim=1}
+      %a: f32[1,s0,4,8] = aten.view_copy(%x) {size=[1, %n, 4, 8]}
+      %b: f32[1,s0,4,8] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }""", """
+    graph @g {
+      input %x: f32[1,s0,32]
+      %n: int = aten.sym_size.int(%x) {dim=1}
+      %a: f32[1,s0,4,8] = aten.view_copy(%x) {size=[1, -1, 4, 8]}
+      %b: f32[1,s0,4,8] = aten.mul.Tensor(%a, %a)
+      return %b, %a
+    }"""),
+    case("declined-symbolic-two-symbolic-dims", """
+    graph @g {
+      input %x: f32[s0,s1]
+      %a: f32[s0,1,s1] = aten.unsqueeze_copy(%x) {dim=1}
+      return %a
+    }"""),
+    case("declined-symbolic-view-two-symbolic-dims", """
+    graph @g {
+      input %x: f32[s0,s1,8]
+      %n: int = aten.sym_size.int(%x) {dim=0}
+      %m: int = aten.sym_size.int(%x) {dim=1}
+      %a: f32[s0,s1,2,4] = aten.view_copy(%x) {size=[%n, %m, 2, 4]}
+      return %a
+    }"""),
+    case("declined-symbolic-a-zero-dim-makes-minus-one-ambiguous", """
+    graph @g {
+      input %x: f32[s0,0]
+      %a: f32[s0,1,0] = aten.unsqueeze_copy(%x) {dim=1}
+      return %a
+    }"""),
+    case("declined-symbolic-expand-repeats", """
+    graph @g {
+      input %x: f32[s0,1]
+      %a: f32[s0,4] = aten.expand_copy(%x) {size=[-1, 4]}
       return %a
     }"""),
 ]
@@ -222,6 +291,46 @@ MEANS = [
       %a: f32[1] = aten.view_copy(%m) {size=[1]}
       return %a
     }"""),
+    case("symbolic-rms-norm-mean", """
+    graph @g {
+      input %x: f32[1,s0,64]
+      %a: f32[1,s0,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      %b: f32[1,s0,1] = aten.rsqrt(%a)
+      return %b, %a
+    }""", """
+    graph @g {
+      input %x: f32[1,s0,64]
+      %v: f32[1,s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
+      %m: f32[1,s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[1,s0,1] = aten.view_copy(%m) {size=[1, -1, 1]}
+      %b: f32[1,s0,1] = aten.rsqrt(%a)
+      return %b, %a
+    }"""),
+    case("symbolic-rows-are-a-product", """
+    graph @g {
+      input %x: f32[2,s0,64]
+      %a: f32[2,s0] = aten.mean.dim(%x) {dim=[-1]}
+      return %a
+    }""", """
+    graph @g {
+      input %x: f32[2,s0,64]
+      %v: f32[1,2*s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
+      %m: f32[1,2*s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[2,s0] = aten.view_copy(%m) {size=[2, -1]}
+      return %a
+    }"""),
+    case("declined-symbolic-reduced-dim", """
+    graph @g {
+      input %x: f32[1,4,s0]
+      %a: f32[1,4,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      return %a
+    }"""),
+    case("declined-two-symbolic-dims-in-the-result", """
+    graph @g {
+      input %x: f32[s0,s1,64]
+      %a: f32[s0,s1,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      return %a
+    }"""),
     case("declined-not-trailing", """
     graph @g {
       input %x: f32[2,3,4]
@@ -282,6 +391,21 @@ CASTS = [
       %a: f32[3] = xir.convert(%w) {dtype=f32}
       %b: f32[3] = aten.mul.Tensor(%a, %a)
       %c: f32[3] = aten.add.Tensor(%a, %b)
+      return %c
+    }"""),
+    case("symbolic-cast-pair", """
+    graph @g {
+      input %x: f32[1,s0,8]
+      %a: bf16[1,s0,8] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[0, 1, 2]}
+      %b: f32[1,s0,8] = dim_order_ops._to_dim_order_copy(%a) {dtype=f32, dim_order=[0, 1, 2]}
+      %c: f32[1,s0,8] = aten.relu(%b)
+      return %c
+    }""", """
+    graph @g {
+      input %x: f32[1,s0,8]
+      %a: bf16[1,s0,8] = xir.convert(%x) {dtype=bf16}
+      %b: f32[1,s0,8] = xir.convert(%a) {dtype=f32}
+      %c: f32[1,s0,8] = aten.relu(%b)
       return %c
     }"""),
     # an upcast whose f32 result leaves XNNPACK corrupts another output of the delegate (measured):
@@ -682,3 +806,37 @@ WEIGHT_ONLY = [
 @pytest.mark.parametrize("before, expected, changed", WEIGHT_ONLY)
 def test_weight_only_linear_bias(before, expected, changed):
     check_pipeline(before, "xnnpack.weight-only-linear-bias", expected, changed=changed)
+
+
+@pytest.mark.parametrize("pipeline, op_line", [
+    ("xnnpack.casts-as-converts{enable_bf16=true}",
+     "%a: bf16[1,s0,8] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[0, 1, 2]}"),
+    ("shape-ops-as-views", "%a: bf16[1,s0,1,8] = aten.view_copy(%x) {size=[1, %n, 1, 8]}"),
+    ("shape-ops-as-views", "%a: bf16[1,s0,1,8] = aten.unsqueeze_copy(%x) {dim=2}"),
+])
+def test_a_value_read_by_an_op_without_schema_is_kept(pipeline, op_line):
+    """A value read by an imported op whose call has no schema (the bf16 LLM flow's KV-cache
+    update, ``auto_functionalized_v2``, reads a cast) cannot be replaced: the write-back could not
+    rebuild that op's arguments. (A view's size written -1 keeps the value: it still fires.)"""
+    import types
+
+    from passes import PassManager
+    from xir import parse_graph, print_graph
+
+    x_type = "f32[1,s0,8]" if "casts" in pipeline else "bf16[1,s0,8]"
+    graph = parse_graph(f"""
+    graph @g {{
+      input %x: {x_type}
+      %n: int = aten.sym_size.int(%x) {{dim=1}}
+      {op_line}
+      %u: bf16[1,s0,8] = higher_order.update_cache(%a)
+      return %u
+    }}""")
+    reader = next(n for n in graph if n.op == "higher_order.update_cache")
+    reader.fx_node = types.SimpleNamespace(op="call_function", target=object())  # (no _schema)
+    before = print_graph(graph)
+    PassManager(pipeline).run(graph)
+    if "view_copy" in op_line:
+        assert "size=[1, -1, 1, 8]" in print_graph(graph)
+    else:
+        assert print_graph(graph) == before

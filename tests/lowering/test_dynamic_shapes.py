@@ -1,0 +1,204 @@
+"""Dynamic sequence lengths end to end: small decoder blocks exported with a symbolic sequence dim
+(``torch.export.Dim("seq", min=1, max=128)``), lowered with xir, loaded once on ExecuTorch's
+runtime and run at lengths 1, 7 and 128 against eager PyTorch.
+
+What makes them whole in XNNPACK: a view whose new shape has one symbolic dim is written with -1
+(XNNPACK's reshape infers it at run time: ``shape-ops-as-views``, also for squeeze/unsqueeze at a
+middle dim), RMSNorm's mean over the last dim as a 4-D spatial mean between two such views
+(``xnnpack.mean-over-last-dims``), bf16 <-> f32 casts as XNNPACK converts
+(``xnnpack.casts-as-converts``). A slice of a tensor with a symbolic dim stays outside: ExecuTorch's
+XNNPACK serializer writes a slice's sizes as integers.
+
+One program per module, lowered once (a module-scoped fixture) and shared by its tests."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.export import Dim
+
+from lowering.rules import SYMBOLIC_SLICE
+from xir_tools import harness
+
+LENGTHS = (1, 7, 128)
+WIDTH = 64
+
+
+class RMSNorm(torch.nn.Module):
+    """x * rsqrt(mean(x^2, -1, keepdim) + eps) * w (Llama's, in fp32)."""
+
+    def __init__(self, dim=WIDTH, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(1.0 + 0.1 * torch.randn(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class RMSNormBf16(RMSNorm):
+    """Llama's bf16 RMSNorm: upcast, normalize in fp32, downcast, times a bf16 weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(self.weight.detach().to(torch.bfloat16))
+
+    def forward(self, x):
+        h = x.float()
+        return (h * torch.rsqrt((h * h).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+class QKV(torch.nn.Module):
+    """q, k, v projections viewed to heads and transposed; v's first half of each head sliced (the
+    slice stays outside)."""
+
+    def __init__(self, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (torch.nn.Linear(WIDTH, WIDTH) for _ in range(3))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        d = WIDTH // self.heads
+        q = self.q(x).view(b, s, self.heads, d).transpose(1, 2)
+        k = self.k(x).view(b, s, self.heads, d).transpose(1, 2)
+        v = self.v(x).view(b, s, self.heads, d).transpose(1, 2)
+        return q, k, v[..., : d // 2]
+
+
+class CastPair(torch.nn.Module):
+    """A bf16 round trip with bf16 work between the casts, the upcast read by an fp32 add."""
+
+    def forward(self, x):
+        h = x.to(torch.bfloat16)
+        return (h * h).to(torch.float32) + x
+
+
+class MiddleDims(torch.nn.Module):
+    """unsqueeze and squeeze at a middle dim (XNNPACK's visitors take the last dim only); the
+    unsqueezed value is also returned."""
+
+    def forward(self, x):
+        u = x.unsqueeze(2)
+        r = torch.relu(u) * 3.0
+        return r.squeeze(2) + x, u
+
+
+class Boundaries(torch.nn.Module):
+    """A view of a graph input (its size computed from the input's symbolic length) whose result is
+    returned and read by two ops."""
+
+    def forward(self, x):
+        a = x.view(1, x.shape[1], 4, WIDTH // 4)
+        return a, a * 2.0 + torch.relu(a)
+
+
+MODULES = {
+    "rms-norm": (RMSNorm, torch.float32, {}),
+    "rms-norm-bf16": (RMSNormBf16, torch.bfloat16, {"enable_bf16": True}),
+    "qkv": (QKV, torch.float32, {}),
+    "cast-pair": (CastPair, torch.float32, {"enable_bf16": True}),
+    "middle-dims": (MiddleDims, torch.float32, {}),
+    "boundaries": (Boundaries, torch.float32, {}),
+}
+
+
+class Lowered:
+    def __init__(self, name):
+        make, self.dtype, options = MODULES[name]
+        torch.manual_seed(0)
+        self.module = make().eval()
+        sample = (torch.randn(1, 7, WIDTH, dtype=self.dtype),)
+        self.ep = harness.export(self.module, sample, dynamic_shapes=({1: Dim("seq", min=1, max=128)},))
+        self.edge, self.partitioner = harness.lower_edge(self.ep, "xir", **options)
+        self.inside, self.outside = harness.delegated_ops(self.edge), harness.outside_ops(self.edge)
+        self.rejected = {(r.node.op, r.reason) for r in self.partitioner.last_plan.rejected}
+        self.program, self.method = harness.load_method(harness.to_buffer(self.edge))  # loaded once
+
+    def run(self, length):
+        x = torch.randn(1, length, WIDTH, dtype=self.dtype)
+        with torch.no_grad():
+            expected = harness.as_list(self.module(x))
+        return harness.run_method(self.method, [x]), expected
+
+
+@pytest.fixture(scope="module")
+def lowered():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = Lowered(name)
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+def test_one_program_runs_every_length_and_matches_eager(lowered, name):
+    program = lowered(name)
+    kind = "bf16" if program.dtype is torch.bfloat16 or name == "cast-pair" else "fp32"
+    for length in LENGTHS:
+        actual, expected = program.run(length)
+        assert [tuple(a.shape) for a in actual] == [tuple(e.shape) for e in expected], length
+        assert harness.max_error(actual, expected) <= harness.allowed_error(expected, kind), length
+
+
+def _views_written_with_integers(edge):
+    """Every view_copy in the delegates: its size all ints with at most one -1, and its FX value's
+    symbolic shape the one its size gives."""
+    ep = edge.exported_program()
+    views = []
+    for _, module in ep.graph_module.named_children():
+        original = getattr(module, "original_module", None)
+        for node in original.graph.nodes if original is not None else ():
+            if node.op == "call_function" and "view_copy" in str(node.target):
+                size, shape = list(node.args[1]), list(node.meta["val"].shape)
+                assert all(isinstance(d, int) for d in size) and size.count(-1) <= 1, size
+                assert len(size) == len(shape)
+                for d, s in zip(size, shape):
+                    assert d == -1 if not isinstance(s, int) else d == s, (size, shape)
+                views.append(size)
+    return views
+
+
+def test_rms_norm_is_one_delegate_with_its_mean(lowered):
+    program = lowered("rms-norm")
+    assert not program.outside, program.outside
+    assert program.inside["aten.mean.dim"] == 1 and harness.delegate_count(program.edge) == 1
+    assert [1, -1, 1, WIDTH] in _views_written_with_integers(program.edge)
+
+
+def test_bf16_rms_norm_converts_inside(lowered):
+    program = lowered("rms-norm-bf16")
+    assert not program.outside, program.outside
+    assert program.inside["xir.convert"] == 2 and program.inside["aten.mean.dim"] == 1
+
+
+def test_cast_pair_converts_inside(lowered):
+    program = lowered("cast-pair")
+    assert not program.outside, program.outside
+    assert program.inside["xir.convert"] == 2
+
+
+def test_qkv_views_inside_and_the_slice_outside_with_the_reason(lowered):
+    program = lowered("qkv")
+    assert program.outside == {"aten.slice_copy.Tensor": 1}
+    assert ("aten.slice_copy.Tensor", SYMBOLIC_SLICE) in program.rejected
+    assert program.inside["aten.linear"] == 3 and program.inside["aten.permute_copy"] >= 3
+    assert [1, -1, 4, WIDTH // 4] in _views_written_with_integers(program.edge)
+    # (the sym_size that fed the views is gone from the program)
+    assert "aten.sym_size.int" not in program.outside
+
+
+def test_squeeze_and_unsqueeze_at_a_middle_dim_are_views(lowered):
+    program = lowered("middle-dims")
+    assert not program.outside, program.outside
+    assert "aten.unsqueeze_copy" not in program.inside and "aten.squeeze_copy.dims" not in program.inside
+    assert sorted(_views_written_with_integers(program.edge)) == [[1, -1, 1, WIDTH], [1, -1, WIDTH]]
+
+
+def test_a_view_of_an_input_returned_and_read_twice(lowered):
+    program = lowered("boundaries")
+    assert not program.outside, program.outside
+    assert _views_written_with_integers(program.edge) == [[1, -1, 4, WIDTH // 4]]
