@@ -14,7 +14,13 @@ them to ExecuTorch's ``to_edge_transform_and_lower``, which is where xir's rewri
     builder = to_edge_and_lower_llama_xnnpack(builder, partitioners)   # as the flow's, plus xir's rewrites
     builder.save_to_pte("model.pte")
 
-Nothing here patches ExecuTorch: the flow's builder is used as it is.
+The whole flow, from export_llm's own arguments (``--config FILE`` and ``key=value``), lowered
+by xir's partitioner alone and saved where the flow saves it:
+
+    python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+
+(``main``; ``run(argv)`` returns the builder, ``export_llama(llm_config)`` takes an LlmConfig).
+Nothing here patches ExecuTorch: the flow's builder and functions are used as they are.
 """
 
 from __future__ import annotations

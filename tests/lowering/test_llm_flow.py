@@ -1,5 +1,7 @@
-"""lowering.llm: the LLM flow's partitioner sets, and xir's rewrites handed to the builder as
-transform_passes (the flow itself runs in ``python -m bench.llm_flow``; too slow for the suite)."""
+"""lowering.llm: the LLM flow's partitioner sets, xir's rewrites handed to the builder as
+transform_passes, and ``python -m lowering.llm`` (export_llm's arguments, xir's partitioner) end to
+end on a tiny Llama 3 (about a minute; the flow's families and recipes against stock run in
+``python -m bench.llm_flow``)."""
 
 import pytest
 
