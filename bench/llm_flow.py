@@ -1,14 +1,17 @@
 """ExecuTorch's own LLM export flow (export_llama_lib), lowered with stock's and xir's partitioners.
 
-    .venv/bin/python -m bench.llm_flow [--quick] [--recipe fp32|bf16|8da4w ...] [--sets stock,xir,dq+xir]
+    .venv/bin/python -m bench.llm_flow [--model llama3|qwen3|smollm2|phi4mini] [--quick]
+                                       [--recipe fp32|bf16|8da4w|8da4w-g128|8da8w ...] [--sets stock,xir,dq+xir]
                                        [--no-custom-sdpa] [--static] [--bare] [--report]
 
-A 2-layer Llama 3 (dim 256, 8 heads, 2 KV heads, vocab 512, random weights) is built by the
-flow itself (``_prepare_for_llama_export`` from an LlmConfig: KV cache, dynamic shapes,
+A 2-layer model of the family (``FAMILIES``: Llama 3 dim 256, 8 heads, 2 KV heads; Qwen3 with
+q/k norms and head_dim 64; SmolLM2 with one KV head; Phi-4-mini with partial rotary; vocab 512,
+random weights) is built by the flow itself (``_prepare_for_llama_export`` from an LlmConfig: KV cache, dynamic shapes,
 max_seq_len 128, custom SDPA unless --no-custom-sdpa), from a seeded checkpoint this harness
 writes first (with no checkpoint the flow's ``to_empty()`` leaves RMSNorm weights uninitialized).
 The flow exports it (``.export()``, ``run_canonical_optimizations()``); its quantization is its
-own (qmode 8da4w: the source transform; pt2e quantizers from ``get_quantizer_and_quant_params``,
+own (recipes: fp32; bf16 (dtype_override and enable_bf16); qmode 8da4w with group size 32 or
+128 (``8da4w``, ``8da4w-g128``); 8da8w per channel: the source transform; pt2e quantizers from ``get_quantizer_and_quant_params``,
 none for these recipes). Each partitioner set then lowers a copy as
 ``_to_edge_and_lower_llama_xnnpack`` does (``lowering.llm``: the builder's
 ``to_edge_transform_and_lower``, xir's rewrites as its transform_passes unless --bare, then
@@ -44,12 +47,38 @@ import torch
 
 warnings.filterwarnings("ignore")
 
-RECIPES = ("fp32", "bf16", "8da4w")
+# recipe -> (qmode, group_size, dtype); group_size 0 is per channel (the flow's PerAxis)
+RECIPE_SETTINGS = {
+    "fp32": (None, None, "fp32"),
+    "bf16": (None, None, "bf16"),
+    "8da4w": ("8da4w", 32, "fp32"),
+    "8da4w-g128": ("8da4w", 128, "fp32"),
+    "8da8w": ("8da8w", 0, "fp32"),
+}
+RECIPES = tuple(RECIPE_SETTINGS)
 QUICK_RECIPES = ("fp32", "8da4w")
 SETS = ("stock", "xir", "dq+xir")
 PREFILLS = (1, 7, 32)
-PARAMS = dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, vocab_size=512, multiple_of=32, norm_eps=1e-5,
-              rope_theta=500000.0, use_scaled_rope=True)  # Llama 3 style (scaled rope, GQA 4:1)
+# tiny random-weight configs of the families the flow ships (params.json as the flow reads it;
+# every linear's input width a multiple of 128, so that group 128 quantizes them all)
+FAMILIES = {
+    "llama3": ("llama3", "Llama 3 2 layers dim 256 (8 heads, 2 KV heads, scaled rope, vocab 512)",
+               dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, vocab_size=512, multiple_of=128, norm_eps=1e-5,
+                    rope_theta=500000.0, use_scaled_rope=True)),
+    "qwen3": ("qwen3_0_6b", "Qwen3 2 layers dim 256 (8 heads of 64, 4 KV heads, q/k RMSNorm before HF rope, vocab 512)",
+              dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=4, head_dim=64, hidden_dim=768, vocab_size=512,
+                   norm_eps=1e-6, rope_theta=1000000.0, use_scaled_rope=False, use_hf_rope=True,
+                   attention_qkv_bias=False, use_qk_norm=True, qk_norm_before_rope=True)),
+    "smollm2": ("smollm2", "SmolLM2 2 layers dim 256 (4 heads of 64, 1 KV head, vocab 512)",
+                dict(dim=256, n_layers=2, n_heads=4, n_kv_heads=1, hidden_dim=768, vocab_size=512, norm_eps=1e-5,
+                     rope_theta=100000.0, use_scaled_rope=False, use_hf_rope=False, attention_qkv_bias=False)),
+    "phi4mini": ("phi_4_mini", "Phi-4-mini 2 layers dim 256 (8 heads, 2 KV heads, partial rotary 0.75, HF rope, vocab 512)",
+                 dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, hidden_dim=768, vocab_size=512, norm_eps=1e-5,
+                      rope_theta=10000.0, use_scaled_rope=False, use_hf_rope=True, partial_rotary_factor=0.75,
+                      attention_qkv_bias=False)),
+}
+FAMILY = "llama3"
+PARAMS = FAMILIES[FAMILY][2]
 MAX_SEQ_LEN = 128
 SEED = 0
 
@@ -57,31 +86,37 @@ SEED = 0
 # ------------------------------------------------------------------ the flow's model
 
 
-def write_checkpoint(directory: str, use_kv_cache: bool = True) -> tuple[str, str]:
+def write_checkpoint(directory: str, use_kv_cache: bool = True, params: dict | None = None,
+                     max_seq_len: int | None = None) -> tuple[str, str]:
     """params.json and a seeded checkpoint, built with the flow's own constructor
-    (``construct_transformer(ModelArgs(...))``, what ``Llama2Model`` builds on the meta device)."""
+    (``construct_transformer(ModelArgs(...))``, what ``Llama2Model`` builds on the meta device).
+    ``params`` defaults to the Llama 3 ``PARAMS``, ``max_seq_len`` to ``MAX_SEQ_LEN``."""
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
+    params = PARAMS if params is None else params
+    max_seq_len = MAX_SEQ_LEN if max_seq_len is None else max_seq_len
     params_path, checkpoint_path = os.path.join(directory, "params.json"), os.path.join(directory, "checkpoint.pth")
     with open(params_path, "w") as f:
-        json.dump(PARAMS, f)
+        json.dump(params, f)
     torch.manual_seed(SEED)
-    model = construct_transformer(ModelArgs(max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN, use_kv_cache=use_kv_cache,
-                                            enable_dynamic_shape=True, **PARAMS))
+    model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len, use_kv_cache=use_kv_cache,
+                                            enable_dynamic_shape=True, **params))
     # RMSNorm weights are ones at construction: make them (and everything) non-trivial but sane
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
+            if "norm" in name and name.endswith("weight"):  # (also Qwen3's q/k norms)
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
     torch.save(model.state_dict(), checkpoint_path)  # (with the zero KV caches: the flow assigns what it loads)
     return params_path, checkpoint_path
 
 
-def llm_config(recipe: str, params: str, checkpoint: str, output_dir: str, custom_sdpa: bool, dynamic: bool):
-    from executorch.extension.llm.export.config.llm_config import DtypeOverride, LlmConfig
+def llm_config(recipe: str, params: str, checkpoint: str, output_dir: str, custom_sdpa: bool, dynamic: bool,
+               family: str = "llama3"):
+    from executorch.extension.llm.export.config.llm_config import DtypeOverride, LlmConfig, ModelType
 
     cfg = LlmConfig()
+    cfg.base.model_class = ModelType(FAMILIES[family][0])
     cfg.base.params, cfg.base.checkpoint = params, checkpoint
     cfg.model.use_kv_cache = True
     cfg.model.enable_dynamic_shape = dynamic
@@ -90,14 +125,17 @@ def llm_config(recipe: str, params: str, checkpoint: str, output_dir: str, custo
     cfg.export.output_dir = output_dir
     cfg.backend.xnnpack.enabled = True
     cfg.backend.xnnpack.extended_ops = True
-    if recipe == "bf16":
+    if recipe not in RECIPE_SETTINGS:
+        raise ValueError(f"unknown recipe {recipe!r}")
+    qmode, group_size, dtype = RECIPE_SETTINGS[recipe]
+    if dtype == "bf16":
         cfg.model.dtype_override = DtypeOverride.bf16
         cfg.backend.xnnpack.enable_bf16 = True
-    elif recipe == "8da4w":
-        cfg.quantization.qmode = "8da4w"
-        cfg.quantization.group_size = 32
-    elif recipe != "fp32":
-        raise ValueError(f"unknown recipe {recipe!r}")
+    if qmode is not None:
+        # set after construction: QuantizationConfig's own check (its __post_init__, which the
+        # export_llm command line runs) lists 8da4w but not 8da8w, which the flow's quantize() runs
+        cfg.quantization.qmode = qmode
+        cfg.quantization.group_size = group_size
     return cfg
 
 
@@ -407,6 +445,7 @@ def _quiet():
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bench.llm_flow", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="llama3", choices=list(FAMILIES), help="model family (default: llama3)")
     parser.add_argument("--recipe", nargs="*", choices=RECIPES, help=f"recipes (default: all of {', '.join(RECIPES)})")
     parser.add_argument("--quick", action="store_true", help=f"only {' and '.join(QUICK_RECIPES)}")
     parser.add_argument("--sets", default=",".join(SETS), help=f"partitioner sets, comma-separated ({', '.join(SETS)})")
@@ -425,8 +464,9 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
-    global PREFILLS
+    global PREFILLS, PARAMS, FAMILY
     args = parse_args(argv)
+    FAMILY, PARAMS = args.model, FAMILIES[args.model][2]
     _quiet()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     if args.static:
@@ -435,7 +475,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="llm_flow_") as directory:
         params, checkpoint = write_checkpoint(directory)
         for recipe in args.recipes:
-            cfg = llm_config(recipe, params, checkpoint, directory, custom_sdpa=not args.no_custom_sdpa, dynamic=not args.static)
+            cfg = llm_config(recipe, params, checkpoint, directory, custom_sdpa=not args.no_custom_sdpa, dynamic=not args.static,
+                             family=args.model)
             print(f"[{recipe}] the flow: prepare and export ...", file=sys.stderr, flush=True)
             recipe_sides = [Side(recipe, kind) for kind in args.sets]
             try:
@@ -450,7 +491,7 @@ def main(argv=None) -> int:
                   f"{[type(p).__name__ for p in prepared.additional_passes]}", file=sys.stderr, flush=True)
             for s in recipe_sides:
                 print(f"[{recipe}] lowering with {s.kind} ...", file=sys.stderr, flush=True)
-                lower(prepared, s, enable_bf16=(recipe == "bf16"), bare=args.bare)
+                lower(prepared, s, enable_bf16=(RECIPE_SETTINGS[recipe][2] == "bf16"), bare=args.bare)
                 if s.buffer is not None:
                     run_and_compare(s, refs)
             time_decode(recipe_sides, args.runs)
@@ -459,7 +500,7 @@ def main(argv=None) -> int:
             sides.extend(recipe_sides)
     sdpa = "custom SDPA" if not args.no_custom_sdpa else "ATen SDPA"
     shapes = "static shapes" if args.static else "dynamic shapes"
-    print(f"\nExecuTorch LLM flow, Llama 3 2 layers dim 256 (8 heads, 2 KV heads, vocab 512), KV cache {MAX_SEQ_LEN}, "
+    print(f"\nExecuTorch LLM flow (bench.llm_flow --model {args.model}), {FAMILIES[args.model][1]}, KV cache {MAX_SEQ_LEN}, "
           f"{sdpa}, {shapes}{', xir bare (no rewrites)' if args.bare else ''}; err = max abs logits error vs eager; "
           f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}\n")
     print_table(sides)

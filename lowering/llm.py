@@ -14,11 +14,18 @@ them to ExecuTorch's ``to_edge_transform_and_lower``, which is where xir's rewri
     builder = to_edge_and_lower_llama_xnnpack(builder, partitioners)   # as the flow's, plus xir's rewrites
     builder.save_to_pte("model.pte")
 
-Nothing here patches ExecuTorch: the flow's builder is used as it is.
+The whole flow, from export_llm's own arguments (``--config FILE`` and ``key=value``), lowered
+by xir's partitioner alone and saved where the flow saves it:
+
+    python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+
+(``main``; ``run(argv)`` returns the builder, ``export_llama(llm_config)`` takes an LlmConfig).
+Nothing here patches ExecuTorch: the flow's builder and functions are used as they are.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 # the partitioner sets: "stock" is what the flow builds with xnnpack + xnnpack_extended_ops
@@ -74,3 +81,215 @@ def to_edge_and_lower_llama_xnnpack(builder_exported, partitioners: Sequence[Any
     (``builder.export_program`` is the ExecutorchProgramManager)."""
     builder = to_edge_transform_and_lower_llama(builder_exported, partitioners, quantizers, with_rewrites)
     return builder.to_executorch(passes=list(additional_passes))
+
+
+# ------------------------------------------------------------------ export_llm with xir's partitioner
+#
+#     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+#
+# takes what ``python -m executorch.extension.llm.export.export_llm`` takes (parsed by ExecuTorch's
+# own code: its ``export_llm`` helpers and hydra's ``llm_config`` schema) and runs the flow's
+# ``_export_llama`` step for step, but lowers to XNNPACK with xir's partitioner.
+
+#: what ``xir.partitioners=`` takes: xir alone (the default), stock's DQ stage then xir, or the
+#: flow's own stock pair (for comparison, the same program the flow writes)
+COMMAND_SETS = ("xir", "dq+xir", "stock")
+
+#: LlmConfig options the flow supports that this command refuses, with why
+_OTHER_BACKENDS = ("coreml", "vulkan", "qnn", "openvino", "tosa", "ethosu", "vgf", "mlx")
+
+
+class UnsupportedOption(ValueError):
+    """An LlmConfig option the flow supports and ``python -m lowering.llm`` does not."""
+
+
+def check_supported(llm_config) -> None:
+    """Refuse, naming the option, what this command does not run as the flow does."""
+    for name in _OTHER_BACKENDS:
+        if getattr(llm_config.backend, name).enabled:
+            raise UnsupportedOption(f"backend.{name}.enabled=true is not supported: xir lowers to XNNPACK only "
+                                    f"(use ExecuTorch's export_llm for {name})")
+    if llm_config.multimethod.enabled:
+        raise UnsupportedOption("multimethod.methods is not supported (multimethod export); "
+                                "use ExecuTorch's export_llm for it")
+    if llm_config.export.foundation_weights_file is not None or llm_config.export.lora_weights_file is not None:
+        option = "foundation_weights_file" if llm_config.export.foundation_weights_file is not None else "lora_weights_file"
+        raise UnsupportedOption(f"export.{option} is not supported (weights in an external file, "
+                                "tagged with gen_tag_fn); use ExecuTorch's export_llm for it")
+    if llm_config.debug.profile_path is not None:
+        raise UnsupportedOption("debug.profile_path is not supported (the cProfile flame graph of export_llama)")
+
+
+def partitioners_for_config(kind: str, llm_config) -> list:
+    """The partitioners for ``kind`` as the flow would build them for ``llm_config``:
+    ``backend.xnnpack.enable_bf16`` goes to every partitioner; without
+    ``backend.xnnpack.extended_ops`` the flow delegates only dynamically quantized linears, and
+    so does xir then (``config_precisions=DYNAMIC_QUANT``)."""
+    enable_bf16 = llm_config.backend.xnnpack.enable_bf16
+    if llm_config.backend.xnnpack.extended_ops:
+        return llm_partitioners(kind, enable_bf16=enable_bf16)
+    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+        XnnpackDynamicallyQuantizedPartitioner,
+    )
+
+    from .partitioner import XnnpackPartitioner
+
+    if kind == "xir":
+        return [XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT, enable_bf16=enable_bf16)]
+    if kind in ("stock", "dq+xir"):
+        return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16)]
+    raise ValueError(f"unknown partitioner set {kind!r}; expected one of {', '.join(COMMAND_SETS)}")
+
+
+def _download_checkpoint_if_needed(llm_config) -> None:
+    """``export_llama``'s first step: an HF model named without a checkpoint is downloaded and
+    converted (the flow's own ``download_and_convert_hf_checkpoint`` and converters)."""
+    import importlib
+
+    from executorch.examples.models.llama import export_llama_lib as flow
+
+    name = llm_config.base.model_class.value
+    if llm_config.base.checkpoint or name not in flow.HUGGING_FACE_REPO_IDS:
+        return
+    prefixes = (("qwen2_5", "qwen2_5"), ("qwen3_5", "qwen3_5"), ("qwen3", "qwen3"), ("phi_4_mini", "phi_4_mini"),
+                ("smollm2", "smollm2"), ("lfm2", "lfm2"))
+    package = next((pkg for prefix, pkg in prefixes if name.startswith(prefix)), None)
+    if package is None:
+        raise ValueError(f"Converting weights to meta format for {name} is not yet supported")
+    convert_weights = importlib.import_module(f"executorch.examples.models.{package}.convert_weights")
+    llm_config.base.checkpoint = flow.download_and_convert_hf_checkpoint(flow.HUGGING_FACE_REPO_IDS[name], convert_weights)
+
+
+def export_llama(llm_config, partitioners: str = "xir"):
+    """ExecuTorch's ``_export_llama`` (``export_llm``) with xir's partitioner: validation,
+    quantizers, ``_prepare_for_llama_export``, export, canonical optimizations, the flow's
+    additional passes for ``to_executorch``, and the flow's output name and ``save_to_pte``; the
+    XNNPACK lowering is ``partitioners_for_config(partitioners, llm_config)`` with xir's rewrites
+    as transform passes. With ``backend.xnnpack.enabled`` false (and no pt2e quantizer forcing it
+    on, as in the flow) nothing is delegated: the flow's portable lowering. Returns the builder
+    (``builder.get_saved_pte_filename()``, ``builder.edge_manager``)."""
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    if partitioners not in COMMAND_SETS:
+        raise ValueError(f"unknown partitioner set {partitioners!r}; expected one of {', '.join(COMMAND_SETS)}")
+    check_supported(llm_config)
+    _download_checkpoint_if_needed(llm_config)
+    flow._validate_args(llm_config)
+    if llm_config.model.static_quantize_kv_cache:
+        flow._ensure_static_kvq_out_variants(llm_config)
+    pt2e_quant_params, quantizers, quant_dtype = flow.get_quantizer_and_quant_params(llm_config)
+
+    additional_passes = []  # as _export_llama builds them (the Arm backends' pass is refused above)
+    if llm_config.base.model_class.value in flow.TORCHTUNE_DEFINED_MODELS:
+        additional_passes = [InitializedMutableBufferPass(["kv_cache_pos"])]
+    if llm_config.model.use_attention_sink:
+        additional_passes.append(InitializedMutableBufferPass(["cache_positions"]))
+
+    builder_manager = flow._prepare_for_llama_export(llm_config)
+    if llm_config.model.static_quantize_kv_cache:
+        flow._calibrate_static_kv_cache(builder_manager, llm_config)
+    builder_exported = builder_manager.export()
+    builder_exported.run_canonical_optimizations()
+    modelname = builder_exported.modelname
+    if llm_config.export.export_only:
+        raise SystemExit(0)  # the flow's exit() after saving the exported program
+
+    if pt2e_quant_params is not None and pt2e_quant_params.quantize_linear is not None:
+        llm_config.backend.xnnpack.enabled = True  # as the flow: pt2e linear quantization is XNNPACK's
+    if llm_config.backend.xnnpack.enabled:
+        chosen = partitioners_for_config(partitioners, llm_config)
+        if llm_config.debug.generate_etrecord:
+            builder_exported.generate_etrecord = True
+        builder = to_edge_transform_and_lower_llama(builder_exported, chosen, quantizers)
+        if llm_config.debug.verbose:
+            flow.print_delegation_info(builder.edge_manager.exported_program().graph_module)
+        builder = builder.to_executorch(passes=additional_passes)
+    else:
+        builder = flow._to_edge_and_lower_llama(
+            builder_exported, modelname, additional_passes, pt2e_quant_params, quantizers, quant_dtype,
+            dtype_override=llm_config.model.dtype_override.value,
+            enable_dynamic_shape=llm_config.model.enable_dynamic_shape, use_kv_cache=llm_config.model.use_kv_cache,
+            embedding_quantize=llm_config.quantization.embedding_quantize,
+            pt2e_quantize=llm_config.quantization.pt2e_quantize.value if llm_config.quantization.pt2e_quantize else None,
+            generate_etrecord=llm_config.debug.generate_etrecord, verbose=llm_config.debug.verbose)
+
+    if llm_config.debug.profile_memory:
+        flow.generate_memory_trace(builder.export_program, "memory_profile.json")
+    output_file = flow._get_output_filename(llm_config, modelname, builder.output_dir, builder.dtype)
+    os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)  # (the flow's save logs and goes on)
+    builder.save_to_pte(output_file)
+    saved = builder.get_saved_pte_filename()
+    if not saved or not os.path.isfile(saved):
+        raise OSError(f"could not write {output_file} (save_to_pte's error is in the log above)")
+    flow._save_etrecord_if_generated(builder)
+    return builder
+
+
+def parse_args(argv: Sequence[str]):
+    """``argv`` as ``export_llm`` reads it (``--config FILE`` and hydra ``key=value`` overrides,
+    through ExecuTorch's own ``export_llm`` helpers and hydra's ``llm_config`` schema), plus
+    ``xir.partitioners=KIND``. Returns (LlmConfig, partitioner set)."""
+    import sys
+
+    import hydra
+    from executorch.extension.llm.export import export_llm as et  # registers the "llm_config" schema
+    from executorch.extension.llm.export.config.llm_config import LlmConfig
+    from omegaconf import OmegaConf
+
+    kind, rest = "xir", []
+    for arg in argv:
+        if arg.startswith("xir."):
+            key, _, value = arg.partition("=")
+            if key != "xir.partitioners":
+                raise UnsupportedOption(f"unknown option {key!r}; xir takes xir.partitioners={'|'.join(COMMAND_SETS)}")
+            if value not in COMMAND_SETS:
+                raise UnsupportedOption(f"xir.partitioners={value!r}: expected one of {', '.join(COMMAND_SETS)}")
+            kind = value
+        else:
+            rest.append(arg)
+    parsed: list = []
+
+    def hydra_main(llm_config) -> None:  # export_llm's hydra_main, keeping the config
+        merged = OmegaConf.merge(OmegaConf.structured(LlmConfig), llm_config)
+        parsed.append(OmegaConf.to_object(merged))
+
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "lowering.llm", *rest]
+    try:
+        config, _ = et.parse_config_arg()
+        if config:
+            et.add_hydra_config_args(et.pop_config_arg())
+        hydra.main(version_base=None, config_name="llm_config", config_path=None)(hydra_main)()
+    finally:
+        sys.argv = saved
+    if not parsed:
+        raise SystemExit(1)  # hydra printed --help or --cfg and returned
+    return parsed[0], kind
+
+
+def run(argv: Sequence[str]):
+    """Parse ``argv`` as ``export_llm`` does and export with xir; returns the flow's builder."""
+    llm_config, kind = parse_args(argv)
+    return export_llama(llm_config, kind)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lowering.llm``: export_llm's arguments; writes the .pte the flow would write
+    and prints its path."""
+    import sys
+
+    builder = run(list(sys.argv[1:] if argv is None else argv))
+    print(builder.get_saved_pte_filename())
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    try:
+        sys.exit(main())
+    except UnsupportedOption as error:
+        print(f"lowering.llm: error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -148,6 +148,15 @@ def _latencies(buffers: dict, inputs: tuple, runs: int = 50) -> dict:
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
+def _llm(args) -> int:
+    """``xir llm ARGS`` = ``python -m lowering.llm ARGS`` (export_llm's arguments)."""
+    llm = importlib.import_module("lowering.llm")
+    try:
+        return llm.main(args.args)
+    except llm.UnsupportedOption as error:
+        raise CLIError(str(error)) from error
+
+
 def _passes(args) -> int:
     from passes import pass_help
 
@@ -846,6 +855,12 @@ def _parser() -> argparse.ArgumentParser:
     passes = commands.add_parser("passes", help="list the registered passes")
     _add_debug(passes)
     passes.set_defaults(run=_passes)
+
+    llm = commands.add_parser("llm", add_help=False, prefix_chars="\0",  # every argument goes to lowering.llm
+                              help="ExecuTorch's LLM export (export_llm's --config FILE and key=value overrides) "
+                                   "with xir's partitioner (python -m lowering.llm)")
+    llm.add_argument("args", nargs=argparse.REMAINDER)
+    llm.set_defaults(run=_llm)
 
     fuzz = commands.add_parser("fuzz", add_help=False, prefix_chars="\0",  # every argument goes to xir_fuzz
                                help="differential fuzzing of xir's partitioner against stock (python -m xir_tools.fuzz --help)")

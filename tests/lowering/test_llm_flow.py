@@ -1,5 +1,7 @@
-"""lowering.llm: the LLM flow's partitioner sets, and xir's rewrites handed to the builder as
-transform_passes (the flow itself runs in ``python -m bench.llm_flow``; too slow for the suite)."""
+"""lowering.llm: the LLM flow's partitioner sets, xir's rewrites handed to the builder as
+transform_passes, and ``python -m lowering.llm`` (export_llm's arguments, xir's partitioner) end to
+end on a tiny Llama 3 (about a minute; the flow's families and recipes against stock run in
+``python -m bench.llm_flow``)."""
 
 import pytest
 
@@ -46,3 +48,96 @@ def test_builder_gets_xir_rewrites():
     assert quantizers == [] and passed == partitioners and len(passes) == 1
     bare = to_edge_transform_and_lower_llama(_Builder(), partitioners, with_rewrites=False)
     assert bare.calls[1][2] is None
+
+
+# ------------------------------------------------------------------ python -m lowering.llm, end to end
+
+# the smallest config the flow exports as it does an LLM: 2 layers, KV cache, custom SDPA, dynamic shapes
+TINY_PARAMS = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=256, multiple_of=32, norm_eps=1e-5,
+                   rope_theta=500000.0, use_scaled_rope=True)
+TINY_SEQ_LEN = 32
+TINY_YAML = """\
+base:
+  model_class: llama3
+  params: {params}
+  checkpoint: {checkpoint}
+model:
+  use_kv_cache: true
+  use_sdpa_with_kv_cache: true
+  enable_dynamic_shape: true
+export:
+  max_seq_length: {seq}
+  max_context_length: {seq}
+  output_dir: {out}
+backend:
+  xnnpack:
+    enabled: true
+    extended_ops: true
+"""
+# What the flow's stock partitioners ([XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner])
+# make of this config: `python -m lowering.llm --config tiny.yaml xir.partitioners=stock` (its own
+# run costs as much as the test; measured with executorch 1.5.1)
+STOCK_DELEGATES = 24
+# outside xir's delegates (in the ExecuTorch program: out variants, views as memory.view), besides
+# the embedding, the custom ops, memory planning and symbolic-size arithmetic: with dynamic shapes
+# xir's decoder rewrites do not apply (docs/benchmarks.md, "ExecuTorch's own LLM export flow"):
+# slices with symbolic sizes, RMSNorm's mean over a 3-D input, squeeze and select (no XNNPACK rule)
+EXPECTED_OUTSIDE = ("aten.embedding.", "llama.custom_sdpa.", "llama.update_cache.", "executorch.exir.memory.",
+                    "executorch_prim.", "aten._local_scalar_dense", "aten.sym_constrain_range", "aten._assert_scalar")
+KNOWN_OUTSIDE = ("aten.slice_copy.", "aten.select_copy.", "aten.squeeze_copy.", "aten.mean.")
+
+
+def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
+    """``python -m lowering.llm --config tiny.yaml`` as export_llm takes it: the flow's .pte,
+    lowered by xir alone, loads on the runtime and matches eager at prefill lengths 1 and 7."""
+    import copy
+
+    import torch
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama::custom_sdpa, update_cache)
+    import executorch.kernels.quantized  # noqa: F401
+
+    from bench.llm_flow import write_checkpoint
+    from lowering.llm import parse_args, run
+    from xir_tools.harness import delegate_count, load_method, max_error, outside_ops
+
+    monkeypatch.chdir(tmp_path)  # hydra writes its outputs/ where it runs
+    params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY_YAML.format(params=params, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out"))
+    argv = ["--config", str(config), "+debug.verbose=false"]  # an override, as export_llm takes them
+
+    builder = run(argv)
+    pte = builder.get_saved_pte_filename()
+    assert pte == str(tmp_path / "out" / "llama3.pte")  # the flow's name: <output_dir>/<model_class>.pte
+    delegates, outside = delegate_count(builder.edge_manager), outside_ops(builder.edge_manager)
+    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
+    with capsys.disabled():
+        print(f"\nlowering.llm on the tiny Llama 3: {delegates} delegates (stock {STOCK_DELEGATES}); outside: "
+              + ", ".join(f"{op} x{n}" for op, n in sorted(outside.items())))
+    assert delegates < STOCK_DELEGATES
+    assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
+    assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm")) for op in outside)
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    buffer = open(pte, "rb").read()
+    for length in (1, 7):
+        tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
+        pos = torch.tensor([0], dtype=torch.long)
+        with torch.no_grad():
+            expected = copy.deepcopy(eager)(tokens, {"input_pos": pos})
+        _, method = load_method(buffer)
+        actual = method.execute([tokens, pos])
+        assert max_error(list(actual), [expected]) < 1e-4, f"prefill of {length}"
+
+
+def test_unsupported_option_is_named(tmp_path, monkeypatch):
+    from lowering.llm import UnsupportedOption, check_supported, parse_args
+
+    monkeypatch.chdir(tmp_path)
+    config, kind = parse_args(["backend.coreml.enabled=true", "xir.partitioners=dq+xir"])
+    assert kind == "dq+xir"
+    with pytest.raises(UnsupportedOption, match=r"backend\.coreml\.enabled"):
+        check_supported(config)
+    with pytest.raises(UnsupportedOption, match=r"xir\.partitioners"):
+        parse_args(["xir.partitioners=all"])
