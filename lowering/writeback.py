@@ -180,7 +180,7 @@ class _Writer:
             if not _same_call(fx_node, args, kwargs):
                 fx_node.args, fx_node.kwargs = args, kwargs
         elif _operands_changed(node, fx_node, self.fx_of):
-            raise WriteBackError(f"cannot rewrite the arguments of {node.op}: it has no schema")
+            _rewire_schemaless(node, fx_node, self.fx_of)
         self._advance(fx_node)
         if len(node.results) == 1 and not isinstance(fx_node.meta.get("val"), (list, tuple)):
             self.to_fx[id(node.results[0])] = fx_node
@@ -358,6 +358,36 @@ def _equal(a, b) -> bool:
         return bool(a == b) and type(a) is type(b)
     except Exception:
         return False
+
+
+def _import_order(fx_node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The FX nodes a call without a schema reads, in the order the importer made them the IR
+    node's inputs: positional node arguments (its operands), then the nodes inside its other
+    positional arguments, then those inside its keyword arguments (its attributes)."""
+    found: list[torch.fx.Node] = []
+    collect = lambda n: found.append(n) or n  # noqa: E731
+    positional = [a for a in fx_node.args if isinstance(a, torch.fx.Node)]
+    for arg in fx_node.args:
+        if not isinstance(arg, torch.fx.Node):
+            torch.fx.node.map_arg(arg, collect)
+    torch.fx.node.map_arg(dict(fx_node.kwargs), collect)
+    return positional + found
+
+
+def _rewire_schemaless(node: Node, fx_node: torch.fx.Node, fx_of) -> None:
+    """Make a call without a schema (a higher-order op such as ``auto_functionalized_v2``, the
+    KV-cache update of ExecuTorch's LLM flow) read the values its IR node reads now: each input
+    replaced in place, position by position. Anything else (inputs added or removed, one FX node
+    that would have to become two) is an error."""
+    old = _import_order(fx_node)
+    new = [fx_of(v) for v in node.inputs()]
+    mapping: dict[torch.fx.Node, torch.fx.Node] = {}
+    if len(old) != len(new) or any(mapping.setdefault(a, b) is not b for a, b in zip(old, new)):
+        raise WriteBackError(f"cannot rewrite the arguments of {node.op}: it has no schema, and its inputs "
+                             f"changed in number or order ({len(old)} read before, {len(new)} now)")
+    for a, b in mapping.items():
+        if a is not b:
+            fx_node.replace_input_with(a, b)
 
 
 def _operands_changed(node: Node, fx_node: torch.fx.Node, fx_of) -> bool:
