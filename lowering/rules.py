@@ -293,17 +293,47 @@ def _cat(node: Node, options=None) -> str | None:
     return None
 
 
-SYMBOLIC_SLICE = ("a symbolic size: ExecuTorch's XNNPACK serializer writes a slice's sizes as integers; "
-                  "a symbolic size cannot be written")
+SYMBOLIC_SLICE = ("a symbolic bound: ExecuTorch's XNNPACK serializer writes a slice's offsets and sizes as integers; "
+                  "a bound computed at run time cannot be written")
+
+
+def slice_bounds(node: Node) -> tuple[int, int, int] | None:
+    """``(dim, start, end)`` of ``slice_copy`` ``node``, in range of its sliced dim, or None when
+    they are not known at lowering time: a bound computed at run time, or a symbolic sliced dim
+    whose slice has not a static length from a non-negative start (``x[:, :1]`` has; ``x[:, 1:]``
+    has not)."""
+    x = node.input.type
+    dim = attr(node, "dim", 0) % x.rank
+    size, length = x.shape[dim], node.result.type.shape[dim]
+    start, end = attr(node, "start"), attr(node, "end")
+    if not isinstance(start, (int, type(None))) or not isinstance(end, (int, type(None))):
+        return None
+    start = start or 0
+    if not isinstance(size, int):
+        fixed = isinstance(length, int) and start >= 0 and end is not None and end >= 0 and end - start == length
+        return (dim, start, end) if fixed else None
+    start = start + size if start < 0 else start
+    end = size if end is None else (end + size if end < 0 else end)
+    start, end = min(max(start, 0), size), min(max(end, 0), size)
+    return dim, start, max(start, end)
 
 
 def _slice(node: Node, options=None) -> str | None:
     if attr(node, "step", 1) != 1:
         return f"step {attr(node, 'step')}"
-    # (XNNStaticSlice: the visitor writes the output shape as its sizes, the upper bound of a
-    # symbolic dim; its start/end operands must be ints too)
-    if _static_shape(node) or any(not isinstance(attr(node, name), (int, type(None))) for name in ("start", "end")):
+    if any(not isinstance(attr(node, name), (int, type(None))) for name in ("start", "end")):
         return SYMBOLIC_SLICE
+    if not node.input.type.is_static:  # (stock's visitor writes a symbolic dim's upper bound as its size)
+        if slice_bounds(node) is None:
+            return "slices a symbolic dim to a length computed at run time (XNNPACK's slice sizes are written as integers)"
+        return ("a slice of a symbolic shape (ExecuTorch's XNNPACK serializer writes its upper bound as the size; "
+                "xir's transform pass xnnpack.slices-as-xir-slices writes it as xir.slice: run transform_passes())")
+    if any(d == 0 for v in list(node.operands) + list(node.results) for d in v.shape):
+        return "an empty dim"
+    return None
+
+
+def _xir_slice(node: Node, options=None) -> str | None:
     if any(d == 0 for v in list(node.operands) + list(node.results) for d in v.shape):
         return "an empty dim"
     return None
@@ -478,7 +508,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule(aten._softmax, _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
     # data movement
     OpRule(aten.cat, _FS, check=_cat, constraint="at least two inputs"),
-    OpRule(aten.slice_copy.Tensor, _FS, check=_slice, constraint="step 1, static shapes (sizes written as integers)"),
+    OpRule(aten.slice_copy.Tensor, _FS, check=_slice, constraint="step 1, integer bounds, static shapes (symbolic: xir.slice)"),
     OpRule(aten.permute_copy, _FS),
     OpRule(aten.view_copy, _FS, check=_view, constraint="static new shape, at most one -1"),
     OpRule(aten.unsqueeze_copy, _FS, check=_unsqueeze, constraint="trailing dim only"),
@@ -496,6 +526,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     # xir's own ops (lowering/xnnpack_ops.py)
     OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
     OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16"),
+    OpRule(xir_ops.slice, _F, check=_xir_slice, constraint="not empty"),
     # quantization
     OpRule(quantized_decomposed.quantize_per_tensor, frozenset({STATIC})),
     OpRule(quantized_decomposed.dequantize_per_tensor, frozenset({STATIC})),

@@ -1,4 +1,4 @@
-"""xir's two ops for XNNPACK, and how the stock XNNPACK serializer writes them.
+"""xir's own ops for XNNPACK, and how the stock XNNPACK serializer writes them.
 
 XNNPACK multiplies bf16 matrices only into an fp32 result, and ExecuTorch 1.5.1's edge dialect
 has no op for that (its verifier rejects a bf16 x bf16 -> fp32 ``aten.bmm``), nor a conversion
@@ -7,7 +7,12 @@ xir defines:
 
 * ``xir::bmm_f32out(a, b)``: batched matmul of bf16 (or f32) matrices with an fp32 result,
   written as XNNPACK's batch-matrix-multiply node;
-* ``xir::convert(x, dtype)``: a dtype conversion, written as XNNPACK's convert node.
+* ``xir::convert(x, dtype)``: a dtype conversion, written as XNNPACK's convert node;
+* ``xir::slice(x, dim, start, end)``: ``x[start:end]`` along ``dim`` (a static dim) of a tensor
+  whose other dims may be symbolic, written as XNNPACK's static slice with size 0 for every dim
+  but ``dim``: XNNPACK takes the whole of a size-0 dim that starts at 0, at the size it has at run
+  time. Stock's slice visitor writes the upper bound of a symbolic dim as its size, which fails
+  at any other size (``lowering/passes/slices_as_xir_slices.py`` makes these).
 
 Both register node visitors in ExecuTorch's XNNPACK visitor registry (no ExecuTorch code is
 patched). They have no portable kernel: xir only creates them where they will be delegated.
@@ -39,6 +44,26 @@ def _convert_fake(x, dtype):
     return torch.empty_like(x, dtype=dtype)
 
 
+@torch.library.custom_op("xir::slice", mutates_args=())
+def slice_(input: torch.Tensor, dim: int, start: int, end: int) -> torch.Tensor:  # noqa: A002
+    return input.narrow(dim, start, end - start).clone()
+
+
+@slice_.register_fake
+def _slice_fake(input, dim, start, end):  # noqa: A002
+    shape = list(input.shape)
+    shape[dim] = end - start
+    return input.new_empty(shape)
+
+
+def static_slice_sizes(shape, dim: int, start: int, end: int) -> tuple[list[int], list[int]]:
+    """XNNPACK's offsets and sizes for ``xir::slice``: 0 (the whole dim, at run time, which XNNPACK
+    infers for an offset of 0) for every dim but ``dim``."""
+    offsets, sizes = [0] * len(shape), [0] * len(shape)
+    offsets[dim], sizes[dim] = start, end - start
+    return offsets, sizes
+
+
 def _register_visitors() -> None:
     from executorch.backends.xnnpack.operators.node_visitor import (
         NodeVisitor,
@@ -47,9 +72,10 @@ def _register_visitors() -> None:
     from executorch.backends.xnnpack.serialization.xnnpack_graph_schema import (
         XNNBatchMatrixMultiply,
         XNNConvert,
+        XNNStaticSlice,
         XNode,
     )
-    from executorch.backends.xnnpack.utils.utils import get_input_node
+    from executorch.backends.xnnpack.utils.utils import PERM_NCHW_TO_NHWC, get_input_node
 
     class BmmF32OutVisitor(NodeVisitor):
         target = "xir.bmm_f32out.default"
@@ -73,8 +99,24 @@ def _register_visitors() -> None:
                 xnode_union=XNNConvert(input_id=vals_to_ids[source], output_id=vals_to_ids[node], flags=0),
                 debug_handle=debug_handle))
 
+    class SliceVisitor(NodeVisitor):
+        target = "xir.slice.default"
+
+        def define_node(self, node, xnn_graph, vals_to_ids, debug_handle):
+            self.define_nodes_tensor_inputs_outputs(node, xnn_graph, vals_to_ids)
+            source = get_input_node(node, 0)
+            dim, start, end = node.args[1:4]
+            offsets, sizes = static_slice_sizes(source.meta["val"].shape, dim, start, end)
+            if "XNN_NHWC_NODE" in node.meta:  # (the tensors are defined channels-last)
+                offsets, sizes = [offsets[i] for i in PERM_NCHW_TO_NHWC], [sizes[i] for i in PERM_NCHW_TO_NHWC]
+            xnn_graph.xnodes.append(XNode(
+                xnode_union=XNNStaticSlice(num_dims=len(sizes), offsets=offsets, sizes=sizes,
+                                           input_id=vals_to_ids[source], output_id=vals_to_ids[node], flags=0),
+                debug_handle=debug_handle))
+
     register_node_visitor(BmmF32OutVisitor)
     register_node_visitor(ConvertVisitor)
+    register_node_visitor(SliceVisitor)
 
 
 _register_visitors()

@@ -167,12 +167,15 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
                                                                "dtype": DType.i8})],
     "xir.bmm_f32out": [([T(BF, 2, 3, 4), T(BF, 2, 4, 5)], {})],
     "xir.convert": [([F(2, 3)], {"dtype": BF}), ([T(BF, 2)], {"dtype": DType.f32})],
+    "xir.slice": [([F(2, 6)], {"dim": 1, "start": 2, "end": 5}), ([F(3, 2)], {"dim": 0, "start": 0, "end": 3})],
 }
 
 # xir's own ops, as torch computes them
 XIR_OPS = {
     "xir.bmm_f32out": lambda node, a, b: torch.bmm(a.float(), b.float()),
     "xir.convert": lambda node, x: x.to(DTYPE_TO_TORCH[node.attribute("dtype")]),
+    "xir.slice": lambda node, x: x.narrow(node.attribute("dim"), node.attribute("start"),
+                                          node.attribute("end") - node.attribute("start")),
 }
 
 # defined ops left without inference, each with the reason (none: every definition infers)
@@ -282,6 +285,8 @@ S = Symbol("s0")
     ("aten.hardtanh_backward", [F(S, 1), F(1, 4)], {"min_val": -1.0, "max_val": 1.0}, [F(S, 4)]),
     ("aten.bitwise_and.Tensor", [B(S), B(1)], {}, [B(S)]),
     ("aten.sym_size.int", [F(S, 3)], {"dim": 0}, [ScalarType("int")]),
+    ("xir.slice", [F(1, S, 8)], {"dim": 2, "start": 4, "end": 8}, [F(1, S, 4)]),
+    ("xir.slice", [F(1, S, 8)], {"dim": 1, "start": 0, "end": 1}, [F(1, 1, 8)]),
 ])
 def test_inference_keeps_symbolic_dims(full, operand_types, attributes, expected):
     node, _ = _build(full, operand_types, attributes)
@@ -311,6 +316,8 @@ def test_what_cannot_be_told_is_not_inferred(full, operand_types, attributes):
     ("aten.repeat", [F(2, 3)], {"repeats": [2]}, "fewer dims"),
     ("aten.any.dim", [F(2, 3)], {"dim": 2}, "out of range"),
     ("aten.where.self", [B(2), F(3), F(3)], {}, "do not broadcast"),
+    ("xir.slice", [F(2, 3)], {"dim": 1, "start": 2, "end": 4}, "not in range"),
+    ("xir.slice", [F(2, 3)], {"dim": 2, "start": 0, "end": 1}, "dim in"),
 ])
 def test_impossible_attributes_are_errors(full, operand_types, attributes, message):
     with pytest.raises(IRError, match=message):

@@ -162,6 +162,19 @@ def _to_dtype(node):
     return None if x is None else [x.with_dtype(_dtype(node, "dtype", x.dtype))]
 
 
+def _xir_slice(node):
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    dim, start, end = (_attr(node, name) for name in ("dim", "start", "end"))
+    if not all(_is_int(v) for v in (dim, start, end)) or not 0 <= dim < x.rank:
+        raise IRError(f"dim, start and end must be integers and dim in [0, {x.rank}), got {dim!r}, {start!r}, {end!r}")
+    size = x.shape[dim]
+    if not 0 <= start <= end or (isinstance(size, int) and end > size):
+        raise IRError(f"[{start}:{end}] is not in range of dim {dim} (size {size})")
+    return [TensorType(x.dtype, x.shape[:dim] + (end - start,) + x.shape[dim + 1:])]
+
+
 def _linear(node):
     x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
     if x is None or w is None or w.rank != 2 or x.rank < 1:
@@ -1207,3 +1220,5 @@ define_op("xir.bmm_f32out", operands=("input", "mat2"), traits=PURE, infer=_bmm(
           doc="batched matmul of bf16 (or f32) matrices with an f32 result, as XNNPACK computes it")
 define_op("xir.convert", operands=("input",), attributes={"dtype": REQUIRED}, traits=PURE | ELEMENTWISE, infer=_to_dtype,
           doc="a dtype conversion XNNPACK runs (f32 <-> bf16)")
+define_op("xir.slice", operands=("input",), attributes={"dim": REQUIRED, "start": REQUIRED, "end": REQUIRED}, traits=PURE,
+          infer=_xir_slice, doc="input[start:end] along dim, in range (XNNPACK's slice; the other dims, symbolic or not, whole)")

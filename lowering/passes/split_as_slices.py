@@ -1,4 +1,4 @@
-"""``xnnpack.split-as-slices``: rewrite a static split as the slices of its used pieces."""
+"""``xnnpack.split-as-slices``: rewrite a split of a static dim as the slices of its used pieces."""
 
 from __future__ import annotations
 
@@ -16,13 +16,15 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
     """split(x, sizes, dim) => one slice_copy per used piece (XNNPACK slices; it has no split in
     ExecuTorch's XNNPACK backend). Fused projections split this way: Phi-3's QKV and gate/up."""
     x = node.input  # (None when the node has no operand)
-    if x is None or not isinstance(x.type, TensorType) or not x.type.is_static:
-        return rewriter.notify_match_failure(node, "not a static tensor")
+    if x is None or not isinstance(x.type, TensorType):
+        return rewriter.notify_match_failure(node, "not a tensor")
     from ..rules import MAX_RANK
 
     if x.rank > MAX_RANK:  # (decomposed, it would only be more ops outside)
         return rewriter.notify_match_failure(node, f"{x.rank}-D: it stays outside XNNPACK, whole")
     dim = node.attributes.get("dim", 0) % x.rank
+    if not isinstance(x.shape[dim], int):  # (another dim may be: XNNPACK slices it whole at run time)
+        return rewriter.notify_match_failure(node, "splits a symbolic dim")
     if node.op == aten.split_with_sizes_copy:
         sizes = list(node.attributes.get("split_sizes") or [])
     else:
@@ -45,7 +47,7 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
 
 @attrs.frozen
 class SplitAsSlices(DelegatedDtypeRewrite):
-    """Rewrite a static split as the slices of its used pieces."""
+    """Rewrite a split of a static dim as the slices of its used pieces."""
 
     name = "xnnpack.split-as-slices"
 

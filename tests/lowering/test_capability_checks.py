@@ -450,8 +450,13 @@ REASONS = {
 
 # symbolic sizes a serializer must write as integers: the reason each stays outside
 SYMBOLIC = {
-    "slice-of-a-symbolic-dim": ("input %x: f32[1,s0,8]\n  %y: f32[1,s0,4] = aten.slice_copy.Tensor(%x) {dim=2, start=0, end=4}",
-                                "op-constraint", SYMBOLIC_SLICE),
+    "slice-of-a-symbolic-shape-not-rewritten": (
+        "input %x: f32[1,s0,8]\n  %y: f32[1,s0,4] = aten.slice_copy.Tensor(%x) {dim=2, start=0, end=4}", "op-constraint",
+        "a slice of a symbolic shape (ExecuTorch's XNNPACK serializer writes its upper bound as the size; xir's "
+        "transform pass xnnpack.slices-as-xir-slices writes it as xir.slice: run transform_passes())"),
+    "slice-of-the-symbolic-dim-to-a-symbolic-length": (
+        "input %x: f32[1,s0,8]\n  %y: f32[1,s1,8] = aten.slice_copy.Tensor(%x) {dim=1, start=1}", "op-constraint",
+        "slices a symbolic dim to a length computed at run time (XNNPACK's slice sizes are written as integers)"),
     "slice-with-a-symbolic-end": ("input %x: f32[8,4]\n  input %p: f32[1,s0]\n  %n: int = aten.sym_size.int(%p) {dim=1}\n"
                                   "  %y: f32[s0,4] = aten.slice_copy.Tensor(%x) {dim=0, start=0, end=%n}",
                                   "symbolic-size-operand", SYMBOLIC_SLICE),

@@ -6,8 +6,10 @@ What makes them whole in XNNPACK: a view whose new shape has one symbolic dim is
 (XNNPACK's reshape infers it at run time: ``shape-ops-as-views``, also for squeeze/unsqueeze at a
 middle dim), RMSNorm's mean over the last dim as a 4-D spatial mean between two such views
 (``xnnpack.mean-over-last-dims``), bf16 <-> f32 casts as XNNPACK converts
-(``xnnpack.casts-as-converts``). A slice of a tensor with a symbolic dim stays outside: ExecuTorch's
-XNNPACK serializer writes a slice's sizes as integers.
+(``xnnpack.casts-as-converts``), a slice of a static dim of a tensor with a symbolic dim as
+``xir::slice`` (its XNNPACK slice takes the symbolic dims whole, at their run-time size; stock's
+serializer writes their upper bound), a select of a static dim as such a slice and a view
+(``xnnpack.select-as-slice``). A slice of the symbolic dim itself stays outside, with its reason.
 
 One program per module, lowered once (a module-scoped fixture) and shared by its tests."""
 
@@ -49,8 +51,7 @@ class RMSNormBf16(RMSNorm):
 
 
 class QKV(torch.nn.Module):
-    """q, k, v projections viewed to heads and transposed; v's first half of each head sliced (the
-    slice stays outside)."""
+    """q, k, v projections viewed to heads and transposed; v's first half of each head sliced."""
 
     def __init__(self, heads=4):
         super().__init__()
@@ -93,6 +94,36 @@ class Boundaries(torch.nn.Module):
         return a, a * 2.0 + torch.relu(a)
 
 
+class Rotary(torch.nn.Module):
+    """Llama's rotary embedding as ExecuTorch's example writes it: pairs unbound (two selects),
+    rotated by cos/sin tables sliced to the length, stacked back and flattened."""
+
+    def __init__(self, heads=4):
+        super().__init__()
+        self.heads, half = heads, WIDTH // heads // 2
+        angles = torch.outer(torch.arange(128.0), 1.0 / 10000 ** (torch.arange(half) / half))
+        self.register_buffer("cos", torch.cos(angles))
+        self.register_buffer("sin", torch.sin(angles))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = x.view(b, s, self.heads, -1)
+        r, i = q.reshape(q.shape[:-1] + (-1, 2)).unbind(-1)
+        cos, sin = self.cos[:s].view(1, s, 1, -1), self.sin[:s].view(1, s, 1, -1)
+        out = torch.stack([r * cos - i * sin, r * sin + i * cos], dim=-1).flatten(3)
+        return out.view(b, s, -1)
+
+
+class Slices(torch.nn.Module):
+    """Slices of a graph input at its boundaries: one returned and read by two ops, one of a
+    negative start, and the first token (of the symbolic dim, a static length)."""
+
+    def forward(self, x):
+        a = x[..., 8:24]
+        b = x[..., -8:]
+        return a, torch.relu(a) + a * 2.0, b * 3.0, x[:, :1] + 1.0
+
+
 MODULES = {
     "rms-norm": (RMSNorm, torch.float32, {}),
     "rms-norm-bf16": (RMSNormBf16, torch.bfloat16, {"enable_bf16": True}),
@@ -100,6 +131,8 @@ MODULES = {
     "cast-pair": (CastPair, torch.float32, {"enable_bf16": True}),
     "middle-dims": (MiddleDims, torch.float32, {}),
     "boundaries": (Boundaries, torch.float32, {}),
+    "rotary": (Rotary, torch.float32, {}),
+    "slices": (Slices, torch.float32, {}),
 }
 
 
@@ -181,14 +214,46 @@ def test_cast_pair_converts_inside(lowered):
     assert program.inside["xir.convert"] == 2
 
 
-def test_qkv_views_inside_and_the_slice_outside_with_the_reason(lowered):
+def _slices_written(edge):
+    """(offsets, sizes) of every xir::slice in the delegates, as its visitor writes them."""
+    from lowering.xnnpack_ops import static_slice_sizes
+
+    ep, written = edge.exported_program(), []
+    for _, module in ep.graph_module.named_children():
+        original = getattr(module, "original_module", None)
+        for node in original.graph.nodes if original is not None else ():
+            if node.op == "call_function" and "xir.slice" in str(node.target):
+                written.append(static_slice_sizes(node.args[0].meta["val"].shape, *node.args[1:4]))
+    return written
+
+
+def test_qkv_views_and_the_slice_inside(lowered):
     program = lowered("qkv")
-    assert program.outside == {"aten.slice_copy.Tensor": 1}
-    assert ("aten.slice_copy.Tensor", SYMBOLIC_SLICE) in program.rejected
+    assert not program.outside, program.outside
     assert program.inside["aten.linear"] == 3 and program.inside["aten.permute_copy"] >= 3
+    assert program.inside["xir.slice"] == 1 and harness.delegate_count(program.edge) == 1
     assert [1, -1, 4, WIDTH // 4] in _views_written_with_integers(program.edge)
+    # the symbolic dims' sizes are 0 (the whole dim at run time), the sliced one its length
+    assert _slices_written(program.edge) == [([0, 0, 0, 0], [0, 0, 0, WIDTH // 8])]
     # (the sym_size that fed the views is gone from the program)
     assert "aten.sym_size.int" not in program.outside
+
+
+def test_rotary_is_one_delegate(lowered):
+    program = lowered("rotary")
+    # the cos/sin tables are sliced to the length (a symbolic end): outside, with the reason
+    assert program.outside == {"aten.slice_copy.Tensor": 2}, program.outside
+    assert ("aten.slice_copy.Tensor", SYMBOLIC_SLICE) in program.rejected
+    assert "aten.select_copy.int" not in program.inside and program.inside["xir.slice"] == 2
+    assert harness.delegate_count(program.edge) == 1
+
+
+def test_slices_at_the_boundaries(lowered):
+    program = lowered("slices")
+    assert not program.outside, program.outside
+    assert program.inside["xir.slice"] == 3 and harness.delegate_count(program.edge) == 1
+    assert sorted(_slices_written(program.edge)) == [
+        ([0, 0, 0], [0, 1, 0]), ([0, 0, 8], [0, 0, 16]), ([0, 0, WIDTH - 8], [0, 0, 8])]
 
 
 def test_squeeze_and_unsqueeze_at_a_middle_dim_are_views(lowered):

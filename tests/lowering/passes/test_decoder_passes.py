@@ -633,10 +633,22 @@ SPLITS = [
       %d: f32[2,2] = aten.mul.Tensor(%c, %c)
       return %d
     }"""),
-    case("declined-symbolic", """
+    case("symbolic-shape-static-dim", """
     graph @g {
       input %x: f32[s0,8]
       %s: f32[s0,4], %t: f32[s0,4] = aten.split_with_sizes_copy(%x) {split_sizes=[4, 4], dim=1}
+      return %s, %t
+    }""", """
+    graph @g {
+      input %x: f32[s0,8]
+      %s: f32[s0,4] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=4, step=1}
+      %t: f32[s0,4] = aten.slice_copy.Tensor(%x) {dim=1, start=4, end=8, step=1}
+      return %s, %t
+    }"""),
+    case("declined-split-of-the-symbolic-dim", """
+    graph @g {
+      input %x: f32[s0,8]
+      %s: f32[4,8], %t: f32[s1,8] = aten.split_copy.Tensor(%x) {split_size=4, dim=0}
       return %s, %t
     }"""),
     case("declined-7-d-stays-whole-outside-xnnpack", """
