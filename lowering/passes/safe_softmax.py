@@ -48,8 +48,8 @@ def safe_softmax(node: Node, rewriter: Rewriter) -> bool:
     if softmax is None or not isinstance(softmax.input.type, TensorType):
         return rewriter.notify_match_failure(node, "not a where over a softmax")
     x = softmax.input
-    if x.dtype not in _TORCH_DTYPES or not x.type.is_static:
-        return rewriter.notify_match_failure(node, "not a static float softmax")
+    if x.dtype not in _TORCH_DTYPES:  # (a symbolic shape is fine: every op made is elementwise or the softmax)
+        return rewriter.notify_match_failure(node, "not a float softmax")
     if not _is_zero_fill(zeros) or zeros.type != probabilities.type or node.result.type != probabilities.type:
         return rewriter.notify_match_failure(node, "the other branch is not zeros like the softmax")
     if not _all_masked_rows(condition, x, softmax.attribute("dim")):

@@ -124,6 +124,28 @@ class Slices(torch.nn.Module):
         return a, torch.relu(a) + a * 2.0, b * 3.0, x[:, :1] + 1.0
 
 
+class MaskedAttention(torch.nn.Module):
+    """Attention of a symbolic number of queries over a static cache with a float mask, through
+    ATen's SDPA (ExecuTorch's LLM flow without its custom SDPA): the export's masked softmax
+    sets all--inf rows to 0 (xnnpack.safe-softmax)."""
+
+    def __init__(self, heads=4, cache=16):
+        super().__init__()
+        self.heads = heads
+        self.register_buffer("k", torch.randn(1, heads, cache, WIDTH // heads))
+        self.register_buffer("v", torch.randn(1, heads, cache, WIDTH // heads))
+        mask = torch.zeros(128, cache)
+        mask[:, cache // 2:] = float("-inf")
+        mask[0] = float("-inf")  # (a fully masked row: the first query sees nothing)
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = x.view(b, s, self.heads, -1).transpose(1, 2)
+        out = torch.nn.functional.scaled_dot_product_attention(q, self.k, self.v, attn_mask=self.mask[:s])
+        return out.transpose(1, 2).reshape(b, s, WIDTH)
+
+
 MODULES = {
     "rms-norm": (RMSNorm, torch.float32, {}),
     "rms-norm-bf16": (RMSNormBf16, torch.bfloat16, {"enable_bf16": True}),
@@ -133,6 +155,7 @@ MODULES = {
     "boundaries": (Boundaries, torch.float32, {}),
     "rotary": (Rotary, torch.float32, {}),
     "slices": (Slices, torch.float32, {}),
+    "masked-attention": (MaskedAttention, torch.float32, {}),
 }
 
 
@@ -254,6 +277,13 @@ def test_slices_at_the_boundaries(lowered):
     assert program.inside["xir.slice"] == 3 and harness.delegate_count(program.edge) == 1
     assert sorted(_slices_written(program.edge)) == [
         ([0, 0, 0], [0, 1, 0]), ([0, 0, 8], [0, 0, 16]), ([0, 0, WIDTH - 8], [0, 0, 8])]
+
+
+def test_masked_softmax_of_a_symbolic_length_is_inside(lowered):
+    program = lowered("masked-attention")
+    # outside: the mask's slice to the length (a symbolic end) and nothing of the softmax's fix-up
+    assert set(program.outside) == {"aten.slice_copy.Tensor"}, program.outside
+    assert program.inside["aten._softmax"] == 1 and harness.delegate_count(program.edge) == 1
 
 
 def test_squeeze_and_unsqueeze_at_a_middle_dim_are_views(lowered):

@@ -572,6 +572,9 @@ SAFE_SOFTMAX = [
     case("ordinary", safe_softmax_graph(), safe_softmax_rewritten()),
     case("output-input-is-also-returned-bf16", safe_softmax_graph("bf16", returned=", %x"),
          safe_softmax_rewritten("bf16", lowest="-3.3895313892515355e+38", returned=", %x")),
+    # (a symbolic query length, as ExecuTorch's LLM flow exports attention without its custom SDPA)
+    case("symbolic-query-length", safe_softmax_graph().replace("[1,2,1,", "[1,2,s0,"),
+         safe_softmax_rewritten().replace("[1,2,1,", "[1,2,s0,")),
     case("declined-not-minus-inf", safe_softmax_graph(other="0.0")),
     case("declined-fill-not-zero", safe_softmax_graph(fill="1")),
     # (rows of one head: without keepdim, the condition [1,1,1] still broadcasts to the softmax's shape)
