@@ -13,7 +13,9 @@ size-1 dim R times, through ops that keep the flat batch index (views whose batc
 its product, permutes that do not move the batch dims, a clone, a dtype cast, a multiply or divide
 by a single number), rebuilds that chain on the expand's input with the batch N/R, and rewrites
 the bmm as above. The old chain is erased as far as nothing else reads it; the rest stays for its
-other readers. Static shapes only. Runs before ``xnnpack.expand-as-broadcast``.
+other readers. The repeated chain must be static; the left operand's rows may be symbolic (the
+queries of a dynamic sequence length, written -1 in the views). Runs before
+``xnnpack.expand-as-broadcast``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import attrs
 from passes.dead_code_elimination import is_dead
 from passes.remove_no_ops import layout_change
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
-from xir import Node, TensorType, Value
+from xir import Node, Symbol, TensorType, Value
 from xir.ops import aten, dim_order_ops
 
 _SCALAR_OPS = (aten.mul.Scalar, aten.div.Scalar)
@@ -142,11 +144,18 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
     return plan
 
 
+def _symbolic_rows_only(a: Value, result: Value) -> bool:
+    """The left operand and the result are static but for their rows (dim 1: the queries of
+    ExecuTorch's LLM flow, whose number is the symbolic sequence length)."""
+    return all(isinstance(v.type, TensorType) and v.rank == 3 and isinstance(v.type.shape[0], int)
+               and isinstance(v.type.shape[2], int) for v in (a, result))
+
+
 @rewrite_pattern(aten.bmm)
 def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
     a, b = node.operands
-    if not (_static(a) and _static(b) and _static(node.result)) or a.rank != 3 or b.rank != 3:
-        return rewriter.notify_match_failure(node, "not a static 3-D bmm")
+    if not (_static(b) and _symbolic_rows_only(a, node.result)) or b.rank != 3:
+        return rewriter.notify_match_failure(node, "not a 3-D bmm of a static right operand (the left's rows may be symbolic)")
     walked = _walk_back(b)
     if isinstance(walked, str):
         return rewriter.notify_match_failure(node, walked)
@@ -169,9 +178,17 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
         operands = list(others)
         operands.insert(index, value)
         value = rewriter.op_before(node, op, operands, **attributes)
-    rows_view = rewriter.op_before(node, aten.view_copy, [a], size=[groups, repeats * rows, inner])
-    product = rewriter.op_before(node, aten.bmm, [rows_view, value])
-    rewriter.replace_node(node, [rewriter.op_before(node, aten.view_copy, [product], size=list(node.result.type.shape))])
+    if isinstance(rows, int):
+        rows_view = rewriter.op_before(node, aten.view_copy, [a], size=[groups, repeats * rows, inner])
+        product = rewriter.op_before(node, aten.bmm, [rows_view, value])
+        back = rewriter.op_before(node, aten.view_copy, [product], size=list(node.result.type.shape))
+    else:  # (symbolic rows: each view infers them, written -1, and is given its type)
+        many = TensorType(a.dtype, (groups, Symbol(f"{repeats}*{rows}" if str(rows).isalnum() else f"{repeats}*({rows})"), inner))
+        rows_view = rewriter.insert_before(node, rewriter.create(aten.view_copy, [a], [many], {"size": [groups, -1, inner]})).result
+        product = rewriter.op_before(node, aten.bmm, [rows_view, value])
+        size = [batch, -1, node.result.type.shape[2]]
+        back = rewriter.insert_before(node, rewriter.create(aten.view_copy, [product], [node.result.type], {"size": size})).result
+    rewriter.replace_node(node, [back])
     for old in [step for step, _ in reversed(steps)] + [expand]:  # the repeat, where nothing else reads it
         if not is_dead(old):
             break

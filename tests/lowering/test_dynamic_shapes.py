@@ -125,24 +125,27 @@ class Slices(torch.nn.Module):
 
 
 class MaskedAttention(torch.nn.Module):
-    """Attention of a symbolic number of queries over a static cache with a float mask, through
-    ATen's SDPA (ExecuTorch's LLM flow without its custom SDPA): the export's masked softmax
-    sets all--inf rows to 0 (xnnpack.safe-softmax)."""
+    """Grouped-query attention of a symbolic number of queries over a static cache with a float
+    mask, through ATen's SDPA, as ExecuTorch's LLM flow writes it without its custom SDPA: K/V heads
+    repeated with repeat_interleave (xnnpack.fold-repeat-into-bmm makes no repeat), the masked
+    softmax setting all--inf rows to 0 (xnnpack.safe-softmax)."""
 
-    def __init__(self, heads=4, cache=16):
+    def __init__(self, heads=4, kv_heads=2, cache=16):
         super().__init__()
-        self.heads = heads
-        self.register_buffer("k", torch.randn(1, heads, cache, WIDTH // heads))
-        self.register_buffer("v", torch.randn(1, heads, cache, WIDTH // heads))
+        self.heads, self.repeats, self.kv_shape = heads, heads // kv_heads, (1, kv_heads, cache, WIDTH // heads)
         mask = torch.zeros(128, cache)
         mask[:, cache // 2:] = float("-inf")
         mask[0] = float("-inf")  # (a fully masked row: the first query sees nothing)
         self.register_buffer("mask", mask)
 
-    def forward(self, x):
+    def static_inputs(self):  # the K/V cache: inputs, as the flow's mutable buffers (not constants)
+        return torch.randn(self.kv_shape), torch.randn(self.kv_shape)
+
+    def forward(self, x, k, v):
         b, s, _ = x.shape
         q = x.view(b, s, self.heads, -1).transpose(1, 2)
-        out = torch.nn.functional.scaled_dot_product_attention(q, self.k, self.v, attn_mask=self.mask[:s])
+        k, v = k.repeat_interleave(self.repeats, dim=1), v.repeat_interleave(self.repeats, dim=1)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:s])
         return out.transpose(1, 2).reshape(b, s, WIDTH)
 
 
@@ -164,8 +167,11 @@ class Lowered:
         make, self.dtype, options = MODULES[name]
         torch.manual_seed(0)
         self.module = make().eval()
-        sample = (torch.randn(1, 7, WIDTH, dtype=self.dtype),)
-        self.ep = harness.export(self.module, sample, dynamic_shapes=({1: Dim("seq", min=1, max=128)},))
+        # (a module may take static inputs after x: the same tensors at every length)
+        self.static = tuple(self.module.static_inputs()) if hasattr(self.module, "static_inputs") else ()
+        sample = (torch.randn(1, 7, WIDTH, dtype=self.dtype), *self.static)
+        dynamic = ({1: Dim("seq", min=1, max=128)}, *(None for _ in self.static))
+        self.ep = harness.export(self.module, sample, dynamic_shapes=dynamic)
         self.edge, self.partitioner = harness.lower_edge(self.ep, "xir", **options)
         self.inside, self.outside = harness.delegated_ops(self.edge), harness.outside_ops(self.edge)
         self.rejected = {(r.node.op, r.reason) for r in self.partitioner.last_plan.rejected}
@@ -174,8 +180,8 @@ class Lowered:
     def run(self, length):
         x = torch.randn(1, length, WIDTH, dtype=self.dtype)
         with torch.no_grad():
-            expected = harness.as_list(self.module(x))
-        return harness.run_method(self.method, [x]), expected
+            expected = harness.as_list(self.module(x, *self.static))
+        return harness.run_method(self.method, [x, *self.static]), expected
 
 
 @pytest.fixture(scope="module")
@@ -279,11 +285,15 @@ def test_slices_at_the_boundaries(lowered):
         ([0, 0, 0], [0, 1, 0]), ([0, 0, 8], [0, 0, 16]), ([0, 0, WIDTH - 8], [0, 0, 8])]
 
 
-def test_masked_softmax_of_a_symbolic_length_is_inside(lowered):
+def test_grouped_query_attention_of_a_symbolic_length_is_inside(lowered):
     program = lowered("masked-attention")
     # outside: the mask's slice to the length (a symbolic end) and nothing of the softmax's fix-up
     assert set(program.outside) == {"aten.slice_copy.Tensor"}, program.outside
     assert program.inside["aten._softmax"] == 1 and harness.delegate_count(program.edge) == 1
+    # the K/V heads are not repeated: each bmm reads the cache's 2 heads, 2 query heads as rows of
+    # each (repeated, each of K and V would be a multiply by ones, xnnpack.expand-as-broadcast, and a copy)
+    assert program.inside["aten.bmm"] == 2 and program.inside["aten.mul.Tensor"] == 4
+    assert program.inside["dim_order_ops._clone_dim_order"] == 1 and "aten.expand_copy" not in program.inside
 
 
 def test_squeeze_and_unsqueeze_at_a_middle_dim_are_views(lowered):

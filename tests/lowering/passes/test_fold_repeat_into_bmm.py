@@ -48,6 +48,11 @@ graph @g {
 
 CASES = [
     case("keys-of-grouped-query-attention-bmm-result-is-output-repeat-operand-is-input", KEYS, KEYS_FOLDED),
+    # (ExecuTorch's LLM flow without its custom SDPA: a symbolic number of queries over the static cache)
+    case("symbolic-query-rows", KEYS.replace("%q: f32[6,5,4]", "%q: f32[6,s0,4]").replace("f32[6,5,8]", "f32[6,s0,8]"),
+         KEYS_FOLDED.replace("%q: f32[6,5,4]", "%q: f32[6,s0,4]").replace("f32[6,5,8]", "f32[6,s0,8]")
+         .replace("%4: f32[2,15,4] = aten.view_copy(%q) {size=[2, 15, 4]}", "%4: f32[2,3*s0,4] = aten.view_copy(%q) {size=[2, -1, 4]}")
+         .replace("%5: f32[2,15,8]", "%5: f32[2,3*s0,8]").replace("{size=[6, 5, 8]}", "{size=[6, -1, 8]}")),
     case("values-multi-query-repeat-operand-is-constant", """
     graph @g {
       param %v: f32[1,1,8,4]
