@@ -41,8 +41,9 @@ def layout_change(node: Node) -> str | None:
 
 
 def _same_type(node: Node) -> bool:
+    """The result has the operand's exact type (a symbolic dim is the same symbol in both)."""
     source, result = node.input.type, node.results[0].type
-    return isinstance(source, TensorType) and source == result and source.is_static
+    return isinstance(source, TensorType) and source == result
 
 
 @rewrite_pattern(*SHAPE_ONLY_OPS)
@@ -116,7 +117,8 @@ def drop_widen_then_narrow_back(node: Node, rewriter: Rewriter) -> bool:
 
 
 def _empty(value) -> bool:
-    return isinstance(value.type, TensorType) and value.type.is_static and value.type.numel() == 0
+    """No elements: a dim of size 0 (whatever the symbolic ones are)."""
+    return isinstance(value.type, TensorType) and any(d == 0 for d in value.type.shape if isinstance(d, int))
 
 
 @rewrite_pattern(aten.cat)
@@ -128,7 +130,7 @@ def drop_empty_cat_inputs(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "every input is empty")
     if len(kept) == 1:
         result = node.results[0].type
-        if kept[0].type != result or not isinstance(result, TensorType) or not result.is_static:
+        if kept[0].type != result or not isinstance(result, TensorType):
             return rewriter.notify_match_failure(node, "its one non-empty input has another type than its result")
         return _bypass(node, rewriter, kept[0])
     if len(kept) == len(node.operands):

@@ -202,3 +202,28 @@ def test_identity_operations_at_the_boundaries():
 ])
 def test_an_identity_operation_that_changes_the_type_stays(text):
     check_pipeline(_with_data(text, ones=[[1.0] * 3] * 2), "remove-no-ops", text, changed=False)
+
+
+def test_symbolic_shapes_alias_and_one_input_cat_go():
+    """With a dynamic sequence length (ExecuTorch's LLM flow: Qwen3's q/k norm reads an alias, its
+    rotary cat keeps one input once the empty pass-through part is dropped): the same symbol in
+    operand and result is the same size. A view that changes the symbolic dim's place stays."""
+    check_pipeline("""
+    graph @g {
+      input %x: f32[1,s0,8]
+      input %p: f32[1,s0,0]
+      %a: f32[1,s0,8] = aten.alias_copy(%x)
+      %r: f32[1,s0,8] = aten.relu(%a)
+      %c: f32[1,s0,8] = aten.cat(%r, %p) {dim=-1}
+      %v: f32[s0,1,8] = aten.view_copy(%c) {size=[-1, 1, 8]}
+      %n: f32[s0,1,8] = aten.neg(%v)
+      return %n
+    }""", "remove-no-ops", """
+    graph @g {
+      input %x: f32[1,s0,8]
+      input %p: f32[1,s0,0]
+      %r: f32[1,s0,8] = aten.relu(%x)
+      %v: f32[s0,1,8] = aten.view_copy(%r) {size=[-1, 1, 8]}
+      %n: f32[s0,1,8] = aten.neg(%v)
+      return %n
+    }""", changed=True)
