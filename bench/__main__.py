@@ -5,8 +5,10 @@
 For every zoo model (fp32, bf16, and statically quantized for the CNNs) both partitioners lower
 the same exported program; the table gives partition() time and whole-lowering time (xir's
 split by pass), delegation coverage, the ops left outside, warm latency (median, the two
-programs run interleaved) and its ratio, max error against eager, and load failures with the
-runtime's reason. The scaling run times partition() on synthetic stacks of growing size and
+programs run interleaved), max error against eager, and load failures with the runtime's reason.
+Below each pair, what a user would run instead, on the same inputs (``bench/alternatives.py``):
+eager PyTorch on one thread and on every core, and ONNX Runtime's CPU provider with one thread
+per core, as ExecuTorch's XNNPACK threadpool has. ``xir/this`` is xir's latency over the row's. The scaling run times partition() on synthetic stacks of growing size and
 fits the exponent of time against node count.
 """
 
@@ -95,6 +97,19 @@ def measure_model(name, ep, inputs, reference, enable_bf16, runs):
     return results
 
 
+def alternative_rows(module, inputs, runs) -> list[dict]:
+    """Eager on one thread and on every core, and ONNX Runtime, as rows of the table."""
+    from bench import alternatives
+
+    rows = []
+    for which, measure in (("eager 1 thread", lambda: alternatives.eager(module, inputs, runs, 1)),
+                           (f"eager {alternatives.CORES} threads", lambda: alternatives.eager(module, inputs, runs, alternatives.CORES)),
+                           ("onnxruntime", lambda: alternatives.onnxruntime(module, inputs, runs))):
+        latency, error = measure()
+        rows.append({"which": which, "latency_s": latency, "error": error})
+    return rows
+
+
 def _coverage(r) -> str:
     if "inside" not in r:
         return "-"
@@ -110,8 +125,8 @@ def _outside_kinds(r) -> str:
 
 
 def print_table(rows):
-    header = ("model", "dtype", "partitioner", "partition ms", "lower s", "coverage", "delegates", "latency ms",
-              "xir/stock", "max err", "left outside / failure")
+    header = ("model", "dtype", "runs on", "partition ms", "lower s", "coverage", "delegates", "latency ms",
+              "xir/this", "max err", "left outside / failure")
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
@@ -123,7 +138,7 @@ def run_zoo(args):
     from bench.zoo import zoo
     from xir_tools.examples import quantize_module
 
-    rows, pass_lines = [], []
+    rows, pass_lines, summary = [], [], {}
     for model in zoo(args.quick):
         if args.only and model.name not in args.only:
             continue
@@ -146,10 +161,21 @@ def run_zoo(args):
             reference = list(reference) if isinstance(reference, (list, tuple)) else [reference]
             print(f"[{model.name} {label}] lowering with stock and xir ...", file=sys.stderr, flush=True)
             results = measure_model(model.name, ep, inputs, reference, dtype == torch.bfloat16, args.runs)
-            stock_latency = results[0].get("latency_s")
+            xir_latency = results[1].get("latency_s")
+            if not args.no_alternatives:
+                print(f"[{model.name} {label}] eager and ONNX Runtime ...", file=sys.stderr, flush=True)
+                results += alternative_rows(module, inputs, args.runs)
             for r in results:
                 latency = r.get("latency_s")
-                ratio = f"{latency / stock_latency:.2f}" if r["which"] == "xir" and latency and stock_latency else ""
+                ratio = f"{xir_latency / latency:.2f}" if r["which"] != "xir" and latency and xir_latency else ""
+                if r["which"] not in ("stock", "xir"):
+                    rows.append((model.name, label, r["which"], "-", "-", "-", "-",
+                                 "-" if latency is None else f"{latency * 1e3:.2f}", ratio, "-", r["error"] or ""))
+                    if latency and xir_latency:
+                        summary.setdefault(r["which"], []).append(xir_latency / latency)
+                    continue
+                if r["which"] == "stock" and latency and xir_latency:
+                    summary.setdefault("stock", []).append(xir_latency / latency)
                 rows.append((model.name, label, r["which"],
                              "-" if r["partition_s"] is None else f"{r['partition_s'] * 1e3:.0f}",
                              "-" if r["lower_s"] is None else f"{r['lower_s']:.1f}", _coverage(r), str(r.get("delegates", "-")),
@@ -158,6 +184,12 @@ def run_zoo(args):
                 if r["which"] == "xir" and r["passes"]:
                     pass_lines.append(f"{model.name} {label}: {r['passes']}")
     print_table(rows)
+    if summary:
+        print("\nxir's latency over the others' (median over the models and dtypes both ran; < 1: xir faster):")
+        for which, ratios in summary.items():
+            ratios = sorted(ratios)
+            faster = sum(1 for r in ratios if r < 1)
+            print(f"  vs {which:<18} median {ratios[len(ratios) // 2]:.2f}, xir faster on {faster} of {len(ratios)}")
     if pass_lines:
         print("\nxir's rewrite passes (time per pass, over 0.5 ms):")
         for line in pass_lines:
@@ -211,6 +243,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="timed warm runs per program (default 20, quick 10)")
     parser.add_argument("--no-scaling", action="store_true")
     parser.add_argument("--no-zoo", action="store_true")
+    parser.add_argument("--no-alternatives", action="store_true", help="without the eager and ONNX Runtime rows")
     args = parser.parse_args(argv)
     args.runs = args.runs or (10 if args.quick else 20)
     _quiet()
