@@ -16,7 +16,7 @@ from typing import Callable
 
 import attrs
 
-from xir import DType, Node, Value
+from xir import DType, Node, TensorType, Value
 from xir.ops import aten, dim_order_ops, quantized_decomposed, xir_ops
 
 MAX_RANK = 6
@@ -333,6 +333,17 @@ def _slice(node: Node, options=None) -> str | None:
     return None
 
 
+def _select(node: Node, options=None) -> str | None:
+    """ExecuTorch's XNNPACK backend has no select: ``xnnpack.select-as-slice`` writes one as a slice
+    and a view where XNNPACK takes those; the reason this one is not."""
+    x = node.input.type
+    if isinstance(x, TensorType) and x.rank and not isinstance(x.shape[attr(node, "dim", 0) % x.rank], int):
+        return ("selects from a symbolic dim (e.g. the last token of a dynamic length): XNNPACK's slice offset "
+                "would be computed at run time")
+    return ("XNNPACK has no select (xnnpack.select-as-slice writes one of a static dim of a 2-D to 6-D float tensor "
+            "as a slice and a view: run transform_passes())")
+
+
 def _xir_slice(node: Node, options=None) -> str | None:
     if any(d == 0 for v in list(node.operands) + list(node.results) for d in v.shape):
         return "an empty dim"
@@ -527,6 +538,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
     OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16"),
     OpRule(xir_ops.slice, _F, check=_xir_slice, constraint="not empty"),
+    OpRule(aten.select_copy.int, _F, check=_select, constraint="never: xnnpack.select-as-slice writes it as a slice and a view"),
     # quantization
     OpRule(quantized_decomposed.quantize_per_tensor, frozenset({STATIC})),
     OpRule(quantized_decomposed.dequantize_per_tensor, frozenset({STATIC})),

@@ -460,6 +460,14 @@ SYMBOLIC = {
     "slice-with-a-symbolic-end": ("input %x: f32[8,4]\n  input %p: f32[1,s0]\n  %n: int = aten.sym_size.int(%p) {dim=1}\n"
                                   "  %y: f32[s0,4] = aten.slice_copy.Tensor(%x) {dim=0, start=0, end=%n}",
                                   "symbolic-size-operand", SYMBOLIC_SLICE),
+    "select-of-the-symbolic-dim": (
+        "input %x: f32[1,s0,8]\n  %y: f32[1,8] = aten.select_copy.int(%x) {dim=1, index=-1}", "op-constraint",
+        "selects from a symbolic dim (e.g. the last token of a dynamic length): XNNPACK's slice offset would be "
+        "computed at run time"),
+    "select-not-rewritten": (
+        "input %x: f32[2,8]\n  %y: f32[8] = aten.select_copy.int(%x) {dim=0, index=1}", "op-constraint",
+        "XNNPACK has no select (xnnpack.select-as-slice writes one of a static dim of a 2-D to 6-D float tensor as "
+        "a slice and a view: run transform_passes())"),
     "view-with-one-symbolic-size-not-rewritten": (
         "input %x: f32[1,s0,32]\n  %n: int = aten.sym_size.int(%x) {dim=1}\n"
         "  %y: f32[1,s0,4,8] = aten.view_copy(%x) {size=[1, %n, 4, 8]}", "symbolic-size-operand",
