@@ -64,11 +64,15 @@ def lower_once(ep, inputs, which: str, enable_bf16: bool):
         edge, _ = lower_edge(ep, which, partitioner=partitioner)
         record["lower_s"] = time.perf_counter() - start
         record["partition_s"] = sum(partition_times)
+        record["xir_steps"] = dict(getattr(partitioner, "timings", {}))
+        record["xir_counts"] = dict(getattr(partitioner, "step_counts", {}))
         if timer.rows:
             record["passes"] = ", ".join(f"{name} {seconds * 1e3:.0f}ms" for name, seconds, _ in timer.rows if seconds > 5e-4)
         inside, outside = delegated_ops(edge), outside_ops(edge)
         record.update(inside=inside, outside=outside, delegates=delegate_count(edge))
+        start = time.perf_counter()
         record["buffer"] = to_buffer(edge)
+        record["to_executorch_s"] = time.perf_counter() - start
         program, method = load_method(record["buffer"])
         record.update(program=program, method=method, outputs=run_method(method, inputs))
     except LoadError as e:  # (or RunError: a failed first run)
@@ -124,9 +128,30 @@ def _outside_kinds(r) -> str:
     return ", ".join(f"{k} x{v}" if v > 1 else k for k, v in kinds.most_common(6)) + (" ..." if len(kinds) > 6 else "")
 
 
-def print_table(rows):
-    header = ("model", "dtype", "runs on", "partition ms", "lower s", "coverage", "delegates", "latency ms",
-              "xir/this", "max err", "left outside / failure")
+LOWERING_HEADER = ("model", "dtype", "partitioner", "export", "lower", "ExecuTorch's", "xir import", "xir plan",
+                   "xir passes", "xir write-back", "xir tags", "to_executorch", "whole", "xir share")
+
+
+def _lowering_row(name, label, r, export_s) -> tuple:
+    steps, counts = r.get("xir_steps") or {}, r.get("xir_counts") or {}
+    own = sum(steps.values())
+    whole = export_s + r["lower_s"] + (r.get("to_executorch_s") or 0.0)
+
+    def step(key):
+        if r["which"] != "xir":
+            return "-"
+        times = f" x{counts[key]}" if counts.get(key, 0) > 1 else ""
+        return f"{steps.get(key, 0.0):.2f}{times}"
+
+    return (name, label, r["which"], f"{export_s:.1f}", f"{r['lower_s']:.1f}", f"{r['lower_s'] - own:.1f}",
+            step("import"), step("plan"), step("passes"), step("write-back"), step("tags"),
+            "-" if r.get("to_executorch_s") is None else f"{r['to_executorch_s']:.1f}", f"{whole:.1f}",
+            f"{100 * own / whole:.0f}%" if r["which"] == "xir" else "-")
+
+
+def print_table(rows, header=None):
+    header = header or ("model", "dtype", "runs on", "partition ms", "lower s", "coverage", "delegates", "latency ms",
+                        "xir/this", "max err", "left outside / failure")
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
@@ -138,7 +163,7 @@ def run_zoo(args):
     from bench.zoo import zoo
     from xir_tools.examples import quantize_module
 
-    rows, pass_lines, summary = [], [], {}
+    rows, pass_lines, summary, lowering_rows = [], [], {}, []
     for model in zoo(args.quick):
         if args.only and model.name not in args.only:
             continue
@@ -153,7 +178,9 @@ def run_zoo(args):
             try:
                 if quantize:
                     module = quantize_module(module, inputs, quantize, per_channel=True)
+                start = time.perf_counter()
                 ep = torch.export.export(module, inputs)
+                export_s = time.perf_counter() - start
                 reference = ep.module()(*inputs)
             except Exception as e:
                 rows.append((model.name, label, "-", "-", "-", "-", "-", "-", "-", "-", f"export failed: {str(e)[:60]}"))
@@ -165,6 +192,9 @@ def run_zoo(args):
             if not args.no_alternatives:
                 print(f"[{model.name} {label}] eager and ONNX Runtime ...", file=sys.stderr, flush=True)
                 results += alternative_rows(module, inputs, args.runs)
+            for r in results[:2]:
+                if r.get("lower_s") is not None:
+                    lowering_rows.append(_lowering_row(model.name, label, r, export_s))
             for r in results:
                 latency = r.get("latency_s")
                 ratio = f"{xir_latency / latency:.2f}" if r["which"] != "xir" and latency and xir_latency else ""
@@ -190,6 +220,11 @@ def run_zoo(args):
             ratios = sorted(ratios)
             faster = sum(1 for r in ratios if r < 1)
             print(f"  vs {which:<18} median {ratios[len(ratios) // 2]:.2f}, xir faster on {faster} of {len(ratios)}")
+    if lowering_rows:
+        print("\nlowering time, seconds: export (torch.export), lower (to_edge_transform_and_lower: ExecuTorch's steps\n"
+              "and, for xir, its own: import to IR x times, plan x times, passes, write-back, tags), to_executorch\n"
+              "(and serialization); xir share = xir's own steps over the whole")
+        print_table(lowering_rows, LOWERING_HEADER)
     if pass_lines:
         print("\nxir's rewrite passes (time per pass, over 0.5 ms):")
         for line in pass_lines:

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import logging
 import operator
+import time
+from collections import Counter
+from contextlib import contextmanager
 from typing import Any, Iterable, Sequence
 
 import attrs
@@ -120,6 +123,20 @@ class XnnpackPartitioner(_base()):
         self.last_plan: PartitionPlan | None = None
         self.last_graph: xir.Graph | None = None
         self.rewrites_applied: set[str] = set()
+        # seconds of xir's own steps in the lowerings this partitioner took part in, by step:
+        # "import" (ExportedProgram -> IR), "plan" (capability and partition plan), "passes" (the
+        # rewrite pipeline), "write-back" (IR -> the edge program), "tags" (the plan into the FX graph)
+        self.timings: Counter = Counter()
+        self.step_counts: Counter = Counter()  # how many times each step ran
+
+    @contextmanager
+    def _timed(self, step: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[step] += time.perf_counter() - start
+            self.step_counts[step] += 1
 
     # ----------------------------------------------------------------- rewrites
     def transform_passes(self) -> list:
@@ -136,14 +153,16 @@ class XnnpackPartitioner(_base()):
             # ExecuTorch asks again after lowering, to check that no op it kept whole was left out
             # as supported: what is still outside is what xir's plan rejected
             return [_aten_op(name) for name in PRESERVED_OPS], lambda fx_node: False
-        graph = xir.from_exported_program(ep)
+        with self._timed("import"):
+            graph = xir.from_exported_program(ep)
         # what the plan delegates, not only what the capability allows: an op kept whole that
         # the plan then leaves outside (e.g. a 0-D result, a repaired group) has no kernel.
         # Planned as after the rewrites of the pipeline the capability asks about (they run later,
         # on the program to_edge makes)
         names = {getattr(p, "name", None) for p in self.pipeline}
-        plan = plan_partition(graph, attrs.evolve(self.options, rewrites=frozenset(
-            name for name in PLANNED_REWRITES if name in names)))
+        with self._timed("plan"):
+            plan = plan_partition(graph, attrs.evolve(self.options, rewrites=frozenset(
+                name for name in PLANNED_REWRITES if name in names)))
         plan.raise_if_unlowerable()  # (before the decomposition that would hide why)
         keep = {id(node.fx_node) for node in plan.delegated_nodes}
         # ExecuTorch applies the op list to every node of the op on some of its paths, whatever the
@@ -164,12 +183,15 @@ class XnnpackPartitioner(_base()):
     def partition(self, exported_program) -> Any:
         from executorch.exir.backend.partitioner import PartitionResult
 
-        graph = xir.from_exported_program(exported_program)
+        with self._timed("import"):
+            graph = xir.from_exported_program(exported_program)
         options = self.options
-        plan = plan_partition(graph, options)
+        with self._timed("plan"):
+            plan = plan_partition(graph, options)
         self.last_plan, self.last_graph = plan, graph
         plan.raise_if_unlowerable()  # (ops that run nowhere else, in a pattern XNNPACK cannot take)
-        tags = emit_tags(plan, exported_program, options)
+        with self._timed("tags"):
+            tags = emit_tags(plan, exported_program, options)
         if self.verbose:
             logger.warning("%s", plan.report())
         return PartitionResult(tagged_exported_program=exported_program,
@@ -283,13 +305,16 @@ class _XirRewritePass:
 
         class XirRewritePass(ExportedProgramPassBase):
             def call(self, ep):
-                graph = xir.from_exported_program(ep)
-                result = PassManager(partitioner.pipeline, partitioner.instruments).run(graph)
+                with partitioner._timed("import"):
+                    graph = xir.from_exported_program(ep)
+                with partitioner._timed("passes"):
+                    result = PassManager(partitioner.pipeline, partitioner.instruments).run(graph)
                 if not result.changed:
                     return ExportedProgramPassResult(ep, False)
                 from .writeback import write_back
 
-                rewritten = write_back(graph, ep)  # (a copy: after a failure, the caller's program is whole)
+                with partitioner._timed("write-back"):
+                    rewritten = write_back(graph, ep)  # (a copy: after a failure, the caller's program is whole)
                 partitioner.rewrites_applied.update(result.changed_by)
                 return ExportedProgramPassResult(rewritten, True)
 

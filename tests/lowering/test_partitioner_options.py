@@ -64,3 +64,26 @@ def test_the_quantize_after_a_fused_activation_is_the_linears(activation, fused)
     else:
         assert not linear_units
         assert any(r.node.op == "aten.linear" and "output is not" in r.reason for r in plan.rejected)
+
+
+def test_the_partitioner_times_its_own_steps():
+    """``partitioner.timings``: seconds of xir's own steps in a lowering (import, plan, passes,
+    write-back, tags) and ``step_counts`` how often each ran; the lowering is run and compared."""
+    import torch
+
+    from xir_tools import harness
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x * 1.0 + 2.0).unsqueeze(1)  # (x*1 and the unsqueeze: rewrites, so a write-back)
+
+    x = torch.randn(2, 8)
+    edge, partitioner = harness.lower_edge(harness.export(Model().eval(), (x,)), "xir")
+    _, method = harness.load_method(harness.to_buffer(edge))
+    assert harness.max_error(harness.run_method(method, [x]), [Model()(x)]) == 0
+    assert harness.delegate_count(edge) == 1
+    assert set(partitioner.timings) == {"import", "plan", "passes", "write-back", "tags"}
+    assert all(seconds > 0 for seconds in partitioner.timings.values())
+    # ops_to_not_decompose, the rewrite pass and partition() each import; two of them plan
+    assert partitioner.step_counts["import"] >= 3 and partitioner.step_counts["plan"] >= 2
+    assert partitioner.step_counts["passes"] == partitioner.step_counts["write-back"] == 1
