@@ -149,6 +149,15 @@ class MaskedAttention(torch.nn.Module):
         return out.transpose(1, 2).reshape(b, s, WIDTH)
 
 
+class NoOps(torch.nn.Module):
+    """Qwen3's q/k norm and rotary in ExecuTorch's flow: an alias, and a cat with an empty
+    pass-through part (a cat of one tensor once it is dropped), on a symbolic length."""
+
+    def forward(self, x):
+        a = torch.ops.aten.alias.default(x) * 2.0
+        return torch.relu(torch.cat([a, x[..., :0]], dim=-1))
+
+
 MODULES = {
     "rms-norm": (RMSNorm, torch.float32, {}),
     "rms-norm-bf16": (RMSNormBf16, torch.bfloat16, {"enable_bf16": True}),
@@ -159,6 +168,7 @@ MODULES = {
     "rotary": (Rotary, torch.float32, {}),
     "slices": (Slices, torch.float32, {}),
     "masked-attention": (MaskedAttention, torch.float32, {}),
+    "no-ops": (NoOps, torch.float32, {}),
 }
 
 
@@ -294,6 +304,13 @@ def test_grouped_query_attention_of_a_symbolic_length_is_inside(lowered):
     # each (repeated, each of K and V would be a multiply by ones, xnnpack.expand-as-broadcast, and a copy)
     assert program.inside["aten.bmm"] == 2 and program.inside["aten.mul.Tensor"] == 4
     assert program.inside["dim_order_ops._clone_dim_order"] == 1 and "aten.expand_copy" not in program.inside
+
+
+def test_alias_and_one_input_cat_go(lowered):
+    program = lowered("no-ops")
+    assert not program.outside, program.outside
+    assert "aten.alias_copy" not in program.inside and "aten.cat" not in program.inside
+    assert harness.delegate_count(program.edge) == 1
 
 
 def test_squeeze_and_unsqueeze_at_a_middle_dim_are_views(lowered):
