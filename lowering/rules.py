@@ -344,6 +344,17 @@ def _select(node: Node, options=None) -> str | None:
             "as a slice and a view: run transform_passes())")
 
 
+def _cast(node: Node, options=None) -> str | None:
+    """ExecuTorch's XNNPACK backend defines no dtype cast (its passes drop dtype-changing copies):
+    ``xnnpack.casts-as-converts`` writes one between f32 and bf16 as xir.convert where XNNPACK
+    takes it; the reason this one is not."""
+    if node.input.dtype == node.results[0].dtype:
+        return "a copy that keeps the dtype and changes the layout, which ExecuTorch's XNNPACK backend does not define"
+    return ("a dtype cast, which ExecuTorch's XNNPACK backend does not define (with enable_bf16, "
+            "xnnpack.casts-as-converts writes an f32 <-> bf16 cast as xir.convert, but not an upcast whose f32 "
+            "result leaves the delegate, nor a cast of other dtypes)")
+
+
 def _xir_slice(node: Node, options=None) -> str | None:
     if any(d == 0 for v in list(node.operands) + list(node.results) for d in v.shape):
         return "an empty dim"
@@ -538,6 +549,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
     OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16"),
     OpRule(xir_ops.slice, _F, check=_xir_slice, constraint="not empty"),
+    OpRule(aten._to_copy, _F, check=_cast, constraint="never: xnnpack.casts-as-converts writes it as xir.convert"),
     OpRule(aten.select_copy.int, _F, check=_select, constraint="never: xnnpack.select-as-slice writes it as a slice and a view"),
     # quantization
     OpRule(quantized_decomposed.quantize_per_tensor, frozenset({STATIC})),

@@ -481,3 +481,12 @@ def test_symbolic_sizes_the_serializer_cannot_write(name):
     text, check, reason = SYMBOLIC[name]
     verdict = verdict_of(Case(text), text, {})
     assert (verdict.supported, verdict.check, verdict.reason) == (False, check, reason)
+
+
+def test_a_cast_left_as_a_cast_says_why():
+    """A bf16 -> f32 cast casts-as-converts declined (its result leaves the delegate) is reported
+    with the reason, not as an op without a rule."""
+    text = "input %x: bf16[2,8]\n  %y: f32[2,8] = aten._to_copy(%x) {dtype=f32}"
+    verdict = verdict_of(Case(text), text, {}, Options(enable_bf16=True))
+    assert (verdict.supported, verdict.check) == (False, "op-constraint")
+    assert verdict.reason.startswith("a dtype cast, which ExecuTorch's XNNPACK backend does not define")
