@@ -1,7 +1,7 @@
 """ExecuTorch's own LLM export flow (export_llama_lib), lowered with stock's and xir's partitioners.
 
     .venv/bin/python -m bench.llm_flow [--model llama3|qwen3|smollm2|phi4mini] [--quick]
-                                       [--recipe fp32|bf16|8da4w|8da4w-g128|8da8w ...] [--sets stock,xir,dq+xir]
+                                       [--recipe fp32|bf16|8da4w|8da4w-g128|8da8w|int8|4w ...] [--sets stock,xir,dq+xir]
                                        [--no-custom-sdpa] [--static] [--bare] [--report]
 
 A 2-layer model of the family (``FAMILIES``: Llama 3 dim 256, 8 heads, 2 KV heads; Qwen3 with
@@ -11,7 +11,8 @@ max_seq_len 128, custom SDPA unless --no-custom-sdpa), from a seeded checkpoint 
 writes first (with no checkpoint the flow's ``to_empty()`` leaves RMSNorm weights uninitialized).
 The flow exports it (``.export()``, ``run_canonical_optimizations()``); its quantization is its
 own (recipes: fp32; bf16 (dtype_override and enable_bf16); qmode 8da4w with group size 32 or
-128 (``8da4w``, ``8da4w-g128``); 8da8w per channel: the source transform; pt2e quantizers from ``get_quantizer_and_quant_params``,
+128 (``8da4w``, ``8da4w-g128``); 8da8w per channel; the weight-only qmodes int8 (per channel)
+and 4w (groups of 32): the source transform; pt2e quantizers from ``get_quantizer_and_quant_params``,
 none for these recipes). Each partitioner set then lowers a copy as
 ``_to_edge_and_lower_llama_xnnpack`` does (``lowering.llm``: the builder's
 ``to_edge_transform_and_lower``, xir's rewrites as its transform_passes unless --bare, then
@@ -54,6 +55,8 @@ RECIPE_SETTINGS = {
     "8da4w": ("8da4w", 32, "fp32"),
     "8da4w-g128": ("8da4w", 128, "fp32"),
     "8da8w": ("8da8w", 0, "fp32"),
+    "int8": ("int8", 0, "fp32"),  # weight-only int8, per channel (fp32 activations)
+    "4w": ("4w", 32, "fp32"),  # weight-only int4 in groups of 32
 }
 RECIPES = tuple(RECIPE_SETTINGS)
 QUICK_RECIPES = ("fp32", "8da4w")
