@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-from xir import Node, TensorType, Value
+from xir import Node, Symbol, TensorType, Value
 from xir.ops import aten
 
 from .rewriter import PatternRewritePass, Rewriter, fixed_reader, rewrite_pattern
@@ -32,6 +32,13 @@ def view_size(shape) -> list[int] | None:
     if len(symbolic) > 1 or any(d == 0 for d in shape if isinstance(d, int)):
         return None
     return [d if isinstance(d, int) else -1 for d in shape]
+
+
+def symbolic_product(dims) -> Symbol:
+    """The product of ``dims`` (one at least symbolic) as a symbol, e.g. ``2*s0`` or ``3*(s0+1)``:
+    the type of a dim that a view with -1 merges them into."""
+    factors = [str(d) for d in dims if d != 1]
+    return Symbol("*".join(f if f.isalnum() else f"({f})" for f in factors))
 
 
 def view_to(rewriter: Rewriter, anchor: Node, x: Value, result: TensorType) -> Value | None:

@@ -27,7 +27,8 @@ import attrs
 from passes.dead_code_elimination import is_dead
 from passes.remove_no_ops import layout_change
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
-from xir import Node, Symbol, TensorType, Value
+from passes.shape_ops_as_views import symbolic_product, view_size, view_to
+from xir import Node, TensorType, Value
 from xir.ops import aten, dim_order_ops
 
 _SCALAR_OPS = (aten.mul.Scalar, aten.div.Scalar)
@@ -161,6 +162,8 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, walked)
     expand, steps = walked
     batch, rows, inner = a.type.shape
+    if view_size(a.type.shape) is None or view_size(node.result.type.shape) is None:
+        return rewriter.notify_match_failure(node, "symbolic rows beside an empty dim (a view's -1 would be ambiguous)")
     plan = _plan(expand, steps, batch)
     if isinstance(plan, str):
         return rewriter.notify_match_failure(node, plan)
@@ -178,17 +181,11 @@ def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
         operands = list(others)
         operands.insert(index, value)
         value = rewriter.op_before(node, op, operands, **attributes)
-    if isinstance(rows, int):
-        rows_view = rewriter.op_before(node, aten.view_copy, [a], size=[groups, repeats * rows, inner])
-        product = rewriter.op_before(node, aten.bmm, [rows_view, value])
-        back = rewriter.op_before(node, aten.view_copy, [product], size=list(node.result.type.shape))
-    else:  # (symbolic rows: each view infers them, written -1, and is given its type)
-        many = TensorType(a.dtype, (groups, Symbol(f"{repeats}*{rows}" if str(rows).isalnum() else f"{repeats}*({rows})"), inner))
-        rows_view = rewriter.insert_before(node, rewriter.create(aten.view_copy, [a], [many], {"size": [groups, -1, inner]})).result
-        product = rewriter.op_before(node, aten.bmm, [rows_view, value])
-        size = [batch, -1, node.result.type.shape[2]]
-        back = rewriter.insert_before(node, rewriter.create(aten.view_copy, [product], [node.result.type], {"size": size})).result
-    rewriter.replace_node(node, [back])
+    # (symbolic rows: the views write them -1)
+    merged = repeats * rows if isinstance(rows, int) else symbolic_product((repeats, rows))
+    rows_view = view_to(rewriter, node, a, TensorType(a.dtype, (groups, merged, inner)))
+    product = rewriter.op_before(node, aten.bmm, [rows_view, value])
+    rewriter.replace_node(node, [view_to(rewriter, node, product, node.result.type)])
     for old in [step for step, _ in reversed(steps)] + [expand]:  # the repeat, where nothing else reads it
         if not is_dead(old):
             break

@@ -6,17 +6,11 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from passes.rewriter import fixed_reader
-from passes.shape_ops_as_views import view_size
-from xir import Node, Symbol, TensorType
+from passes.shape_ops_as_views import symbolic_product, view_size
+from xir import Node, TensorType
 from xir.ops import aten
 
 from ._base import DelegatedDtypeRewrite
-
-
-def _product(shape) -> Symbol:
-    """The symbolic product of ``shape`` (one dim at least symbolic), e.g. ``2*s0``."""
-    factors = [str(d) for d in shape if d != 1]
-    return Symbol("*".join(f if f.isalnum() else f"({f})" for f in factors))
 
 
 @rewrite_pattern(aten.mean.dim)
@@ -53,7 +47,7 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "two or more symbolic dims in the result (a view infers one)")
     if rows is None and cols == 0:
         return rewriter.notify_match_failure(node, "symbolic rows of an empty reduction (-1 would be ambiguous)")
-    square_type = TensorType(x.dtype, (1, rows if rows is not None else _product(x.shape[:x.rank - len(dims)]), 1, cols))
+    square_type = TensorType(x.dtype, (1, rows if rows is not None else symbolic_product(x.shape[:x.rank - len(dims)]), 1, cols))
     square = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [square_type],
                                                           {"size": [1, -1 if rows is None else rows, 1, cols]})).result
     mean_type = TensorType(x.dtype, (1, square_type.shape[1], 1, 1))
