@@ -87,3 +87,22 @@ def test_the_partitioner_times_its_own_steps():
     # ops_to_not_decompose, the rewrite pass and partition() each import; two of them plan
     assert partitioner.step_counts["import"] >= 3 and partitioner.step_counts["plan"] >= 2
     assert partitioner.step_counts["passes"] == partitioner.step_counts["write-back"] == 1
+
+
+def test_an_xir_op_left_outside_is_not_lowerable():
+    """xir's own ops (made by its passes for XNNPACK) have no kernel outside it: one the plan leaves
+    outside (here: fp32 is not among the partitioner's precisions) stops the lowering, named."""
+    from lowering.partition import NotLowerable
+    from lowering.rules import STATIC
+
+    graph = parse_graph("""
+    graph @g {
+      input %x: f32[s0,8]
+      %a: f32[s0,4] = xir.slice(%x) {dim=1, start=0, end=4}
+      return %a
+    }""")
+    plan = plan_partition(graph, Options(precisions=frozenset({STATIC})))
+    assert [r.node.op for r in plan.unlowerable] == ["xir.slice"]
+    with pytest.raises(NotLowerable, match=r"xir.slice f32\[s0,4\]: fp32 is not among config_precisions"):
+        plan.raise_if_unlowerable()
+    assert not plan_partition(graph, Options()).unlowerable  # (delegated with fp32)

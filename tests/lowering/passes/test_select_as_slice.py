@@ -45,6 +45,20 @@ SELECTS = [
       %m: f32[5] = aten.mul.Tensor(%s, %s)
       return %m, %s
     }"""),
+    case("operand-is-also-a-graph-output", """
+    graph @g {
+      input %x: f32[2,s0]
+      %r: f32[2,s0] = aten.relu(%x)
+      %s: f32[s0] = aten.select_copy.int(%r) {dim=0, index=1}
+      return %s, %r
+    }""", """
+    graph @g {
+      input %x: f32[2,s0]
+      %r: f32[2,s0] = aten.relu(%x)
+      %0: f32[1,s0] = aten.slice_copy.Tensor(%r) {dim=0, start=1, end=2, step=1}
+      %s: f32[s0] = aten.view_copy(%0) {size=[-1]}
+      return %s, %r
+    }"""),
     case("of-a-constant", """
     graph @g {
       param %w: f32[2,3]

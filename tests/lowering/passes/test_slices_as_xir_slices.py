@@ -43,6 +43,19 @@ SLICES = [
       %m: f32[s0,2] = aten.mul.Tensor(%a, %a)
       return %m, %a
     }"""),
+    case("operand-is-also-a-graph-output", """
+    graph @g {
+      input %x: f32[s0,8]
+      %r: f32[s0,8] = aten.relu(%x)
+      %a: f32[s0,4] = aten.slice_copy.Tensor(%r) {dim=1, start=4, end=8, step=1}
+      return %a, %r
+    }""", """
+    graph @g {
+      input %x: f32[s0,8]
+      %r: f32[s0,8] = aten.relu(%x)
+      %a: f32[s0,4] = xir.slice(%r) {dim=1, start=4, end=8}
+      return %a, %r
+    }"""),
     case("first-token-of-the-symbolic-dim", """
     graph @g {
       input %x: f32[1,s0,8]
