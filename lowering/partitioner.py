@@ -53,9 +53,13 @@ PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "p
 # rewrites the plan made for ops_to_not_decompose counts as done when they are in the pipeline
 # (a torchao weight-only linear with a bias is kept whole for xnnpack.weight-only-linear-bias)
 PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
+# rewrites ops_to_not_decompose runs on its own import before planning, when they are in the
+# pipeline: they turn a linear the plan would reject into one it takes whole (ExecuTorch's int8
+# weight-only linear reads a cast weight), and to_edge must keep that linear for them to match it
+PLANNED_IR_REWRITES = ("xnnpack.weight-only-int8-linear",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = ("xnnpack.remove-no-ops,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
+DEFAULT_PIPELINE = ("xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
                     "xnnpack.decompose-conv3d,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,"
                     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
@@ -160,6 +164,10 @@ class XnnpackPartitioner(_base()):
         # Planned as after the rewrites of the pipeline the capability asks about (they run later,
         # on the program to_edge makes)
         names = {getattr(p, "name", None) for p in self.pipeline}
+        for rewrite in self.pipeline:
+            if getattr(rewrite, "name", None) in PLANNED_IR_REWRITES:
+                with self._timed("passes"):
+                    rewrite.run(graph)  # (on this import only: the program is not changed)
         with self._timed("plan"):
             plan = plan_partition(graph, attrs.evolve(self.options, rewrites=frozenset(
                 name for name in PLANNED_REWRITES if name in names)))

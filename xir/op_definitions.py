@@ -1138,6 +1138,10 @@ define_op("aten._to_copy", operands=("input",),
           attributes={"dtype": None, "layout": None, "device": None, "pin_memory": None, "non_blocking": False,
                       "memory_format": None},
           traits=PURE | ELEMENTWISE, infer=_to_dtype)
+# ATen's Tensor.to(dtype), before to_edge makes it a _to_copy (what ops_to_not_decompose plans on)
+define_op("aten.to", overloads=("dtype",), operands=("input",),
+          attributes={"dtype": REQUIRED, "non_blocking": False, "copy": False, "memory_format": None},
+          traits=PURE | ELEMENTWISE, infer=_to_dtype)
 define_op("aten.embedding", operands=("weight", "indices"),
           attributes={"padding_idx": -1, "scale_grad_by_freq": False, "sparse": False}, traits=PURE, weights=("weight",),
           infer=_embedding)

@@ -729,15 +729,50 @@ def _weight_only_bias(s: WeightOnlySubject) -> str | None:
     return None
 
 
-# weight_only_linear_reason: linear(x, dequantize_affine(w)) as XNNPACK's fp32 x int8 per-channel
-# (qc8w) fully connected, the bias not considered
+WEIGHT_ONLY_DEQUANTIZES = (AFFINE_DEQUANTIZE, quantized_decomposed.dequantize_per_channel)
+
+
+def _is_affine(s) -> bool:
+    return s.weight.op == AFFINE_DEQUANTIZE
+
+
+def _is_per_channel(s) -> bool:
+    return s.weight.op == quantized_decomposed.dequantize_per_channel
+
+
+def _per_channel_weight(s: WeightOnlySubject) -> str | None:
+    """A per-channel dequantized weight as XNNPACK's qc8w filter: a 2-D static int8 constant,
+    quantized along its output channels (axis 0) in [-128|-127, 127], constant scales, zero points
+    constant and 0 (XNNPACK's int8 weights are symmetric)."""
+    dq = s.weight
+    weight, scales = dq.input, dq.operand("scales")
+    zero_points = dq.operand("zero_points")
+    if weight.rank != 2 or not weight.type.is_static:
+        return f"a {weight.rank}-D weight (XNNPACK's quantized linear takes a 2-D one)"
+    if dq.attributes.get("axis") not in (0, -2):
+        return f"a weight quantized along axis {dq.attributes.get('axis')}, not its output channels (axis 0)"
+    if weight.dtype is not DType.i8 or dq.attributes.get("dtype") is not DType.i8:
+        return f"weight stored as {weight.dtype} (XNNPACK takes int8 data)"
+    if not _is_int8(s):
+        return "weight range [{}, {}] (XNNPACK's weight-only linear takes int8 weights)".format(*_weight_range(s))
+    if not scales.is_constant or zero_points is None or not zero_points.is_constant:
+        return "the weight's scales and zero points are not constants"
+    if _all_zero(zero_points.data) is False:
+        return "weight zero points other than 0 (XNNPACK's quantized weights are symmetric: it would ignore them)"
+    return None
+
+
+# weight_only_linear_reason: linear(x, dequantize(w)) as XNNPACK's fp32 x int8 per-channel (qc8w)
+# fully connected, the bias not considered. The dequantize is torchao's (IntxWeightOnlyConfig) or a
+# per-channel one (what xnnpack.weight-only-int8-linear writes for ExecuTorch's qmode int8)
 WEIGHT_ONLY_LINEAR_CHECKS: tuple[Check, ...] = (
-    Check("weight-only-not-affine-linear", AFFINE_RULE, lambda s: (s.weight is None or s.weight.op != AFFINE_DEQUANTIZE)
-          and "not a linear with a torchao-quantized weight"),
+    Check("weight-only-not-quantized-linear", AFFINE_RULE, lambda s: (s.weight is None or s.weight.op not in WEIGHT_ONLY_DEQUANTIZES)
+          and "not a linear with an int8-quantized weight"),
     Check("weight-only-quantized-input", AFFINE_RULE,
           lambda s: dq_producer(s.node.input) is not None and "its input is quantized"),
-    *AFFINE_WEIGHT_CHECKS,
-    Check("weight-only-int4-or-grouped", AFFINE_RULE, _weight_only_int4_or_grouped),
+    *when(_is_affine, AFFINE_WEIGHT_CHECKS),
+    Check("weight-only-int4-or-grouped", AFFINE_RULE, _weight_only_int4_or_grouped, applies=_is_affine),
+    Check("weight-only-per-channel-weight", AFFINE_RULE, _per_channel_weight, applies=_is_per_channel),
     Check("weight-only-input-dtype", AFFINE_RULE, lambda s: s.node.input.dtype is not DType.f32 and (
         f"a {s.node.input.dtype} input (XNNPACK's fully connected with an int8 weight takes fp32)")),
 )

@@ -38,6 +38,7 @@ from .checks import (
     DYNAMIC_PATTERN_CHECKS,
     STATIC_CHECKS,
     WEIGHT_ONLY_CHECKS,
+    WEIGHT_ONLY_DEQUANTIZES,
     WEIGHT_ONLY_LINEAR_CHECKS,
     DynamicPattern,
     StaticPattern,
@@ -110,9 +111,10 @@ def _static_inputs(node: Node, options: Options, linear: DecomposedLinear | None
     weight, layout = weight_dq(node.weight)
     if weight is None and data is None:
         return NOT_A_PATTERN
+    if weight is not None and data is None and node.op == aten.linear and linear is None and (
+            weight.op in WEIGHT_ONLY_DEQUANTIZES):
+        return weight_only_unit(node, weight, layout, options)
     if weight is not None and weight.op == AFFINE_DEQUANTIZE:
-        if data is None and node.op == aten.linear and linear is None:
-            return weight_only_unit(node, weight, layout, options)
         return _Inputs((data, weight), tuple(layout))  # (rejected: affine-weight-in-static-pattern)
     if weight is None and float_gemm_of_dequantized_input(node, options):
         return NOT_A_PATTERN  # an fp32 op reading a dequantized activation (float_verdict decides)

@@ -106,6 +106,13 @@ def weight_only(weight: str | None = None, x: str = "f32[2,8]", bias: str = "") 
   %y: {x[:3]}[2,4] = aten.linear(%x, %w2{', %b' if bias else ''})"""
 
 
+def per_channel_weight(axis: int = 0) -> str:
+    return f"""param %w: i8[4,8]
+  param %ws: f32[4]
+  param %wz: i64[4]
+  %w2: f32[4,8] = quantized_decomposed.dequantize_per_channel(%w, %ws, %wz) {{axis={axis}, quant_min=-128, quant_max=127, dtype=i8}}"""
+
+
 WO = "int8 weight-only linear: "
 
 CASES: dict[str, Case] = {
@@ -266,6 +273,8 @@ CASES: dict[str, Case] = {
     "weight-only-int4-or-grouped": Case(weight_only(affine_weight(shape="[4,64]", scale="[4,2]", block="[1,32]",
                                                                   qrange="-8, 7"))),
     "weight-only-input-dtype": Case(weight_only(x="f16[2,8]")),
+    # ExecuTorch's qmode int8, as xnnpack.weight-only-int8-linear writes it: a per-channel dequantize
+    "weight-only-per-channel-weight": Case(weight_only(per_channel_weight(axis=1)), passes=weight_only(per_channel_weight())),
     "weight-only-bias": Case(weight_only(bias="yes"), passes=weight_only(bias="yes"), passes_options=Options(
         rewrites=frozenset({"xnnpack.weight-only-linear-bias"}))),
     # ------------------------------------------------------------------------- conversions
@@ -327,7 +336,7 @@ def _decomposed_linear_dequantized_input():
     return DECOMPOSED_LINEAR_CHECKS, linear
 
 
-def _weight_only_not_affine_linear():
+def _weight_only_not_quantized_linear():
     _, nodes = nodes_of("input %x: f32[2,8]\n  param %w: f32[4,8]\n  %y: f32[2,4] = aten.linear(%x, %w)")
     return WEIGHT_ONLY_LINEAR_CHECKS, WeightOnlySubject(nodes[0], Options())
 
@@ -345,7 +354,7 @@ DIRECT = {  # name -> what builds the table and the subject
     "quantized-only": _quantized_only,
     "pad-constraint": _pad_constraint,
     "decomposed-linear-dequantized-input": _decomposed_linear_dequantized_input,
-    "weight-only-not-affine-linear": _weight_only_not_affine_linear,
+    "weight-only-not-quantized-linear": _weight_only_not_quantized_linear,
     "weight-only-quantized-input": _weight_only_quantized_input,
 }
 
@@ -435,6 +444,7 @@ REASONS = {
     'affine-weight-zero-points': "int8 weight-only linear: weight zero points other than 0 (XNNPACK's quantized weights are symmetric: it would ignore them)",
     'weight-only-int4-or-grouped': 'int8 weight-only linear: an int4 or group-wise weight (XNNPACK runs weight-only quantization with int8 weights per output channel)',
     'weight-only-input-dtype': "int8 weight-only linear: a f16 input (XNNPACK's fully connected with an int8 weight takes fp32)",
+    'weight-only-per-channel-weight': 'int8 weight-only linear: a weight quantized along axis 1, not its output channels (axis 0)',
     'weight-only-bias': "int8 weight-only linear: a bias (ExecuTorch's XNNPACK serializer cannot take an fp32 bias with a quantized weight; xir's transform pass xnnpack.weight-only-linear-bias adds it after the linear: run transform_passes())",
     'not-a-conversion': 'runs in XNNPACK only folded into a quantized op',
     'conversion-dtype': 'quantized dtype i16 (XNNPACK converts int8/uint8)',
@@ -443,7 +453,7 @@ REASONS = {
     'quantized-only': 'only inside a quantized pattern',
     'pad-constraint': 'negative padding',
     'decomposed-linear-dequantized-input': 'reads a dequantized tensor',
-    'weight-only-not-affine-linear': 'not a linear with a torchao-quantized weight',
+    'weight-only-not-quantized-linear': 'not a linear with an int8-quantized weight',
     'weight-only-quantized-input': 'its input is quantized',
 }
 
