@@ -60,6 +60,7 @@ class Rejection:
     node: Node
     rule: str
     reason: str
+    check: str = ""  # the named check that rejected it (lowering.capability.checks.TABLES), where one did
 
 
 class NotLowerable(AssertionError):
@@ -224,7 +225,7 @@ def _rejections(graph: Graph, groups: list[Group], capability: Capability) -> li
     for node in graph:
         if id(node) not in in_group:
             verdict: Verdict = capability.verdict(node)
-            rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported"))
+            rejected.append(Rejection(node, verdict.rule or "op", verdict.reason or "not supported", verdict.check))
     return rejected
 
 

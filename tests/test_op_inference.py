@@ -109,6 +109,7 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "dim_order_ops._clone_dim_order": [([F(2, 3)], {})],
     "dim_order_ops._to_dim_order_copy": [([F(2, 3)], {"dtype": BF})],
     "aten._to_copy": [([F(2, 3)], {"dtype": DType.i32}), ([T(BF, 4)], {})],
+    "aten.to.dtype": [([T(DType.i8, 2, 3)], {"dtype": DType.f32}), ([F(4)], {"dtype": BF})],
     "aten.embedding": [([F(10, 4), I64(2, 3)], {})],
     "aten.full": [([], {"size": [2, 3], "fill_value": 1.5})],
     "aten.zeros": [([], {"size": [3]})],

@@ -332,6 +332,8 @@ def _op_record(node, key: str, namer: Namer, group, folded_into, rejection, clus
     }
     if rejection is not None:
         record["rule"], record["reason"] = rejection.rule, rejection.reason
+        if rejection.check:
+            record["check"] = rejection.check
     if folded_into is not None:
         record["reason"] = f"Q/DQ folded into delegate {folded_into.tag}"
     return record

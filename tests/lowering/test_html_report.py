@@ -110,6 +110,9 @@ def check_page(dom: Element, partitioner) -> list[Element]:
         element = by_id[f"n{nodes.index(rejection.node)}"]
         assert "outside" in element.classes
         assert element.attrs["data-rule"] == rejection.rule and element.attrs["data-reason"] == rejection.reason
+        assert element.attrs.get("data-check", "") == rejection.check  # the named check, to find its test
+        if rejection.check:
+            assert f"check: {rejection.check}" in element.find(lambda e: e.tag == "title").text
         shown = element.find(lambda e: "reason-label" in e.classes).text
         assert shown.startswith(f"\u2717 {rejection.rule}: {rejection.reason[:20]}")
         assert rejection.reason in element.find(lambda e: e.tag == "title").text  # all of it on hover

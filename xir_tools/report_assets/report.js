@@ -77,6 +77,7 @@
                         "data-group": tagOf(n), "data-module": n.module || "" }, layers.nodes);
     if (n.rule) g.setAttribute("data-rule", n.rule);
     if (n.reason) g.setAttribute("data-reason", n.reason);
+    if (n.check) g.setAttribute("data-check", n.check);
     const group = groups.get(n.group);
     const rect = el("rect", { width: n.w, height: n.h, rx: 5 }, g);
     if (group && (n.status === "delegated" || n.status === "folded")) {
@@ -91,6 +92,7 @@
     const title = el("title", {}, g);
     title.textContent = [n.line, n.module ? "module: " + n.module : "", tagOf(n) ? "delegate: " + tagOf(n) : "",
                          n.reason ? "outside: " + (n.rule ? n.rule + ": " : "") + n.reason : "",
+                         n.check ? "check: " + n.check : "",
                          n.origin ? "created by pass: " + n.origin : ""].filter(Boolean).join("\n");
     g.addEventListener("click", (event) => { event.stopPropagation(); select(n.id); });
     g.style.display = "none";
@@ -424,7 +426,8 @@
     ];
     if (n.origin) rows.push(["created by", "pass " + n.origin]);
     let html = "<h3>" + esc(n.short) + " <small>" + esc(n.name) + "</small></h3>";
-    if (n.status === "outside") html += '<p class="reason">left outside \u2014 ' + esc(n.rule) + ": " + esc(n.reason) + "</p>";
+    if (n.status === "outside") html += '<p class="reason">left outside \u2014 ' + esc(n.rule) + ": " + esc(n.reason) +
+        (n.check ? ' <span class="check">(check <code>' + esc(n.check) + "</code>)</span>" : "") + "</p>";
     html += "<dl>" + rows.map(([k, v]) => "<dt>" + esc(k) + "</dt><dd>" +
       (k === "delegate" && group ? '<span class="swatch" style="background:' + group.fill + ";border-color:" + group.stroke + '"></span>' : "") +
       esc(v) + "</dd>").join("") + "</dl>";
@@ -446,7 +449,7 @@
   // ------------------------------------------------------------------ search
   function haystack(n) {
     return [n.op, n.short, n.name, n.type, n.module, tagOf(n) ? "delegate:" + tagOf(n) + " " + tagOf(n) : "",
-            n.status === "outside" ? "outside" : "", n.rule, n.reason, n.origin, n.line].filter(Boolean).join(" ").toLowerCase();
+            n.status === "outside" ? "outside" : "", n.rule, n.check, n.reason, n.origin, n.line].filter(Boolean).join(" ").toLowerCase();
   }
   for (const n of nodes) n.hay = haystack(n);
 
