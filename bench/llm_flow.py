@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.llm_flow [--model llama3|qwen3|smollm2|phi4mini] [--quick]
                                        [--recipe fp32|bf16|8da4w|8da4w-g128|8da8w|int8|4w ...] [--sets stock,xir,dq+xir]
-                                       [--no-custom-sdpa] [--static] [--bare] [--report]
+                                       [--no-custom-sdpa] [--static] [--bare] [--report] [--profile]
 
 A 2-layer model of the family (``FAMILIES``: Llama 3 dim 256, 8 heads, 2 KV heads; Qwen3 with
 q/k norms and head_dim 64; SmolLM2 with one KV head; Phi-4-mini with partial rotary; vocab 512,
@@ -25,8 +25,12 @@ none for these recipes). Each partitioner set then lowers a copy as
 Every program is loaded with ``executorch.runtime`` and run on prefills of 1, 7 and 32 tokens
 from input_pos 0 (a fresh method each), then one decode token at position 32; logits are compared
 with the source-transformed (quantized) eager module before export, from a fresh copy on the same
-inputs. The decode step is timed (median of --runs, the sets interleaved). Failures are caught per
-phase, printed in the table and in full (traceback tail, runtime stderr) after it.
+inputs, and a whole generation (a prefill of 7 tokens, then 16 decode steps) on one method. The
+decode step and prefills of 7 and 64 tokens are timed (median of --runs, the sets interleaved);
+``--profile`` adds where a decode step goes (the runtime's ETDump: XNNPACK operators by kind,
+delegate-call overhead, each op outside). A summary line checks issue 30's targets for xir against
+stock. Failures are caught per phase, printed in the table and in full (traceback tail, runtime
+stderr) after it.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ RECIPES = tuple(RECIPE_SETTINGS)
 QUICK_RECIPES = ("fp32", "8da4w")
 SETS = ("stock", "xir", "dq+xir")
 PREFILLS = (1, 7, 32)
+TIMED_PREFILLS = (7, 64)  # prefill lengths timed (dynamic shapes only)
+SEQUENCE = (7, 16)  # the error over a whole generation: a prefill of 7 tokens, then 16 decode steps
 # tiny random-weight configs of the families the flow ships (params.json as the flow reads it;
 # every linear's input width a multiple of 128, so that group 128 quantizes them all)
 FAMILIES = {
@@ -206,8 +212,24 @@ def decode_inputs(position: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor([[7]], dtype=torch.long), torch.tensor([position], dtype=torch.long)
 
 
-def eager_references(eager: torch.nn.Module) -> dict:
-    """Logits of a fresh copy per prefill, and the decode step after the longest prefill."""
+def sequence_inputs(static: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A whole generation: a prefill of ``SEQUENCE[0]`` tokens (token by token with static shapes),
+    then ``SEQUENCE[1]`` decode steps, each with a fixed token (the same for every program)."""
+    prompt, steps = SEQUENCE
+    tokens, _ = prefill_inputs(prompt)
+    if static:
+        calls = [(tokens[:, i : i + 1], torch.tensor([i], dtype=torch.long)) for i in range(prompt)]
+    else:
+        calls = [(tokens, torch.tensor([0], dtype=torch.long))]
+    g = torch.Generator().manual_seed(2000)
+    decoded = torch.randint(0, PARAMS["vocab_size"], (steps,), generator=g, dtype=torch.long)
+    calls += [(decoded[i].reshape(1, 1), torch.tensor([prompt + i], dtype=torch.long)) for i in range(steps)]
+    return calls
+
+
+def eager_references(eager: torch.nn.Module, static: bool = False) -> dict:
+    """Logits of a fresh copy per prefill, the decode step after the longest prefill, and
+    ("sequence") the logits of every call of :func:`sequence_inputs` on one copy."""
     refs = {}
     with torch.no_grad():
         for length in PREFILLS:
@@ -216,6 +238,8 @@ def eager_references(eager: torch.nn.Module) -> dict:
             refs[length] = model(tokens, {"input_pos": pos})
             if length == PREFILLS[-1]:
                 refs["decode"] = model(*_kw(decode_inputs(length)))
+        model = copy.deepcopy(eager)
+        refs["sequence"] = [model(*_kw(call)) for call in sequence_inputs(static)]
     return refs
 
 
@@ -237,6 +261,8 @@ class Side:
     lower_s: float | None = None
     errs: dict = field(default_factory=dict)  # prefill length or "decode" -> max abs error
     times: list = field(default_factory=list)
+    prefill_times: dict = field(default_factory=dict)  # timed prefill length -> [seconds]
+    profile: dict | None = None  # (category, name) -> ms per decode step (--profile)
     error: str | None = None  # "<phase>: <first line>"
     details: list = field(default_factory=list)  # full failure texts
     xir_reports: list = field(default_factory=list)
@@ -248,6 +274,10 @@ class Side:
     @property
     def ms(self):
         return statistics.median(self.times) * 1e3 if self.times else None
+
+    def prefill_ms(self, length: int):
+        times = self.prefill_times.get(length)
+        return statistics.median(times) * 1e3 if times else None
 
 
 def _first_line(error: BaseException) -> str:
@@ -331,9 +361,18 @@ def run_and_compare(side: Side, refs: dict) -> None:
             out = method.execute(list(decode_inputs(length)))
             side.errs["decode"] = max_error(list(out), [refs["decode"]])
             side.decode_method = (program, method)
+    calls = sequence_inputs(static=PREFILLS == (1,))
+    try:
+        program, method = load(side.buffer)
+        side.errs["sequence"] = max(max_error(list(method.execute(list(call))), [ref])
+                                    for call, ref in zip(calls, refs["sequence"]))
+    except BaseException as e:  # noqa: BLE001
+        _fail(side, "run the sequence", e)
 
 
-def time_decode(sides: list[Side], runs: int) -> None:
+def time_decode(sides: list[Side], runs: int, prefills: tuple = ()) -> None:
+    """Median of ``runs`` decode steps (at position PREFILLS[-1]) and of ``runs`` prefills of each
+    length in ``prefills`` (from position 0), the programs interleaved run by run."""
     live = [s for s in sides if s.decode_method is not None]
     inputs = list(decode_inputs(PREFILLS[-1]))
     for s in live:  # warm
@@ -344,8 +383,70 @@ def time_decode(sides: list[Side], runs: int) -> None:
             start = time.perf_counter()
             s.decode_method[1].execute(inputs)
             s.times.append(time.perf_counter() - start)
+    for length in prefills:
+        prefill = list(prefill_inputs(length))
+        for s in live:
+            s.decode_method[1].execute(prefill)  # (warm)
+        for _ in range(runs):
+            for s in live:
+                start = time.perf_counter()
+                s.decode_method[1].execute(prefill)
+                s.prefill_times.setdefault(length, []).append(time.perf_counter() - start)
     for s in live:
         s.decode_method = None
+
+
+def profile_decode(side: Side, steps: int) -> None:
+    """Where a decode step goes, from the runtime's ETDump: ms per step (each event's median over
+    the steps, summed by (category, name)):
+    each XNNPACK operator kind inside delegates, the rest of each delegate call ("delegate
+    overhead": entering the delegate, copying inputs and outputs), each portable op outside, and
+    the rest of the method's execute (ExecuTorch's own loop and the scalar arithmetic)."""
+    from executorch.devtools import Inspector
+    from executorch.extension.pybindings import portable_lib
+
+    module = portable_lib._load_for_executorch_from_buffer(side.buffer, enable_etdump=True, debug_buffer_size=0)
+    inputs = list(decode_inputs(PREFILLS[-1]))
+    for _ in range(steps + 3):  # (the first runs reshape and warm caches: each event's median is taken)
+        module.forward(inputs)
+    with tempfile.TemporaryDirectory(prefix="etdump_") as directory:
+        path = os.path.join(directory, "decode.etdp")
+        module.write_etdump_result_to_file(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            inspector = Inspector(etdump_path=path)
+    totals: Counter = Counter()
+    for block in inspector.event_blocks:
+        if block.name != "Execute":
+            continue
+        for event in block.events:
+            if event.perf_data is None:
+                continue
+            ms = statistics.median(event.perf_data.raw)
+            name = event.name
+            if event.is_delegated_op:
+                totals[("XNNPACK", name.split(" #")[0])] += ms
+            elif name == "DELEGATE_CALL":
+                totals[("delegate calls", "(whole calls)")] += ms
+            elif name.startswith("native_call_"):
+                totals[("outside", name[len("native_call_"):])] += ms
+            elif name == "OPERATOR_CALL":
+                totals[("outside", "(whole calls)")] += ms
+            elif name == "Method::execute":
+                totals[("execute", "(whole step)")] += ms
+    inside = sum(v for (c, _), v in totals.items() if c == "XNNPACK")
+    outside = sum(v for (c, n), v in totals.items() if c == "outside" and n != "(whole calls)")
+    profile = {k: v for k, v in totals.items() if _is_part(k)}
+    profile[("delegate calls", "overhead")] = max(0.0, totals[("delegate calls", "(whole calls)")] - inside)
+    profile[("outside", "dispatch")] = max(0.0, totals[("outside", "(whole calls)")] - outside)
+    profile[("execute", "the rest")] = max(0.0, totals[("execute", "(whole step)")] - totals[("delegate calls", "(whole calls)")]
+                                           - totals[("outside", "(whole calls)")])
+    profile[("total", "execute")] = totals[("execute", "(whole step)")]
+    side.profile = profile
+
+
+def _is_part(key) -> bool:
+    return key[1] != "(whole calls)" and key[0] not in ("execute",)
 
 
 # ------------------------------------------------------------------ table
@@ -380,14 +481,17 @@ def _top(outside: Counter, n: int = 4) -> str:
 
 
 def print_table(sides: list[Side]) -> None:
+    timed = tuple(n for n in TIMED_PREFILLS if any(s.prefill_times.get(n) for s in sides))
     header = ("recipe", "partitioners", "delegates", "outside", "tensor ops outside (top)", "pte KB",
-              *(f"err len{n}" for n in PREFILLS), "err decode", "decode ms", "lower s", "failure")
+              *(f"err len{n}" for n in PREFILLS), "err decode", f"err {SEQUENCE[0]}+{SEQUENCE[1]}",
+              *(f"prefill{n} ms" for n in timed), "decode ms", "lower s", "failure")
     rows = []
     for s in sides:
         rows.append((s.recipe, s.kind, _num(s.delegates, "d"), str(sum(tensor_ops(s.outside).values())) if s.delegates is not None else "-",
                      _top(s.outside) if s.delegates is not None else "-",
                      _num(s.pte_bytes / 1024 if s.pte_bytes else None, ".0f"),
-                     *(_num(s.errs.get(k), ".2g") for k in (*PREFILLS, "decode")),
+                     *(_num(s.errs.get(k), ".2g") for k in (*PREFILLS, "decode", "sequence")),
+                     *(_num(s.prefill_ms(n), ".3f") for n in timed),
                      _num(s.ms, ".3f"), _num(s.lower_s, ".1f"), s.error or ""))
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
@@ -406,6 +510,61 @@ def print_outside(sides: list[Side]) -> None:
         print(f"  {s.recipe} {s.kind}: {', '.join(f'{op} x{c}' for op, c in sorted(ops.items())) or '(none)'}")
         if scalar:
             print(f"      scalar/shape: {', '.join(f'{op} x{c}' for op, c in sorted(scalar.items()))}")
+
+
+def print_profiles(sides: list[Side]) -> None:
+    """The decode step's profile (--profile), stock and xir side by side, per recipe."""
+    for recipe in dict.fromkeys(s.recipe for s in sides):
+        profiled = [s for s in sides if s.recipe == recipe and s.profile]
+        if not profiled:
+            continue
+        keys = sorted({k for s in profiled for k in s.profile}, key=lambda k: (k[0] == "total", k[0], -max(s.profile.get(k, 0) for s in profiled)))
+        print(f"\nwhere a decode step goes, {recipe} (ms per step from the runtime's ETDump; XNNPACK ops by kind):")
+        print(f"  {'where':<16}{'what':<44}" + "".join(f"{s.kind:>10}" for s in profiled))
+        for key in keys:
+            if all(s.profile.get(key, 0) < 0.0005 for s in profiled):
+                continue
+            print(f"  {key[0]:<16}{key[1][:43]:<44}" + "".join(f"{s.profile.get(key, 0):>10.3f}" for s in profiled))
+
+
+# targets of issue 30 (xir against stock, on the same recipe)
+RATIO_TARGET = {True: 0.9, False: 0.8}  # custom SDPA -> latency ratio target
+
+
+def summary(sides: list[Side], layers: int, custom_sdpa: bool) -> tuple[int, int, list[str]]:
+    """Check each xir program against the issue's targets: at most 2 delegates per layer + 1,
+    prefill and decode latency <= 0.9x stock's (0.8x with ATen SDPA), errors equal to stock's
+    (within 10% or 1e-6), lowering time no worse than stock's. (held, checked, failed lines)."""
+    lines, held, checked = [], 0, 0
+
+    def check(ok: bool, text: str) -> None:
+        nonlocal held, checked
+        checked += 1
+        held += ok
+        if not ok:
+            lines.append(text)
+
+    target = RATIO_TARGET[custom_sdpa]
+    for s in sides:
+        if s.kind != "xir" or s.delegates is None:
+            continue
+        stock = next((o for o in sides if o.recipe == s.recipe and o.kind == "stock"), None)
+        name = f"{s.recipe} xir"
+        check(s.delegates <= 2 * layers + 1, f"{name}: {s.delegates} delegates > {2 * layers + 1}")
+        check(not s.error, f"{name}: {s.error}")
+        if stock is None or stock.error:
+            continue
+        for label, ours, theirs in [(f"prefill{n}", s.prefill_ms(n), stock.prefill_ms(n)) for n in TIMED_PREFILLS] + [
+                ("decode", s.ms, stock.ms)]:
+            if ours is not None and theirs:
+                check(ours <= target * theirs, f"{name}: {label} {ours:.3f} ms = {ours / theirs:.2f}x stock (target {target}x)")
+        for key, err in s.errs.items():
+            other = stock.errs.get(key)
+            if other is not None:
+                check(err <= max(other * 1.1, other + 1e-6), f"{name}: err {key} {err:.2g} > stock's {other:.2g}")
+        if s.lower_s is not None and stock.lower_s:
+            check(s.lower_s <= stock.lower_s, f"{name}: lowering {s.lower_s:.1f} s > stock's {stock.lower_s:.1f} s")
+    return held, checked, lines
 
 
 def print_failures(sides: list[Side]) -> None:
@@ -457,6 +616,7 @@ def parse_args(argv):
     parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
     parser.add_argument("--runs", type=int, default=20, help="timed decode steps per program (median)")
     parser.add_argument("--report", action="store_true", help="also print xir's full partition reports")
+    parser.add_argument("--profile", action="store_true", help="also profile a decode step of each program (ETDump)")
     args = parser.parse_args(argv)
     args.recipes = tuple(args.recipe or (QUICK_RECIPES if args.quick else RECIPES))
     args.sets = tuple(s for s in args.sets.split(",") if s)
@@ -484,7 +644,7 @@ def main(argv=None) -> int:
             recipe_sides = [Side(recipe, kind) for kind in args.sets]
             try:
                 prepared = prepare(cfg)
-                refs = eager_references(prepared.eager)
+                refs = eager_references(prepared.eager, static=args.static)
             except BaseException as e:  # noqa: BLE001
                 for s in recipe_sides:
                     _fail(s, "flow export", e)
@@ -497,21 +657,34 @@ def main(argv=None) -> int:
                 lower(prepared, s, enable_bf16=(RECIPE_SETTINGS[recipe][2] == "bf16"), bare=args.bare)
                 if s.buffer is not None:
                     run_and_compare(s, refs)
-            time_decode(recipe_sides, args.runs)
+            time_decode(recipe_sides, args.runs, prefills=() if args.static else TIMED_PREFILLS)
             for s in recipe_sides:
+                if args.profile and s.buffer is not None and not s.error:
+                    try:
+                        profile_decode(s, args.runs)
+                    except BaseException as e:  # noqa: BLE001
+                        _fail(s, "profile", e)
                 s.buffer = None
             sides.extend(recipe_sides)
     sdpa = "custom SDPA" if not args.no_custom_sdpa else "ATen SDPA"
     shapes = "static shapes" if args.static else "dynamic shapes"
     print(f"\nExecuTorch LLM flow (bench.llm_flow --model {args.model}), {FAMILIES[args.model][1]}, KV cache {MAX_SEQ_LEN}, "
           f"{sdpa}, {shapes}{', xir bare (no rewrites)' if args.bare else ''}; err = max abs logits error vs eager; "
-          f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}\n")
+          f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}; prefillN ms = median of "
+          f"{args.runs} prefills of N tokens from position 0; err {SEQUENCE[0]}+{SEQUENCE[1]} = over a prefill of "
+          f"{SEQUENCE[0]} tokens{' (one by one)' if args.static else ''} and {SEQUENCE[1]} decode steps\n")
     print_table(sides)
     print_outside(sides)
     print_reasons(sides)
     if args.report:
         print_reports(sides)
+    print_profiles(sides)
     print_failures(sides)
+    held, checked, failed = summary(sides, PARAMS["n_layers"], custom_sdpa=not args.no_custom_sdpa)
+    print(f"\nsummary: {held} of {checked} targets hold (xir against stock: <= {2 * PARAMS['n_layers'] + 1} delegates, "
+          f"latency <= {RATIO_TARGET[not args.no_custom_sdpa]}x, errors equal, lowering no slower)")
+    for line in failed:
+        print(f"  missed: {line}")
     return 0
 
 

@@ -170,7 +170,6 @@ def export_llama(llm_config, partitioners: str = "xir"):
     on, as in the flow) nothing is delegated: the flow's portable lowering. Returns the builder
     (``builder.get_saved_pte_filename()``, ``builder.edge_manager``)."""
     from executorch.examples.models.llama import export_llama_lib as flow
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
     if partitioners not in COMMAND_SETS:
         raise ValueError(f"unknown partitioner set {partitioners!r}; expected one of {', '.join(COMMAND_SETS)}")
@@ -181,12 +180,7 @@ def export_llama(llm_config, partitioners: str = "xir"):
         flow._ensure_static_kvq_out_variants(llm_config)
     pt2e_quant_params, quantizers, quant_dtype = flow.get_quantizer_and_quant_params(llm_config)
 
-    additional_passes = []  # as _export_llama builds them (the Arm backends' pass is refused above)
-    if llm_config.base.model_class.value in flow.TORCHTUNE_DEFINED_MODELS:
-        additional_passes = [InitializedMutableBufferPass(["kv_cache_pos"])]
-    if llm_config.model.use_attention_sink:
-        additional_passes.append(InitializedMutableBufferPass(["cache_positions"]))
-
+    additional_passes = _additional_passes(flow, llm_config)
     builder_manager = flow._prepare_for_llama_export(llm_config)
     if llm_config.model.static_quantize_kv_cache:
         flow._calibrate_static_kv_cache(builder_manager, llm_config)
@@ -217,6 +211,25 @@ def export_llama(llm_config, partitioners: str = "xir"):
 
     if llm_config.debug.profile_memory:
         flow.generate_memory_trace(builder.export_program, "memory_profile.json")
+    _save(flow, builder, llm_config, modelname)
+    return builder
+
+
+def _additional_passes(flow, llm_config) -> list:
+    """The passes ``_export_llama`` hands to ``to_executorch`` (the Arm backends' pass is refused
+    by check_supported)."""
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    passes = []
+    if llm_config.base.model_class.value in flow.TORCHTUNE_DEFINED_MODELS:
+        passes = [InitializedMutableBufferPass(["kv_cache_pos"])]
+    if llm_config.model.use_attention_sink:
+        passes.append(InitializedMutableBufferPass(["cache_positions"]))
+    return passes
+
+
+def _save(flow, builder, llm_config, modelname) -> None:
+    """The flow's output name and ``save_to_pte``; an OSError when no file was written."""
     output_file = flow._get_output_filename(llm_config, modelname, builder.output_dir, builder.dtype)
     os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)  # (the flow's save logs and goes on)
     builder.save_to_pte(output_file)
@@ -224,7 +237,6 @@ def export_llama(llm_config, partitioners: str = "xir"):
     if not saved or not os.path.isfile(saved):
         raise OSError(f"could not write {output_file} (save_to_pte's error is in the log above)")
     flow._save_etrecord_if_generated(builder)
-    return builder
 
 
 def parse_args(argv: Sequence[str]):
