@@ -12,6 +12,8 @@ and written as standalone repro files. ``python -m xir_tools.fuzz --help``.
 - ``shrink``: greedy shrinking of a failing program
 - ``repro``: standalone repro files
 - ``cli``: the campaign, tables, summary.json, ``--replay``
+- ``regressions``: the programs of tests/lowering/test_fuzz_regressions.py (repros turned into
+  tests), also run with stock by scripts/stock_evidence.py
 """
 
 from .generator import generate
