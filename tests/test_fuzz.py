@@ -27,16 +27,26 @@ SAMPLE_SEEDS = {"fp32": [1000, 1001, 1002, 1003, 1004, 1005], "bf16": [1000, 100
 SAMPLE_MAX_OPS = 4
 
 
+# programs of the sample run with both sides (test_the_workers_speed_ups_change_no_program compares
+# both); the others run stock only where xir fails, which is what decides whether a failure is xir's own
+BOTH_SIDES = {("fp32", 1000), ("static", 1000)}
+
+
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     tasks = [((kind, seed), {"seed": seed, "kind": kind, "max_ops": SAMPLE_MAX_OPS, "min_ops": 2,
-                             "sides": ["xir", "stock"]})
+                             "sides": ["xir", "stock"] if (kind, seed) in BOTH_SIDES else ["xir"]})
              for kind, seeds in SAMPLE_SEEDS.items() for seed in seeds]
     # a native crash (abort) while xir lowers: xir "crashed", stock run again in a fresh worker
     tasks.insert(0, (("crash", 5), {"program": generate(5, "fp32", max_ops=3).to_json(), "sides": ["xir", "stock"],
                                     "inject_crash": "xir"}))
     with Pool(2, timeout=300, log_dir=tmp_path_factory.mktemp("fuzz-logs")) as pool:
-        return dict(pool.run(tasks))
+        outcomes = dict(pool.run(tasks))
+        again = [(key, {**task, "sides": ["stock"]}) for key, task in tasks
+                 if "stock" not in outcomes[key] and outcomes[key]["xir"]["status"] != "ok"]
+        for key, outcome in pool.run(again):
+            outcomes[key]["stock"] = outcome["stock"]
+    return outcomes
 
 
 def test_generator_is_deterministic():
