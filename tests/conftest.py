@@ -21,8 +21,9 @@ def edge_programs():
 
 # The slowest files first. `pytest -n 2 --dist loadfile` hands whole files to the two workers in
 # collection order, so a long file collected last runs alone at the end while the other worker
-# idles; started first, the long files overlap and the short ones fill in (their seconds among
-# the 80 slowest tests, `--durations=80`, the suite alone on 2 cores: 174, 138, 84, 61, 51, 42, 34).
+# idles; started first, the long files overlap and the short ones fill in (their seconds:
+# per file from `--junitxml`, the suite alone on 2 cores at issue 29's end: 231, 126, 82,
+# 71, 64, 52, 32; the whole suite 653 s).
 SLOW_FIRST = ("tests/lowering/test_fuzz_regressions.py", "tests/test_fuzz.py", "tests/lowering/test_quantized_decoder.py",
               "tests/test_cli.py", "tests/lowering/test_output_boundaries.py", "tests/lowering/test_html_report.py",
               "tests/lowering/test_decoder.py")
