@@ -428,12 +428,12 @@ def profile_decode(side: Side, steps: int) -> None:
                 totals[("XNNPACK", name.split(" #")[0])] += ms
             elif name == "DELEGATE_CALL":
                 totals[("delegate calls", "(whole calls)")] += ms
-            elif name.startswith("native_call_"):
-                totals[("outside", name[len("native_call_"):])] += ms
             elif name == "OPERATOR_CALL":
                 totals[("outside", "(whole calls)")] += ms
             elif name == "Method::execute":
                 totals[("execute", "(whole step)")] += ms
+            else:  # a kernel outside: native_call_<portable op>, or a custom op (llama::custom_sdpa.out)
+                totals[("outside", name.removeprefix("native_call_"))] += ms
     inside = sum(v for (c, _), v in totals.items() if c == "XNNPACK")
     outside = sum(v for (c, n), v in totals.items() if c == "outside" and n != "(whole calls)")
     profile = {k: v for k, v in totals.items() if _is_part(k)}

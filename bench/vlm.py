@@ -1,6 +1,6 @@
 """A vision-language model (SmolVLM) in bf16, lowered with xir and with stock's XNNPACK partitioner.
 
-    .venv/bin/python -m bench.vlm [--quick | --size tiny|small] [--parts vision-asis,vision,decode] [--runs N] [--steps N]
+    .venv/bin/python -m bench.vlm [--quick | --size tiny|small|256m] [--parts vision-asis,vision,decode] [--runs N] [--steps N]
 
 A tiny SmolVLM (transformers' SmolVLMForConditionalGeneration: a SigLIP-style vision encoder, the
 pixel-shuffle connector, a Llama decoder) is built from a config with random weights, cast to
@@ -66,6 +66,9 @@ class Sizes:
     steps: int  # decode steps
     runs: int  # timed vision runs
     scale: int = 2  # the connector's pixel-shuffle factor
+    vision_intermediate: int | None = None  # (default: 2x the hidden size)
+    text_intermediate: int | None = None
+    text_kv_heads: int | None = None  # (default: as many as the heads)
 
     def describe(self) -> str:
         tokens = (self.image // self.patch) ** 2
@@ -81,6 +84,12 @@ FULL = Sizes(vision_hidden=128, vision_layers=2, vision_heads=4, image=64, patch
 # text model hidden 576, 30 layers): too slow on portable kernels to time here, so half-way there
 SMALL = Sizes(vision_hidden=384, vision_layers=4, vision_heads=6, image=224, patch=16,
               text_hidden=256, text_layers=4, text_heads=4, vocab=2048, cache=128, steps=16, runs=5)
+# SmolVLM-256M's dimensions (its config.json): SigLIP vision tower hidden 768, 12 layers, 12 heads,
+# MLP 3072, 512x512 images in patches of 16, pixel shuffle 4 (1024 patches -> 64 image tokens);
+# text model hidden 576, 30 layers, 9 heads, 3 KV heads, MLP 1536, vocab 49280. Random weights.
+REAL = Sizes(vision_hidden=768, vision_layers=12, vision_heads=12, image=512, patch=16,
+             text_hidden=576, text_layers=30, text_heads=9, vocab=49280, cache=128, steps=4, runs=2,
+             scale=4, vision_intermediate=3072, text_intermediate=1536, text_kv_heads=3)
 QUICK = Sizes(vision_hidden=64, vision_layers=1, vision_heads=2, image=64, patch=16,
               text_hidden=64, text_layers=2, text_heads=4, vocab=256, cache=16, steps=6, runs=5)
 
@@ -92,12 +101,12 @@ def build_vlm(s: Sizes, dtype: torch.dtype):
     from transformers import GenerationConfig, SmolVLMConfig, SmolVLMForConditionalGeneration
 
     config = SmolVLMConfig(
-        vision_config=dict(hidden_size=s.vision_hidden, intermediate_size=2 * s.vision_hidden,
+        vision_config=dict(hidden_size=s.vision_hidden, intermediate_size=s.vision_intermediate or 2 * s.vision_hidden,
                            num_hidden_layers=s.vision_layers, num_attention_heads=s.vision_heads,
                            image_size=s.image, patch_size=s.patch),
         text_config=dict(model_type="llama", vocab_size=s.vocab, hidden_size=s.text_hidden,
-                         intermediate_size=2 * s.text_hidden, num_hidden_layers=s.text_layers,
-                         num_attention_heads=s.text_heads, num_key_value_heads=s.text_heads,
+                         intermediate_size=s.text_intermediate or 2 * s.text_hidden, num_hidden_layers=s.text_layers,
+                         num_attention_heads=s.text_heads, num_key_value_heads=s.text_kv_heads or s.text_heads,
                          max_position_embeddings=2 * s.cache),
         image_token_id=s.vocab - 1, scale_factor=s.scale)
     torch.manual_seed(0)
@@ -413,9 +422,10 @@ def print_results(parts: list[Part], s: Sizes, steps: int, runs: int) -> None:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bench.vlm", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller model (1 vision layer, hidden 64), fewer runs")
-    parser.add_argument("--size", choices=("tiny", "small"), default="tiny",
+    parser.add_argument("--size", choices=("tiny", "small", "256m"), default="tiny",
                         help="tiny (default: vision hidden 128 at 64x64, text hidden 128) or small (vision hidden 384, "
-                             "4 layers at 224x224; text hidden 256, 4 layers, vocab 2048)")
+                             "4 layers at 224x224; text hidden 256, 4 layers, vocab 2048) or 256m (SmolVLM-256M's "
+                             "dimensions, random weights: vision hidden 768, 12 layers at 512x512; text hidden 576, 30 layers)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {','.join(PARTS)}")
     parser.add_argument("--runs", type=int, default=None, help="timed vision runs (default 10, quick 5)")
     parser.add_argument("--steps", type=int, default=None, help="timed decode steps (default 16, quick 6)")
@@ -426,7 +436,7 @@ def parse_args(argv):
         parser.error(f"unknown part(s): {', '.join(unknown)}")
     if args.quick and args.size != "tiny":
         parser.error("--quick is a tiny model: use it without --size")
-    sizes = QUICK if args.quick else SMALL if args.size == "small" else FULL
+    sizes = QUICK if args.quick else {"small": SMALL, "256m": REAL}.get(args.size, FULL)
     args.runs = args.runs or sizes.runs
     args.steps = args.steps or sizes.steps
     if args.steps > sizes.cache:
