@@ -148,21 +148,6 @@ def llm_config(recipe: str, params: str, checkpoint: str, output_dir: str, custo
     return cfg
 
 
-def flow_additional_passes(cfg) -> list:
-    """The passes ``_export_llama`` hands to ``to_executorch`` for this config (its own logic)."""
-    from executorch.examples.models.llama.export_llama_lib import TORCHTUNE_DEFINED_MODELS
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
-
-    passes = []
-    if cfg.base.model_class.value in TORCHTUNE_DEFINED_MODELS:
-        passes = [InitializedMutableBufferPass(["kv_cache_pos"])]
-    if cfg.model.use_kv_cache and (cfg.backend.tosa.enabled or cfg.backend.vgf.enabled or cfg.backend.ethosu.enabled):
-        passes.append(InitializedMutableBufferPass(["k_cache", "v_cache"]))
-    if cfg.model.use_attention_sink:
-        passes.append(InitializedMutableBufferPass(["cache_positions"]))
-    return passes
-
-
 @dataclass
 class Prepared:
     builder: object  # the flow's LLMEdgeManager after export() and canonical optimizations
@@ -178,16 +163,18 @@ def prepare(cfg) -> Prepared:
     ``_prepare_for_llama_export``, ``export()``, ``run_canonical_optimizations()``."""
     from executorch.examples.models.llama import export_llama_lib as flow
 
+    from lowering.llm import additional_passes
+
     start = time.perf_counter()
     flow._validate_args(cfg)
     _, quantizers, _ = flow.get_quantizer_and_quant_params(cfg)
-    additional_passes = flow_additional_passes(cfg)
+    passes = additional_passes(cfg)
     builder = flow._prepare_for_llama_export(cfg)
     eager = copy.deepcopy(builder.model).eval()
     builder = builder.export()
     builder.run_canonical_optimizations()
     dtype = next(p.dtype for n, p in eager.named_parameters() if "norm" in n)
-    return Prepared(builder, eager, quantizers, additional_passes, time.perf_counter() - start, dtype)
+    return Prepared(builder, eager, quantizers, passes, time.perf_counter() - start, dtype)
 
 
 def fresh_builder(builder):
@@ -374,26 +361,24 @@ def time_decode(sides: list[Side], runs: int, prefills: tuple = ()) -> None:
     """Median of ``runs`` decode steps (at position PREFILLS[-1]) and of ``runs`` prefills of each
     length in ``prefills`` (from position 0), the programs interleaved run by run."""
     live = [s for s in sides if s.decode_method is not None]
-    inputs = list(decode_inputs(PREFILLS[-1]))
-    for s in live:  # warm
-        for _ in range(3):
+    _time_interleaved(live, list(decode_inputs(PREFILLS[-1])), runs, lambda s: s.times, warm=3)
+    for length in prefills:
+        _time_interleaved(live, list(prefill_inputs(length)), runs, lambda s, n=length: s.prefill_times.setdefault(n, []), warm=1)
+    for s in live:
+        s.decode_method = None
+
+
+def _time_interleaved(live: list[Side], inputs: list, runs: int, times, warm: int) -> None:
+    """``warm`` untimed runs of each side's method on ``inputs``, then ``runs`` timed rounds, one
+    run of each side per round, each duration appended to ``times(side)``."""
+    for s in live:
+        for _ in range(warm):
             s.decode_method[1].execute(inputs)
     for _ in range(runs):
         for s in live:
             start = time.perf_counter()
             s.decode_method[1].execute(inputs)
-            s.times.append(time.perf_counter() - start)
-    for length in prefills:
-        prefill = list(prefill_inputs(length))
-        for s in live:
-            s.decode_method[1].execute(prefill)  # (warm)
-        for _ in range(runs):
-            for s in live:
-                start = time.perf_counter()
-                s.decode_method[1].execute(prefill)
-                s.prefill_times.setdefault(length, []).append(time.perf_counter() - start)
-    for s in live:
-        s.decode_method = None
+            times(s).append(time.perf_counter() - start)
 
 
 def profile_decode(side: Side, steps: int) -> None:
@@ -415,7 +400,8 @@ def profile_decode(side: Side, steps: int) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             inspector = Inspector(etdump_path=path)
-    totals: Counter = Counter()
+    profile: Counter = Counter()  # (category, name) -> ms
+    whole = Counter()  # the calls that contain the parts: DELEGATE_CALL, OPERATOR_CALL, Method::execute
     for block in inspector.event_blocks:
         if block.name != "Execute":
             continue
@@ -425,28 +411,18 @@ def profile_decode(side: Side, steps: int) -> None:
             ms = statistics.median(event.perf_data.raw)
             name = event.name
             if event.is_delegated_op:
-                totals[("XNNPACK", name.split(" #")[0])] += ms
-            elif name == "DELEGATE_CALL":
-                totals[("delegate calls", "(whole calls)")] += ms
-            elif name == "OPERATOR_CALL":
-                totals[("outside", "(whole calls)")] += ms
-            elif name == "Method::execute":
-                totals[("execute", "(whole step)")] += ms
+                profile[("XNNPACK", name.split(" #")[0])] += ms
+            elif name in ("DELEGATE_CALL", "OPERATOR_CALL", "Method::execute"):
+                whole[name] += ms
             else:  # a kernel outside: native_call_<portable op>, or a custom op (llama::custom_sdpa.out)
-                totals[("outside", name.removeprefix("native_call_"))] += ms
-    inside = sum(v for (c, _), v in totals.items() if c == "XNNPACK")
-    outside = sum(v for (c, n), v in totals.items() if c == "outside" and n != "(whole calls)")
-    profile = {k: v for k, v in totals.items() if _is_part(k)}
-    profile[("delegate calls", "overhead")] = max(0.0, totals[("delegate calls", "(whole calls)")] - inside)
-    profile[("outside", "dispatch")] = max(0.0, totals[("outside", "(whole calls)")] - outside)
-    profile[("execute", "the rest")] = max(0.0, totals[("execute", "(whole step)")] - totals[("delegate calls", "(whole calls)")]
-                                           - totals[("outside", "(whole calls)")])
-    profile[("total", "execute")] = totals[("execute", "(whole step)")]
-    side.profile = profile
-
-
-def _is_part(key) -> bool:
-    return key[1] != "(whole calls)" and key[0] not in ("execute",)
+                profile[("outside", name.removeprefix("native_call_"))] += ms
+    inside = sum(v for (where, _), v in profile.items() if where == "XNNPACK")
+    outside = sum(v for (where, _), v in profile.items() if where == "outside")
+    profile[("delegate calls", "overhead")] = max(0.0, whole["DELEGATE_CALL"] - inside)
+    profile[("outside", "dispatch")] = max(0.0, whole["OPERATOR_CALL"] - outside)
+    profile[("execute", "the rest")] = max(0.0, whole["Method::execute"] - whole["DELEGATE_CALL"] - whole["OPERATOR_CALL"])
+    profile[("total", "execute")] = whole["Method::execute"]
+    side.profile = dict(profile)
 
 
 # ------------------------------------------------------------------ table

@@ -180,7 +180,7 @@ def export_llama(llm_config, partitioners: str = "xir"):
         flow._ensure_static_kvq_out_variants(llm_config)
     pt2e_quant_params, quantizers, quant_dtype = flow.get_quantizer_and_quant_params(llm_config)
 
-    additional_passes = _additional_passes(flow, llm_config)
+    passes = additional_passes(llm_config)
     builder_manager = flow._prepare_for_llama_export(llm_config)
     if llm_config.model.static_quantize_kv_cache:
         flow._calibrate_static_kv_cache(builder_manager, llm_config)
@@ -199,10 +199,10 @@ def export_llama(llm_config, partitioners: str = "xir"):
         builder = to_edge_transform_and_lower_llama(builder_exported, chosen, quantizers)
         if llm_config.debug.verbose:
             flow.print_delegation_info(builder.edge_manager.exported_program().graph_module)
-        builder = builder.to_executorch(passes=additional_passes)
+        builder = builder.to_executorch(passes=passes)
     else:
         builder = flow._to_edge_and_lower_llama(
-            builder_exported, modelname, additional_passes, pt2e_quant_params, quantizers, quant_dtype,
+            builder_exported, modelname, passes, pt2e_quant_params, quantizers, quant_dtype,
             dtype_override=llm_config.model.dtype_override.value,
             enable_dynamic_shape=llm_config.model.enable_dynamic_shape, use_kv_cache=llm_config.model.use_kv_cache,
             embedding_quantize=llm_config.quantization.embedding_quantize,
@@ -215,9 +215,10 @@ def export_llama(llm_config, partitioners: str = "xir"):
     return builder
 
 
-def _additional_passes(flow, llm_config) -> list:
-    """The passes ``_export_llama`` hands to ``to_executorch`` (the Arm backends' pass is refused
-    by check_supported)."""
+def additional_passes(llm_config) -> list:
+    """The passes ``_export_llama`` hands to ``to_executorch`` for this config (the Arm backends'
+    KV-cache pass is not here: check_supported refuses those backends)."""
+    from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
     passes = []

@@ -48,21 +48,16 @@ def figures(rev: str) -> dict:
     for path in python_files(rev):
         text = _git("show", f"{rev}:{path}")
         lines[folder(path)] += text.count("\n")
-        if path.startswith(LIBRARY):
-            try:
-                tree = ast.parse(text)
-            except SyntaxError:
-                continue
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    length = node.end_lineno - node.lineno + 1
-                    if length > LONG:
-                        long_functions.append((path, node.name, length))
+        if not path.startswith(LIBRARY):
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        long_functions += [(path, node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                           and node.end_lineno - node.lineno + 1 > LONG]
         if path.startswith(OP_ROOMS):
-            try:
-                tree = ast.parse(text)
-            except SyntaxError:
-                continue
             docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                           if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                           and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
