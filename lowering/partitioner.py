@@ -97,11 +97,17 @@ class XnnpackPartitioner(_base()):
     ``enable_bf16``, ``force_non_static_weights_for_f32_linear``, ``config_precisions``,
     ``verbose``), plus ``pipeline`` (pass list or text replacing the default rewrite pipeline;
     a string starting with ``+`` extends it) and ``instruments`` for the pass manager.
+
+    ``bf16_linears_as_f16=True`` (with ``enable_bf16``) adds ``xnnpack.bf16-linear-as-f16`` to the
+    pipeline: bf16 linears run as XNNPACK's fp16 GEMM, at half the weight bytes of the fp32 GEMM
+    XNNPACK otherwise runs for them. Activations beyond fp16's range (+-65504) become infinite there,
+    which is why it is not the default.
     """
 
     def __init__(self, configs=None, config_precisions=None, per_op_mode: bool = False, verbose: bool = False, *,
                  enable_bf16: bool = False, force_non_static_weights_for_f32_linear: bool = False,
-                 pipeline: Sequence[Pass] | str | None = None, instruments: Iterable[Instrument] = (), **kwargs):
+                 pipeline: Sequence[Pass] | str | None = None, instruments: Iterable[Instrument] = (),
+                 bf16_linears_as_f16: bool = False, **kwargs):
         from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
         from executorch.exir.backend.partitioner import DelegationSpec
 
@@ -121,6 +127,10 @@ class XnnpackPartitioner(_base()):
             self.pipeline = parse_pipeline(DEFAULT_PIPELINE) + parse_pipeline(pipeline[1:])
         else:
             self.pipeline = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+        if bf16_linears_as_f16:
+            if not enable_bf16:
+                raise ValueError("bf16_linears_as_f16=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
+            self.pipeline = _with_bf16_linears_as_f16(self.pipeline)
         self.pipeline = [_with_partitioner_options(p, self.options) for p in self.pipeline]
         self.instruments = list(instruments)
         self.verbose = verbose
@@ -215,6 +225,22 @@ class XnnpackPartitioner(_base()):
             text += ("  run as matrix multiplies, not rebuilt into a linear by XNNPACK's preprocessing (part of "
                      f"the linear is outside the delegate, or the rebuild would change its shape): {', '.join(kept)}\n")
         return text
+
+
+def _with_bf16_linears_as_f16(pipeline: list) -> list:
+    """``pipeline`` with ``xnnpack.bf16-linear-as-f16`` after ``xnnpack.bf16-bmm-f32-output`` (or
+    before a last dead-code-elimination, or at the end), unless it is in it already."""
+    names = [p.name for p in pipeline]
+    if "xnnpack.bf16-linear-as-f16" in names:
+        return pipeline
+    (rewrite,) = parse_pipeline("xnnpack.bf16-linear-as-f16")
+    if "xnnpack.bf16-bmm-f32-output" in names:
+        at = names.index("xnnpack.bf16-bmm-f32-output") + 1
+    elif names and names[-1] == "dead-code-elimination":
+        at = len(names) - 1
+    else:
+        at = len(names)
+    return pipeline[:at] + [rewrite] + pipeline[at:]
 
 
 def _with_partitioner_options(p: Pass, options: Options) -> Pass:

@@ -458,7 +458,7 @@ def _bmm_f32out(node: Node, options=None) -> str | None:
 
 def _xir_convert(node: Node, options=None) -> str | None:
     pair = {node.input.dtype, node.results[0].dtype}
-    if not pair <= {DType.f32, DType.bf16}:
+    if not (pair <= {DType.f32, DType.bf16} or pair == {DType.bf16, DType.f16}):
         return f"converts {node.input.dtype} to {node.results[0].dtype}"
     return None
 
@@ -547,7 +547,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule(aten.prelu, _F, check=_prelu, constraint="4-D input, constant weight"),
     # xir's own ops (lowering/xnnpack_ops.py)
     OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
-    OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16"),
+    OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16, or bf16 and f16"),
     OpRule(xir_ops.slice, _F, check=_xir_slice, constraint="not empty"),
     OpRule(aten._to_copy, _F, check=_cast, constraint="never: xnnpack.casts-as-converts writes it as xir.convert"),
     OpRule(aten.select_copy.int, _F, check=_select, constraint="never: xnnpack.select-as-slice writes it as a slice and a view"),
