@@ -1,6 +1,6 @@
 """Decoder LMs exported as ExecuTorch's LLM flow exports them, lowered with xir and with stock.
 
-    .venv/bin/python -m bench.llm [--quick] [--only NAME ...] [--dtypes float32,bfloat16,8da4w,8da8w] [--steps N]
+    .venv/bin/python -m bench.llm [--quick] [--only NAME ...] [--dtypes float32,bfloat16,bf16-f16,8da4w,8da8w] [--steps N]
 
 Each decoder (Llama, Qwen2, Gemma, Phi-3, built from transformers configs with random weights) is
 exported twice with transformers' TorchExportableModuleForDecoderOnlyLM and a static KV cache: a
@@ -9,7 +9,8 @@ program; the decode programs run interleaved at growing cache positions (each ke
 cache), and every output is compared with the exported program run eagerly at the same
 positions. The encoders of the zoo (BERT, ViT, SigLIP) get the same columns for one forward.
 The quantized "dtypes" (8da4w, 8da8w, 8da8w-g32, 8w) are the fp32 decoder quantized before export as
-ExecuTorch's LLM export quantizes it (:func:`quantize_decoder`).
+ExecuTorch's LLM export quantizes it (:func:`quantize_decoder`). "bf16-f16" is the bf16 model
+lowered by xir alone with ``bf16_linears_as_f16=True`` (its linears as XNNPACK's fp16 GEMM).
 A failure in any phase (export, lower, load, run) is printed in its cell; the run goes on.
 """
 
@@ -33,7 +34,10 @@ ENCODERS = ("bert", "vit", "siglip")
 QUICK_MODELS = ("llama", "qwen2", "bert")  # --quick without --only
 DTYPES = {"float32": ("fp32", torch.float32), "bfloat16": ("bf16", torch.bfloat16),
           "8da4w": ("8da4w", torch.float32), "8da8w": ("8da8w", torch.float32), "8da8w-g32": ("8da8w-g32", torch.float32),
-          "8w": ("8w", torch.float32)}
+          "8w": ("8w", torch.float32), "bf16-f16": ("bf16-f16", torch.bfloat16)}
+# dtypes lowered by xir alone, with these XnnpackPartitioner options (stock has no such option):
+# "bf16-f16" is the bf16 model with bf16_linears_as_f16 (its linears run as XNNPACK's fp16 GEMM)
+XIR_ONLY = {"bf16-f16": {"bf16_linears_as_f16": True}}
 # quantized schemes: (weight dtype, group size; 0 = per output channel). ExecuTorch's LLM export
 # (extension/llm/export/quantize.py) defaults to groups of 32 for 8da4w and per channel for 8da8w;
 # XNNPACK groups int4 weights only, so int8 weights in groups of 32 (8da8w-g32) lower with neither
@@ -173,7 +177,7 @@ def _reason(log: str, fallback: str) -> str:
 
 
 def lower_side(ep, which: str, enable_bf16: bool = False, side: Side | None = None, partitioner=None,
-               compile_config=None, reason=_reason) -> Side:
+               compile_config=None, reason=_reason, **options) -> Side:
     """Lower ``ep`` with one partitioner (``partitioner``, else stock's or xir's by ``which``,
     timing the whole lowering call), serialize and load it into ``side`` (a new one by default).
     Failures are recorded in ``Side.error`` (a load failure's log told by ``reason``), never raised."""
@@ -183,7 +187,7 @@ def lower_side(ep, which: str, enable_bf16: bool = False, side: Side | None = No
     try:
         start = time.perf_counter()
         edge, _ = lower_edge(ep, "stock" if which.startswith("stock") else "xir", partitioner=partitioner,
-                             compile_config=compile_config, enable_bf16=enable_bf16)
+                             compile_config=compile_config, enable_bf16=enable_bf16, **options)
         side.lower_s = time.perf_counter() - start
         side.delegates, side.outside = delegate_count(edge), outside_ops(edge)
     except Exception as e:
@@ -201,11 +205,12 @@ def lower_side(ep, which: str, enable_bf16: bool = False, side: Side | None = No
     return side
 
 
-def lower_both(ep, enable_bf16: bool, label: str) -> list[Side]:
+def lower_both(ep, enable_bf16: bool, label: str, xir_only: dict | None = None) -> list[Side]:
+    """xir's and stock's sides; with ``xir_only`` (XnnpackPartitioner options), xir's alone."""
     sides = []
-    for which in ("xir", "stock"):
+    for which in ("xir",) if xir_only is not None else ("xir", "stock"):
         print(f"[{label}] lowering with {which} ...", file=sys.stderr, flush=True)
-        sides.append(lower_side(ep, which, enable_bf16))
+        sides.append(lower_side(ep, which, enable_bf16, **(xir_only or {})))
     return sides
 
 
@@ -263,10 +268,10 @@ def eager_outputs(ep, inputs: list[tuple]) -> list[list[torch.Tensor]]:
         return [[module(input_ids=ids, cache_position=position)] for ids, position in inputs]
 
 
-def lower_and_run(ep, enable_bf16: bool, label: str, runs: list[tuple]) -> Phase:
+def lower_and_run(ep, enable_bf16: bool, label: str, runs: list[tuple], xir_only: dict | None = None) -> Phase:
     """Lower ``ep`` both ways and run both programs interleaved on ``runs`` in order, comparing
     each output with the eager run on the same inputs (computed first, from its own buffers)."""
-    phase = Phase(lower_both(ep, enable_bf16, label))
+    phase = Phase(lower_both(ep, enable_bf16, label, xir_only))
     try:
         references = eager_outputs(ep, runs)
     except Exception as e:
@@ -281,7 +286,7 @@ def lower_and_run(ep, enable_bf16: bool, label: str, runs: list[tuple]) -> Phase
     return phase
 
 
-def measure_decode(model, s: Sizes, steps: int, enable_bf16: bool, label: str) -> Phase:
+def measure_decode(model, s: Sizes, steps: int, enable_bf16: bool, label: str, xir_only: dict | None = None) -> Phase:
     """One-token steps at cache positions 0..steps-1, the same token ids for both programs."""
     try:
         ep = export_decoder(model, s.cache, 1)
@@ -289,10 +294,10 @@ def measure_decode(model, s: Sizes, steps: int, enable_bf16: bool, label: str) -
         return Phase(error=f"export failed: {_first_line(e)}")
     tokens = torch.randint(0, s.vocab, (steps,), generator=torch.Generator().manual_seed(0))
     runs = [(tokens[p].view(1, 1), torch.tensor([p])) for p in range(steps)]
-    return lower_and_run(ep, enable_bf16, label + " decode", runs)
+    return lower_and_run(ep, enable_bf16, label + " decode", runs, xir_only)
 
 
-def measure_prefill(model, s: Sizes, repeats: int, enable_bf16: bool, label: str) -> Phase:
+def measure_prefill(model, s: Sizes, repeats: int, enable_bf16: bool, label: str, xir_only: dict | None = None) -> Phase:
     """``s.prefill`` tokens at positions 0..prefill-1, ``repeats`` times (each run rewrites the
     same cache positions, so every run's logits match the eager run's)."""
     try:
@@ -300,7 +305,7 @@ def measure_prefill(model, s: Sizes, repeats: int, enable_bf16: bool, label: str
     except Exception as e:
         return Phase(error=f"export failed: {_first_line(e)}")
     ids = torch.randint(0, s.vocab, (1, s.prefill), generator=torch.Generator().manual_seed(1))
-    return lower_and_run(ep, enable_bf16, label + " prefill", [(ids, torch.arange(s.prefill))] * repeats)
+    return lower_and_run(ep, enable_bf16, label + " prefill", [(ids, torch.arange(s.prefill))] * repeats, xir_only)
 
 
 @dataclass
@@ -326,8 +331,8 @@ def run_decoder(name: str, s: Sizes, dtype_name: str, steps: int, runs: int) -> 
         failed = Phase(error=f"build failed: {_first_line(e)}")
         return Result(name, label, s.layers, failed, failed)
     bf16 = dtype is torch.bfloat16
-    decode = measure_decode(model, s, steps, bf16, tag)
-    prefill = measure_prefill(model, s, runs, bf16, tag)
+    decode = measure_decode(model, s, steps, bf16, tag, XIR_ONLY.get(dtype_name))
+    prefill = measure_prefill(model, s, runs, bf16, tag, XIR_ONLY.get(dtype_name))
     return Result(name, label, s.layers, decode, prefill)
 
 
@@ -349,7 +354,7 @@ def run_encoder(name: str, quick: bool, dtype_name: str, runs: int) -> Result:
             reference = eager_reference(ep, inputs)
     except Exception as e:
         return Result(name, label, None, Phase(error=f"export failed: {_first_line(e)}"))
-    phase = Phase(lower_both(ep, dtype is torch.bfloat16, tag))
+    phase = Phase(lower_both(ep, dtype is torch.bfloat16, tag, XIR_ONLY.get(dtype_name)))
     for side in phase.sides:
         if side.runs:
             first_run(side, inputs)
@@ -370,7 +375,7 @@ def _ms_cell(phase: Phase | None, which: str) -> str:
         return ""
     side = phase.side(which)
     error = (side.error if side else None) or phase.error
-    return error.split(":")[0] if error else _num(side.ms, ".3f")
+    return error.split(":")[0] if error else _num(side.ms if side else None, ".3f")
 
 
 def _ratio(phase: Phase | None) -> str:
@@ -386,6 +391,11 @@ def _err_cell(phase: Phase | None, which: str) -> str:
 def _lower_cell(phase: Phase | None, which: str) -> str:
     side = phase.side(which) if phase else None
     return _num(side.lower_s if side else None, ".1f")
+
+
+def _partitioners(result: Result) -> tuple[str, ...]:
+    """The rows of a result: xir's and stock's, or xir's alone for a dtype only xir lowers."""
+    return ("xir",) if result.dtype in XIR_ONLY else ("xir", "stock")
 
 
 def _failures(result: Result, which: str) -> str:
@@ -484,7 +494,9 @@ def target_cells(results: list[Result], model: str) -> list[tuple[str, str]]:
     """(target, verdict) for one decoder model; the numbers are xir's against the limit."""
     cells = [("fp32 decode <= 0.8x stock fp32", _speed(results, model, ("fp32", "xir"), ("fp32", "stock"), 0.8)),
              ("bf16 decode <= 1.2x xir fp32", _speed(results, model, ("bf16", "xir"), ("fp32", "xir"), 1.2)),
-             ("bf16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16", "xir"), ("bf16", "stock"), 0.8))]
+             ("bf16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16", "xir"), ("bf16", "stock"), 0.8)),
+             ("bf16-f16 decode <= 0.7x xir fp32", _speed(results, model, ("bf16-f16", "xir"), ("fp32", "xir"), 0.7)),
+             ("bf16-f16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16-f16", "xir"), ("bf16", "stock"), 0.8))]
     mine = [r for r in results if r.model == model]
     for scheme in dict.fromkeys(r.dtype for r in results if r.dtype in QUANT_SCHEMES):  # at least as fast as stock
         cells.append((f"{scheme} decode <= 1.0x stock {scheme}", _speed(results, model, (scheme, "xir"), (scheme, "stock"), 1.0)))
@@ -544,8 +556,9 @@ def parse_args(argv):
                         help=f"tiny 1-layer decoders, few steps, the zoo's quick encoders; only {' '.join(QUICK_MODELS)} "
                              "unless --only")
     parser.add_argument("--only", nargs="*", help=f"models to run ({' '.join(DECODERS + ENCODERS)})")
-    parser.add_argument("--dtypes", default="float32,bfloat16",
-                        help="comma-separated: float32,bfloat16 and the quantized decoders 8da4w (int4 weights in groups "
+    parser.add_argument("--dtypes", default="float32,bfloat16,bf16-f16",
+                        help="comma-separated: float32,bfloat16, bf16-f16 (the bf16 model, xir with bf16_linears_as_f16) "
+                             "and the quantized decoders 8da4w (int4 weights in groups "
                              "of 32), 8da8w (int8 weights per channel), 8da8w-g32 (int8 in groups of 32; XNNPACK cannot), "
                              "8w (int8 weight-only per channel, fp32 activations)")
     parser.add_argument("--steps", type=int, default=None, help="decode steps (default 32, quick 8)")
@@ -579,12 +592,12 @@ def main(argv=None) -> int:
               f"vocab {sizes.vocab}, cache {sizes.cache}; decode = median of {args.steps} one-token steps at positions "
               f"0..{args.steps - 1}, prefill = median of {args.runs} runs of {sizes.prefill} tokens; ms per run, "
               f"programs run interleaved; max err against eager over all runs")
-        print_table(DECODER_HEADER, [decoder_row(r, w) for r in decoders for w in ("xir", "stock")])
+        print_table(DECODER_HEADER, [decoder_row(r, w) for r in decoders for w in _partitioners(r)])
         print_outside(decoders, "decode")
         print_targets(decoders)
     if encoders:
         print(f"\nencoders (bench/zoo.py{' quick' if args.quick else ''} sizes): forward = median of {args.runs} runs")
-        print_table(ENCODER_HEADER, [encoder_row(r, w) for r in encoders for w in ("xir", "stock")])
+        print_table(ENCODER_HEADER, [encoder_row(r, w) for r in encoders for w in _partitioners(r)])
         print_outside(encoders, "forward")
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
     return 0

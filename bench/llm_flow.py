@@ -48,7 +48,15 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
-import torch
+# ExecuTorch's custom ops (llama::custom_sdpa, in libcustom_ops_aot_lib) parallelize with OpenMP
+# (torch's libgomp), XNNPACK with ExecuTorch's threadpool: with torch loaded in this process, on 2
+# cores the two pools spin against each other (measured, both partitioners alike: a 7-token prefill
+# 0.74 ms with OpenMP's default threads, 0.14 ms with one; decode 0.136 against 0.082 ms). A
+# phone's runner has no torch and no OpenMP pool, so this harness keeps OpenMP to one thread
+# unless the caller sets OMP_NUM_THREADS (it must be set before torch loads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -65,6 +73,9 @@ RECIPE_SETTINGS = {
 RECIPES = tuple(RECIPE_SETTINGS)
 QUICK_RECIPES = ("fp32", "8da4w")
 SETS = ("stock", "xir", "dq+xir")
+# sets a run takes when asked (--sets), not by default: "xir-f16" is xir with bf16_linears_as_f16
+# (bf16 recipes only: the bf16 linears as XNNPACK's fp16 GEMM)
+EXTRA_SETS = ("xir-f16",)
 PREFILLS = (1, 7, 32)
 TIMED_PREFILLS = (7, 64)  # prefill lengths timed (dynamic shapes only)
 SEQUENCE = (7, 16)  # the error over a whole generation: a prefill of 7 tokens, then 16 decode steps
@@ -287,7 +298,10 @@ def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None
     from lowering.llm import llm_partitioners, to_edge_transform_and_lower_llama
     from xir_tools.harness import delegate_count, outside_ops
 
-    partitioners = llm_partitioners(side.kind, enable_bf16=enable_bf16)
+    if side.kind == "xir-f16":
+        partitioners = llm_partitioners("xir", enable_bf16=enable_bf16, bf16_linears_as_f16=True)
+    else:
+        partitioners = llm_partitioners(side.kind, enable_bf16=enable_bf16)
     builder = fresh_builder(prepared.builder)
     start = time.perf_counter()
     try:
@@ -522,10 +536,10 @@ def summary(sides: list[Side], layers: int, custom_sdpa: bool) -> tuple[int, int
 
     target = RATIO_TARGET[custom_sdpa]
     for s in sides:
-        if s.kind != "xir" or s.delegates is None:
+        if s.kind not in ("xir", "xir-f16") or s.delegates is None:
             continue
         stock = next((o for o in sides if o.recipe == s.recipe and o.kind == "stock"), None)
-        name = f"{s.recipe} xir"
+        name = f"{s.recipe} {s.kind}"
         check(s.delegates <= 2 * layers + 1, f"{name}: {s.delegates} delegates > {2 * layers + 1}")
         check(not s.error, f"{name}: {s.error}")
         if stock is None or stock.error:
@@ -586,7 +600,8 @@ def parse_args(argv):
     parser.add_argument("--model", default="llama3", choices=list(FAMILIES), help="model family (default: llama3)")
     parser.add_argument("--recipe", nargs="*", choices=RECIPES, help=f"recipes (default: all of {', '.join(RECIPES)})")
     parser.add_argument("--quick", action="store_true", help=f"only {' and '.join(QUICK_RECIPES)}")
-    parser.add_argument("--sets", default=",".join(SETS), help=f"partitioner sets, comma-separated ({', '.join(SETS)})")
+    parser.add_argument("--sets", default=",".join(SETS), help=f"partitioner sets, comma-separated ({', '.join(SETS + EXTRA_SETS)}; "
+                        "xir-f16: xir with bf16_linears_as_f16, bf16 recipes only)")
     parser.add_argument("--no-custom-sdpa", action="store_true", help="use_sdpa_with_kv_cache off (the flow's SDPA in ATen ops)")
     parser.add_argument("--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)")
     parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
@@ -596,7 +611,7 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     args.recipes = tuple(args.recipe or (QUICK_RECIPES if args.quick else RECIPES))
     args.sets = tuple(s for s in args.sets.split(",") if s)
-    unknown = set(args.sets) - set(SETS)
+    unknown = set(args.sets) - set(SETS) - set(EXTRA_SETS)
     if unknown:
         parser.error(f"unknown partitioner set(s): {', '.join(sorted(unknown))}")
     return args
@@ -607,7 +622,6 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     FAMILY, PARAMS = args.model, FAMILIES[args.model][2]
     _quiet()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     if args.static:
         PREFILLS = (1,)
     sides: list[Side] = []
@@ -617,7 +631,8 @@ def main(argv=None) -> int:
             cfg = llm_config(recipe, params, checkpoint, directory, custom_sdpa=not args.no_custom_sdpa, dynamic=not args.static,
                              family=args.model)
             print(f"[{recipe}] the flow: prepare and export ...", file=sys.stderr, flush=True)
-            recipe_sides = [Side(recipe, kind) for kind in args.sets]
+            recipe_sides = [Side(recipe, kind) for kind in args.sets
+                            if kind != "xir-f16" or RECIPE_SETTINGS[recipe][2] == "bf16"]
             try:
                 prepared = prepare(cfg)
                 refs = eager_references(prepared.eager, static=args.static)
@@ -648,7 +663,8 @@ def main(argv=None) -> int:
           f"{sdpa}, {shapes}{', xir bare (no rewrites)' if args.bare else ''}; err = max abs logits error vs eager; "
           f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}; prefillN ms = median of "
           f"{args.runs} prefills of N tokens from position 0; err {SEQUENCE[0]}+{SEQUENCE[1]} = over a prefill of "
-          f"{SEQUENCE[0]} tokens{' (one by one)' if args.static else ''} and {SEQUENCE[1]} decode steps\n")
+          f"{SEQUENCE[0]} tokens{' (one by one)' if args.static else ''} and {SEQUENCE[1]} decode steps; "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} (see the module's comment)\n")
     print_table(sides)
     print_outside(sides)
     print_reasons(sides)

@@ -18,6 +18,7 @@ The whole flow, from export_llm's own arguments (``--config FILE`` and ``key=val
 by xir's partitioner alone and saved where the flow saves it:
 
     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+                           [xir.bf16_linears_as_f16=true]
 
 (``main``; ``run(argv)`` returns the builder, ``export_llama(llm_config)`` takes an LlmConfig).
 Nothing here patches ExecuTorch: the flow's builder and functions are used as they are.
@@ -32,10 +33,11 @@ from typing import Any, Sequence
 PARTITIONER_SETS = ("stock", "xir", "dq+xir")
 
 
-def llm_partitioners(kind: str, enable_bf16: bool = False) -> list:
+def llm_partitioners(kind: str, enable_bf16: bool = False, bf16_linears_as_f16: bool = False) -> list:
     """``stock``: [stock XnnpackDynamicallyQuantizedPartitioner, stock XnnpackPartitioner] (the
     flow's own, in its order); ``xir``: [xir's XnnpackPartitioner]; ``dq+xir``: stock's dynamically
-    quantized stage, then xir's partitioner."""
+    quantized stage, then xir's partitioner. ``bf16_linears_as_f16`` goes to xir's partitioner
+    (bf16 linears as XNNPACK's fp16 GEMM; see ``XnnpackPartitioner``)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackDynamicallyQuantizedPartitioner,
     )
@@ -44,11 +46,14 @@ def llm_partitioners(kind: str, enable_bf16: bool = False) -> list:
     from .partitioner import XnnpackPartitioner
 
     if kind == "stock":
+        if bf16_linears_as_f16:
+            raise ValueError("bf16_linears_as_f16 is an option of xir's partitioner, not of stock's")
         return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16), StockPartitioner(enable_bf16=enable_bf16)]
     if kind == "xir":
-        return [XnnpackPartitioner(enable_bf16=enable_bf16)]
+        return [XnnpackPartitioner(enable_bf16=enable_bf16, bf16_linears_as_f16=bf16_linears_as_f16)]
     if kind == "dq+xir":
-        return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16), XnnpackPartitioner(enable_bf16=enable_bf16)]
+        return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16),
+                XnnpackPartitioner(enable_bf16=enable_bf16, bf16_linears_as_f16=bf16_linears_as_f16)]
     raise ValueError(f"unknown partitioner set {kind!r}; expected one of {', '.join(PARTITIONER_SETS)}")
 
 
@@ -120,14 +125,14 @@ def check_supported(llm_config) -> None:
         raise UnsupportedOption("debug.profile_path is not supported (the cProfile flame graph of export_llama)")
 
 
-def partitioners_for_config(kind: str, llm_config) -> list:
+def partitioners_for_config(kind: str, llm_config, bf16_linears_as_f16: bool = False) -> list:
     """The partitioners for ``kind`` as the flow would build them for ``llm_config``:
     ``backend.xnnpack.enable_bf16`` goes to every partitioner; without
     ``backend.xnnpack.extended_ops`` the flow delegates only dynamically quantized linears, and
     so does xir then (``config_precisions=DYNAMIC_QUANT``)."""
     enable_bf16 = llm_config.backend.xnnpack.enable_bf16
     if llm_config.backend.xnnpack.extended_ops:
-        return llm_partitioners(kind, enable_bf16=enable_bf16)
+        return llm_partitioners(kind, enable_bf16=enable_bf16, bf16_linears_as_f16=bf16_linears_as_f16)
     from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackDynamicallyQuantizedPartitioner,
@@ -161,19 +166,26 @@ def _download_checkpoint_if_needed(llm_config) -> None:
     llm_config.base.checkpoint = flow.download_and_convert_hf_checkpoint(flow.HUGGING_FACE_REPO_IDS[name], convert_weights)
 
 
-def export_llama(llm_config, partitioners: str = "xir"):
+def export_llama(llm_config, partitioners: str = "xir", bf16_linears_as_f16: bool = False):
     """ExecuTorch's ``_export_llama`` (``export_llm``) with xir's partitioner: validation,
     quantizers, ``_prepare_for_llama_export``, export, canonical optimizations, the flow's
     additional passes for ``to_executorch``, and the flow's output name and ``save_to_pte``; the
     XNNPACK lowering is ``partitioners_for_config(partitioners, llm_config)`` with xir's rewrites
     as transform passes. With ``backend.xnnpack.enabled`` false (and no pt2e quantizer forcing it
     on, as in the flow) nothing is delegated: the flow's portable lowering. Returns the builder
-    (``builder.get_saved_pte_filename()``, ``builder.edge_manager``)."""
+    (``builder.get_saved_pte_filename()``, ``builder.edge_manager``). ``bf16_linears_as_f16``:
+    xir's partitioner runs bf16 linears as XNNPACK's fp16 GEMM (``XnnpackPartitioner``'s option;
+    needs ``backend.xnnpack.enable_bf16``)."""
     from executorch.examples.models.llama import export_llama_lib as flow
 
     if partitioners not in COMMAND_SETS:
         raise ValueError(f"unknown partitioner set {partitioners!r}; expected one of {', '.join(COMMAND_SETS)}")
     check_supported(llm_config)
+    if bf16_linears_as_f16 and (partitioners == "stock" or not llm_config.backend.xnnpack.enable_bf16
+                                or not llm_config.backend.xnnpack.extended_ops):
+        raise UnsupportedOption("xir.bf16_linears_as_f16=true needs xir's partitioner (xir.partitioners=xir or dq+xir), "
+                                "backend.xnnpack.enable_bf16=true and backend.xnnpack.extended_ops=true "
+                                "(with model.dtype_override=bf16)")
     _download_checkpoint_if_needed(llm_config)
     flow._validate_args(llm_config)
     if llm_config.model.static_quantize_kv_cache:
@@ -193,7 +205,7 @@ def export_llama(llm_config, partitioners: str = "xir"):
     if pt2e_quant_params is not None and pt2e_quant_params.quantize_linear is not None:
         llm_config.backend.xnnpack.enabled = True  # as the flow: pt2e linear quantization is XNNPACK's
     if llm_config.backend.xnnpack.enabled:
-        chosen = partitioners_for_config(partitioners, llm_config)
+        chosen = partitioners_for_config(partitioners, llm_config, bf16_linears_as_f16)
         if llm_config.debug.generate_etrecord:
             builder_exported.generate_etrecord = True
         builder = to_edge_transform_and_lower_llama(builder_exported, chosen, quantizers)
@@ -243,7 +255,8 @@ def _save(flow, builder, llm_config, modelname) -> None:
 def parse_args(argv: Sequence[str]):
     """``argv`` as ``export_llm`` reads it (``--config FILE`` and hydra ``key=value`` overrides,
     through ExecuTorch's own ``export_llm`` helpers and hydra's ``llm_config`` schema), plus
-    ``xir.partitioners=KIND``. Returns (LlmConfig, partitioner set)."""
+    ``xir.partitioners=KIND`` and ``xir.bf16_linears_as_f16=true|false``. Returns (LlmConfig,
+    partitioner set, {"bf16_linears_as_f16": bool})."""
     import sys
 
     import hydra
@@ -251,12 +264,18 @@ def parse_args(argv: Sequence[str]):
     from executorch.extension.llm.export.config.llm_config import LlmConfig
     from omegaconf import OmegaConf
 
-    kind, rest = "xir", []
+    kind, options, rest = "xir", {"bf16_linears_as_f16": False}, []
     for arg in argv:
         if arg.startswith("xir."):
             key, _, value = arg.partition("=")
+            if key == "xir.bf16_linears_as_f16":
+                if value.lower() not in ("true", "false"):
+                    raise UnsupportedOption(f"xir.bf16_linears_as_f16={value!r}: expected true or false")
+                options["bf16_linears_as_f16"] = value.lower() == "true"
+                continue
             if key != "xir.partitioners":
-                raise UnsupportedOption(f"unknown option {key!r}; xir takes xir.partitioners={'|'.join(COMMAND_SETS)}")
+                raise UnsupportedOption(f"unknown option {key!r}; xir takes xir.partitioners={'|'.join(COMMAND_SETS)} "
+                                        "and xir.bf16_linears_as_f16=true|false")
             if value not in COMMAND_SETS:
                 raise UnsupportedOption(f"xir.partitioners={value!r}: expected one of {', '.join(COMMAND_SETS)}")
             kind = value
@@ -279,13 +298,13 @@ def parse_args(argv: Sequence[str]):
         sys.argv = saved
     if not parsed:
         raise SystemExit(1)  # hydra printed --help or --cfg and returned
-    return parsed[0], kind
+    return parsed[0], kind, options
 
 
 def run(argv: Sequence[str]):
     """Parse ``argv`` as ``export_llm`` does and export with xir; returns the flow's builder."""
-    llm_config, kind = parse_args(argv)
-    return export_llama(llm_config, kind)
+    llm_config, kind, options = parse_args(argv)
+    return export_llama(llm_config, kind, **options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

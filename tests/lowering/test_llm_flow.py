@@ -139,9 +139,13 @@ def test_unsupported_option_is_named(tmp_path, monkeypatch):
     from lowering.llm import UnsupportedOption, check_supported, parse_args
 
     monkeypatch.chdir(tmp_path)
-    config, kind = parse_args(["backend.coreml.enabled=true", "xir.partitioners=dq+xir"])
-    assert kind == "dq+xir"
+    config, kind, options = parse_args(["backend.coreml.enabled=true", "xir.partitioners=dq+xir"])
+    assert kind == "dq+xir" and options == {"bf16_linears_as_f16": False}
     with pytest.raises(UnsupportedOption, match=r"backend\.coreml\.enabled"):
         check_supported(config)
     with pytest.raises(UnsupportedOption, match=r"xir\.partitioners"):
         parse_args(["xir.partitioners=all"])
+    with pytest.raises(UnsupportedOption, match=r"xir\.bf16_linears_as_f16='maybe'"):
+        parse_args(["xir.bf16_linears_as_f16=maybe"])
+    _, _, options = parse_args(["xir.bf16_linears_as_f16=true"])
+    assert options == {"bf16_linears_as_f16": True}
