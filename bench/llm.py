@@ -69,6 +69,9 @@ class Sizes:
 
 FULL = Sizes(hidden=256, intermediate=512, heads=8, vocab=2048, cache=128, layers=2, prefill=32, steps=32)
 QUICK = Sizes(hidden=64, intermediate=128, heads=4, vocab=256, cache=32, layers=1, prefill=8, steps=8)
+# --large: a layer of a 1B-class model (hidden 2048, intermediate 5632: 67 MB of fp32 weights per layer), two of
+# them: a decode step then reads its weights from memory, not from the caches
+LARGE = Sizes(hidden=2048, intermediate=5632, heads=16, vocab=2048, cache=128, layers=2, prefill=32, steps=32)
 
 
 def decoder_config(name: str, s: Sizes):
@@ -490,12 +493,20 @@ def _speed(results: list[Result], model: str, a: tuple[str, str], b: tuple[str, 
     return _verdict(ratio, limit, f"{_num(ratio, '.2f')}x")
 
 
-def target_cells(results: list[Result], model: str) -> list[tuple[str, str]]:
-    """(target, verdict) for one decoder model; the numbers are xir's against the limit."""
+def _cross_speed(cross: Cross | None, dtype: str, limit: float) -> str:
+    """``dtype``'s xir decode time over fp32's from the interleaved loop, against ``limit``."""
+    ms = cross.ms if cross is not None else {}
+    ratio = ms[dtype] / ms["fp32"] if dtype in ms and "fp32" in ms else None
+    return _verdict(ratio, limit, f"{_num(ratio, '.2f')}x")
+
+
+def target_cells(results: list[Result], model: str, cross: Cross | None = None) -> list[tuple[str, str]]:
+    """(target, verdict) for one decoder model; the numbers are xir's against the limit (the
+    bf16/fp32 ratios from the interleaved loop, ``cross``)."""
     cells = [("fp32 decode <= 0.8x stock fp32", _speed(results, model, ("fp32", "xir"), ("fp32", "stock"), 0.8)),
-             ("bf16 decode <= 1.2x xir fp32", _speed(results, model, ("bf16", "xir"), ("fp32", "xir"), 1.2)),
+             ("bf16 decode <= 1.2x xir fp32", _cross_speed(cross, "bf16", 1.2)),
              ("bf16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16", "xir"), ("bf16", "stock"), 0.8)),
-             ("bf16-f16 decode <= 0.7x xir fp32", _speed(results, model, ("bf16-f16", "xir"), ("fp32", "xir"), 0.7)),
+             ("bf16-f16 decode <= 0.7x xir fp32", _cross_speed(cross, "bf16-f16", 0.7)),
              ("bf16-f16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16-f16", "xir"), ("bf16", "stock"), 0.8))]
     mine = [r for r in results if r.model == model]
     for scheme in dict.fromkeys(r.dtype for r in results if r.dtype in QUANT_SCHEMES):  # at least as fast as stock
@@ -512,11 +523,62 @@ def target_cells(results: list[Result], model: str) -> list[tuple[str, str]]:
     return cells
 
 
-def print_targets(results: list[Result]) -> None:
+# the dtypes of one model whose xir decode programs are timed against each other, interleaved
+CROSS_DTYPES = ("fp32", "bf16", "bf16-f16")
+
+
+@dataclass
+class Cross:
+    """One model's xir decode programs in CROSS_DTYPES timed interleaved (same token, position)."""
+    model: str
+    ms: dict  # dtype label -> median ms
+
+
+def cross_dtype_decode(results: list[Result], steps: int, position: int) -> list[Cross]:
+    """For each decoder, the xir decode programs of fp32, bf16 and bf16-f16 (those that ran) run
+    interleaved on the same one-token step at ``position``, ``steps`` rounds: the bf16/fp32 ratios
+    come from one loop, not from runs minutes apart."""
+    crosses = []
+    for model in dict.fromkeys(r.model for r in results if r.prefill is not None):
+        sides = {r.dtype: r.decode.side("xir") for r in results if r.model == model and r.dtype in CROSS_DTYPES}
+        sides = {dtype: side for dtype, side in sides.items() if side is not None and side.runs}
+        if len(sides) < 2:
+            continue
+        inputs = [torch.tensor([[1]]), torch.tensor([position])]
+        times = {dtype: [] for dtype in sides}
+        for side in sides.values():
+            for _ in range(3):
+                side.method.execute(inputs)
+        for _ in range(steps):
+            for dtype, side in sides.items():
+                start = time.perf_counter()
+                side.method.execute(inputs)
+                times[dtype].append(time.perf_counter() - start)
+        crosses.append(Cross(model, {dtype: statistics.median(t) * 1e3 for dtype, t in times.items()}))
+    return crosses
+
+
+def print_cross(crosses: list[Cross], steps: int, position: int) -> None:
+    if not crosses:
+        return
+    print(f"
+xir's decode programs by dtype, run interleaved (median ms of {steps} steps at position {position}):")
+    header = ("model", *CROSS_DTYPES, "bf16/fp32", "bf16-f16/fp32")
+    rows = []
+    for cross in crosses:
+        ms = [cross.ms.get(dtype) for dtype in CROSS_DTYPES]
+        ratio = lambda dtype: (f"{cross.ms[dtype] / cross.ms['fp32']:.2f}"  # noqa: E731
+                               if dtype in cross.ms and "fp32" in cross.ms else "-")
+        rows.append((cross.model, *(_num(v, ".3f") for v in ms), ratio("bf16"), ratio("bf16-f16")))
+    print_table(header, rows)
+
+
+def print_targets(results: list[Result], crosses: list[Cross] = ()) -> None:
     models = list(dict.fromkeys(r.model for r in results))
     if not models:
         return
-    columns = {model: dict(target_cells(results, model)) for model in models}
+    columns = {model: dict(target_cells(results, model, next((c for c in crosses if c.model == model), None)))
+               for model in models}
     targets = list(dict.fromkeys(t for model in models for t in columns[model]))
     print("\ntargets (xir; decode programs; lowering = decode + prefill):")
     rows = [(target, *(columns[m].get(target, "n/a") for m in models)) for target in targets]
@@ -555,6 +617,8 @@ def parse_args(argv):
     parser.add_argument("--quick", action="store_true",
                         help=f"tiny 1-layer decoders, few steps, the zoo's quick encoders; only {' '.join(QUICK_MODELS)} "
                              "unless --only")
+    parser.add_argument("--large", action="store_true",
+                        help="decoders with a 1B-class model's layers (hidden 2048, intermediate 5632; two layers)")
     parser.add_argument("--only", nargs="*", help=f"models to run ({' '.join(DECODERS + ENCODERS)})")
     parser.add_argument("--dtypes", default="float32,bfloat16,bf16-f16",
                         help="comma-separated: float32,bfloat16, bf16-f16 (the bf16 model, xir with bf16_linears_as_f16) "
@@ -568,7 +632,9 @@ def parse_args(argv):
     unknown = [d for d in args.dtypes if d not in DTYPES] + [m for m in args.only or () if m not in DECODERS + ENCODERS]
     if unknown:
         parser.error(f"unknown: {', '.join(unknown)}")
-    sizes = QUICK if args.quick else FULL
+    if args.quick and args.large:
+        parser.error("--quick and --large exclude each other")
+    sizes = QUICK if args.quick else LARGE if args.large else FULL
     args.steps = args.steps or sizes.steps
     if args.steps > sizes.cache:
         parser.error(f"--steps must be at most the cache length, {sizes.cache}")
@@ -594,7 +660,9 @@ def main(argv=None) -> int:
               f"programs run interleaved; max err against eager over all runs")
         print_table(DECODER_HEADER, [decoder_row(r, w) for r in decoders for w in _partitioners(r)])
         print_outside(decoders, "decode")
-        print_targets(decoders)
+        crosses = cross_dtype_decode(decoders, args.steps, args.steps - 1)
+        print_cross(crosses, args.steps, args.steps - 1)
+        print_targets(decoders, crosses)
     if encoders:
         print(f"\nencoders (bench/zoo.py{' quick' if args.quick else ''} sizes): forward = median of {args.runs} runs")
         print_table(ENCODER_HEADER, [encoder_row(r, w) for r in encoders for w in _partitioners(r)])

@@ -149,3 +149,67 @@ def test_unsupported_option_is_named(tmp_path, monkeypatch):
         parse_args(["xir.bf16_linears_as_f16=maybe"])
     _, _, options = parse_args(["xir.bf16_linears_as_f16=true"])
     assert options == {"bf16_linears_as_f16": True}
+
+
+def test_export_llm_command_bf16_linears_as_f16(tmp_path, monkeypatch):
+    """``python -m lowering.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true
+    xir.bf16_linears_as_f16=true``: the flow's bf16 program with every linear run as XNNPACK's fp16
+    GEMM (fp16 weights inside the delegates), loaded on the runtime, within bf16's tolerance of the
+    eager bf16 model at prefill lengths 1 and 7 and a decode step; refused without enable_bf16."""
+    import copy
+
+    import torch
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
+    from bench.llm_flow import write_checkpoint
+    from lowering.llm import UnsupportedOption, export_llama, parse_args, run
+    from xir_tools.harness import delegate_count, load_method, outside_ops
+
+    monkeypatch.chdir(tmp_path)
+    params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
+    config = tmp_path / "tiny.yaml"
+    yaml = TINY_YAML.format(params=params, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
+    yaml = yaml.replace("  enable_dynamic_shape: true\n", "  enable_dynamic_shape: true\n  dtype_override: bf16\n")
+    config.write_text(yaml.replace("    extended_ops: true\n", "    extended_ops: true\n    enable_bf16: true\n"))
+    argv = ["--config", str(config)]
+
+    with pytest.raises(UnsupportedOption, match="needs xir's partitioner"):
+        export_llama(parse_args(argv)[0], "stock", bf16_linears_as_f16=True)
+    builder = run(argv + ["xir.bf16_linears_as_f16=true"])
+    edge = builder.edge_manager
+    linears = []
+    for _, module in edge.exported_program().graph_module.named_children():
+        inner = getattr(module, "original_module", None)
+        for node in inner.graph.nodes if inner is not None else ():
+            if node.op == "call_function" and "linear" in str(node.target):
+                linears.append((node.meta["val"].dtype, node.args[1].meta["val"].dtype))
+    assert len(linears) == 7 * TINY_PARAMS["n_layers"] + 1, linears  # q, k, v, o, w1, w2, w3 per layer; the head
+    assert set(linears) == {(torch.float16, torch.float16)}, linears
+    assert delegate_count(edge) <= 2 * TINY_PARAMS["n_layers"]
+    assert not any(op.startswith(("aten.linear", "aten.mm", "aten.addmm")) for op in outside_ops(edge))
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    assert next(eager.parameters()).dtype is torch.bfloat16
+    buffer = open(builder.get_saved_pte_filename(), "rb").read()
+    _, decode_method = load_method(buffer)
+    for length in (1, 7):
+        tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
+        pos = torch.tensor([0], dtype=torch.long)
+        with torch.no_grad():
+            expected = copy.deepcopy(eager)(tokens, {"input_pos": pos})
+        _, method = load_method(buffer)
+        actual = method.execute([tokens, pos])[0]
+        scale = max(1.0, expected.float().abs().max().item())
+        assert (actual.float() - expected.float()).abs().max().item() <= 2 ** -5 * scale, f"prefill of {length}"
+    # a prefill of 7 then one decode step at position 7, on one method (its own KV cache)
+    tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
+    stateful = copy.deepcopy(eager)
+    with torch.no_grad():
+        stateful(tokens, {"input_pos": torch.tensor([0])})
+        expected = stateful(torch.tensor([[3]]), {"input_pos": torch.tensor([7])})
+    decode_method.execute([tokens, torch.tensor([0])])
+    actual = decode_method.execute([torch.tensor([[3]]), torch.tensor([7])])[0]
+    scale = max(1.0, expected.float().abs().max().item())
+    assert (actual.float() - expected.float()).abs().max().item() <= 2 ** -5 * scale
