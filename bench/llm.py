@@ -561,8 +561,7 @@ def cross_dtype_decode(results: list[Result], steps: int, position: int) -> list
 def print_cross(crosses: list[Cross], steps: int, position: int) -> None:
     if not crosses:
         return
-    print(f"
-xir's decode programs by dtype, run interleaved (median ms of {steps} steps at position {position}):")
+    print(f"\nxir's decode programs by dtype, run interleaved (median ms of {steps} steps at position {position}):")
     header = ("model", *CROSS_DTYPES, "bf16/fp32", "bf16-f16/fp32")
     rows = []
     for cross in crosses:
