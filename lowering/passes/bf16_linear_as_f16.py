@@ -4,8 +4,8 @@ reads its weights at half the bytes of fp32.
 XNNPACK as built in ExecuTorch 1.5.1 has no bf16 GEMM it uses for a linear: a bf16 linear is
 run as converts around an fp32 GEMM, with the weights unpacked to fp32 when the program loads,
 so a bf16 decoder is no faster than its fp32 twin (measured in ``bench.llm``). Its fp16 GEMM
-reads fp16 weights: a decode step's linears take about half the time (0.53x at 23 MB of fp32
-weights, ``scripts/bf16_linear_f16.py``).
+reads fp16 weights: one-token linears take 0.60x and 0.57x of the fp32 time at 25 and 92 MB of fp32
+weights (``scripts/bf16_linear_f16.py``).
 
     y = linear(x, w, b)            x, w, b, y in bf16; w (and b) constants
  => y = convert(linear(convert(x, f16), w16, b16), bf16)
