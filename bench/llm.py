@@ -398,7 +398,8 @@ def _lower_cell(phase: Phase | None, which: str) -> str:
 
 def _partitioners(result: Result) -> tuple[str, ...]:
     """The rows of a result: xir's and stock's, or xir's alone for a dtype only xir lowers."""
-    return ("xir",) if result.dtype in XIR_ONLY else ("xir", "stock")
+    xir_only_labels = {DTYPES[name][0] for name in XIR_ONLY}  # (a Result carries the dtype's label)
+    return ("xir",) if result.dtype in xir_only_labels else ("xir", "stock")
 
 
 def _failures(result: Result, which: str) -> str:
@@ -495,8 +496,7 @@ def _speed(results: list[Result], model: str, a: tuple[str, str], b: tuple[str, 
 
 def _cross_speed(cross: Cross | None, dtype: str, limit: float) -> str:
     """``dtype``'s xir decode time over fp32's from the interleaved loop, against ``limit``."""
-    ms = cross.ms if cross is not None else {}
-    ratio = ms[dtype] / ms["fp32"] if dtype in ms and "fp32" in ms else None
+    ratio = cross.ratio(dtype) if cross is not None else None
     return _verdict(ratio, limit, f"{_num(ratio, '.2f')}x")
 
 
@@ -533,6 +533,10 @@ class Cross:
     model: str
     ms: dict  # dtype label -> median ms
 
+    def ratio(self, dtype: str) -> float | None:
+        """``dtype``'s time over fp32's, when both ran."""
+        return self.ms[dtype] / self.ms["fp32"] if dtype in self.ms and "fp32" in self.ms else None
+
 
 def cross_dtype_decode(results: list[Result], steps: int, position: int) -> list[Cross]:
     """For each decoder, the xir decode programs of fp32, bf16 and bf16-f16 (those that ran) run
@@ -566,9 +570,8 @@ def print_cross(crosses: list[Cross], steps: int, position: int) -> None:
     rows = []
     for cross in crosses:
         ms = [cross.ms.get(dtype) for dtype in CROSS_DTYPES]
-        ratio = lambda dtype: (f"{cross.ms[dtype] / cross.ms['fp32']:.2f}"  # noqa: E731
-                               if dtype in cross.ms and "fp32" in cross.ms else "-")
-        rows.append((cross.model, *(_num(v, ".3f") for v in ms), ratio("bf16"), ratio("bf16-f16")))
+        rows.append((cross.model, *(_num(v, ".3f") for v in ms), _num(cross.ratio("bf16"), ".2f"),
+                     _num(cross.ratio("bf16-f16"), ".2f")))
     print_table(header, rows)
 
 

@@ -109,15 +109,25 @@ def _ops(graph):
             if n.op == "call_function" and n.target is not operator.getitem and not any(s in str(n.target) for s in NOT_COMPUTE)]
 
 
+def delegated_graphs(edge, method="forward") -> list:
+    """The FX graph inside each delegate of an EdgeProgramManager (after lowering), in order."""
+    ep = edge.exported_program(method)
+    modules = (getattr(module, "original_module", None) for _, module in ep.graph_module.named_children())
+    return [module.graph for module in modules if module is not None]
+
+
 def delegated_ops(edge, method="forward") -> Counter:
     """Ops inside XNNPACK delegates of an EdgeProgramManager (after lowering), counted."""
-    ep = edge.exported_program(method)
     counts = Counter()
-    for _, module in ep.graph_module.named_children():
-        original = getattr(module, "original_module", None)
-        if original is not None:
-            counts.update(_ops(original.graph))
+    for graph in delegated_graphs(edge, method):
+        counts.update(_ops(graph))
     return counts
+
+
+def delegated_linear_dtypes(edge, method="forward") -> list:
+    """(result dtype, weight dtype) of every linear inside the delegates, in program order."""
+    return [(node.meta["val"].dtype, node.args[1].meta["val"].dtype) for graph in delegated_graphs(edge, method)
+            for node in graph.nodes if node.op == "call_function" and "linear" in str(node.target)]
 
 
 def outside_ops(edge, method="forward") -> Counter:

@@ -14,7 +14,7 @@ import functools
 import pytest
 import torch
 
-from xir_tools.harness import delegate_count, lower_edge, outside_ops, run_pte, to_buffer
+from xir_tools.harness import delegate_count, delegated_linear_dtypes, lower_edge, outside_ops, run_pte, to_buffer
 
 BF16 = torch.bfloat16
 
@@ -39,20 +39,6 @@ class TiedDecoderish(torch.nn.Module):
         return logits, q, self.side(x)  # side: a linear of a graph input
 
 
-def _linears_in_delegates(edge) -> list[torch.dtype]:
-    """The result dtype of every linear inside the program's delegates, and each weight's dtype."""
-    found = []
-    graph_module = edge.exported_program().graph_module
-    for _, module in graph_module.named_children():
-        inner = getattr(module, "original_module", None)
-        if inner is None:
-            continue
-        for node in inner.graph.nodes:
-            if node.op == "call_function" and "linear" in str(node.target):
-                found.append((node.meta["val"].dtype, node.args[1].meta["val"].dtype))
-    return found
-
-
 @functools.lru_cache(maxsize=None)
 def _lowered():
     torch.manual_seed(0)
@@ -62,7 +48,7 @@ def _lowered():
     seq = torch.export.Dim("seq", min=1, max=32)
     ep = torch.export.export(module, (tokens, x), dynamic_shapes=({1: seq}, {1: seq}))
     edge, partitioner = lower_edge(ep, enable_bf16=True, bf16_linears_as_f16=True)
-    seen = {"linears": _linears_in_delegates(edge), "outside": outside_ops(edge), "delegates": delegate_count(edge),
+    seen = {"linears": delegated_linear_dtypes(edge), "outside": outside_ops(edge), "delegates": delegate_count(edge),
             "embedding tables": [n.args[0].meta["val"].dtype for n in edge.exported_program().graph.nodes
                                  if n.op == "call_function" and "embedding" in str(n.target)]}
     return module, seen, partitioner, to_buffer(edge)  # (to_buffer turns the edge program into ExecuTorch's)
@@ -124,7 +110,7 @@ def test_a_weight_beyond_fp16_range_stays_a_bf16_linear_and_runs():
     weight = torch.randn(4, 8)
     weight[1, 2] = 1.0e5  # a bf16 number, beyond fp16's 65504
     linear, x, edge, partitioner = _lower_one_linear(weight, enable_bf16=True, bf16_linears_as_f16=True)
-    assert _linears_in_delegates(edge) == [(BF16, BF16)]
+    assert delegated_linear_dtypes(edge) == [(BF16, BF16)]
     out = run_pte(to_buffer(edge), (x,))[0]
     ref = linear(x)
     assert (out.float() - ref.float()).abs().max().item() <= 2 ** -6 * ref.float().abs().max().item()
@@ -136,7 +122,7 @@ def test_fp32_linears_are_left_alone():
     fp32 = torch.nn.Linear(8, 4).eval()
     x32 = torch.randn(2, 8)
     edge32, _ = lower_edge(torch.export.export(fp32, (x32,)), enable_bf16=True, bf16_linears_as_f16=True)
-    assert _linears_in_delegates(edge32) == [(torch.float32, torch.float32)]
+    assert delegated_linear_dtypes(edge32) == [(torch.float32, torch.float32)]
     torch.testing.assert_close(run_pte(to_buffer(edge32), (x32,))[0], fp32(x32))
 
 

@@ -91,16 +91,13 @@ KNOWN_OUTSIDE = ("aten.slice_copy.", "aten.select_copy.")
 def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     """``python -m lowering.llm --config tiny.yaml`` as export_llm takes it: the flow's .pte,
     lowered by xir alone, loads on the runtime and matches eager at prefill lengths 1 and 7."""
-    import copy
-
-    import torch
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama::custom_sdpa, update_cache)
     import executorch.kernels.quantized  # noqa: F401
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
-    from xir_tools.harness import delegate_count, load_method, max_error, outside_ops
+    from xir_tools.harness import delegate_count, max_error, outside_ops
 
     monkeypatch.chdir(tmp_path)  # hydra writes its outputs/ where it runs
     params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
@@ -125,14 +122,26 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(pte, "rb").read()
-    for length in (1, 7):
+    for length, actual, expected in _prefills(eager, buffer):
+        assert max_error(list(actual), [expected]) < 1e-4, f"prefill of {length}"
+
+
+def _prefills(eager, buffer: bytes, lengths=(1, 7)):
+    """(length, the program's outputs, eager's logits) for a prefill of each length from input_pos
+    0, each on a fresh method and a fresh copy of ``eager`` (each has its own KV cache)."""
+    import copy
+
+    import torch
+
+    from xir_tools.harness import load_method
+
+    for length in lengths:
         tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
         pos = torch.tensor([0], dtype=torch.long)
         with torch.no_grad():
             expected = copy.deepcopy(eager)(tokens, {"input_pos": pos})
         _, method = load_method(buffer)
-        actual = method.execute([tokens, pos])
-        assert max_error(list(actual), [expected]) < 1e-4, f"prefill of {length}"
+        yield length, method.execute([tokens, pos]), expected
 
 
 def test_unsupported_option_is_named(tmp_path, monkeypatch):
@@ -165,7 +174,7 @@ def test_export_llm_command_bf16_linears_as_f16(tmp_path, monkeypatch):
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import UnsupportedOption, export_llama, parse_args, run
-    from xir_tools.harness import delegate_count, load_method, outside_ops
+    from xir_tools.harness import delegate_count, delegated_linear_dtypes, load_method, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
@@ -179,12 +188,7 @@ def test_export_llm_command_bf16_linears_as_f16(tmp_path, monkeypatch):
         export_llama(parse_args(argv)[0], "stock", bf16_linears_as_f16=True)
     builder = run(argv + ["xir.bf16_linears_as_f16=true"])
     edge = builder.edge_manager
-    linears = []
-    for _, module in edge.exported_program().graph_module.named_children():
-        inner = getattr(module, "original_module", None)
-        for node in inner.graph.nodes if inner is not None else ():
-            if node.op == "call_function" and "linear" in str(node.target):
-                linears.append((node.meta["val"].dtype, node.args[1].meta["val"].dtype))
+    linears = delegated_linear_dtypes(edge)
     assert len(linears) == 7 * TINY_PARAMS["n_layers"] + 1, linears  # q, k, v, o, w1, w2, w3 per layer; the head
     assert set(linears) == {(torch.float16, torch.float16)}, linears
     assert delegate_count(edge) <= 2 * TINY_PARAMS["n_layers"]
@@ -194,15 +198,9 @@ def test_export_llm_command_bf16_linears_as_f16(tmp_path, monkeypatch):
     assert next(eager.parameters()).dtype is torch.bfloat16
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
     _, decode_method = load_method(buffer)
-    for length in (1, 7):
-        tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
-        pos = torch.tensor([0], dtype=torch.long)
-        with torch.no_grad():
-            expected = copy.deepcopy(eager)(tokens, {"input_pos": pos})
-        _, method = load_method(buffer)
-        actual = method.execute([tokens, pos])[0]
+    for length, actual, expected in _prefills(eager, buffer):
         scale = max(1.0, expected.float().abs().max().item())
-        assert (actual.float() - expected.float()).abs().max().item() <= 2 ** -5 * scale, f"prefill of {length}"
+        assert (actual[0].float() - expected.float()).abs().max().item() <= 2 ** -5 * scale, f"prefill of {length}"
     # a prefill of 7 then one decode step at position 7, on one method (its own KV cache)
     tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
     stateful = copy.deepcopy(eager)

@@ -93,6 +93,13 @@ BEYOND = W.clone()
 BEYOND[1, 3] = 65536.0  # a bf16 number, beyond fp16's largest (65504)
 NOT_FINITE = W.clone()
 NOT_FINITE[0, 0] = float("inf")
+PARAM_LINEAR = """
+    graph @g {
+      input %x: bf16[2,4]
+      param %w: bf16[3,4]
+      %y: bf16[2,3] = aten.linear(%x, %w)
+      return %y
+    }"""
 
 
 @pytest.mark.parametrize("text, data, reason", [
@@ -103,20 +110,8 @@ NOT_FINITE[0, 0] = float("inf")
       %y: bf16[2,3] = aten.linear(%x, %w)
       return %y
     }""", {}, "the weight is not a constant"),
-    ("""
-    graph @g {
-      input %x: bf16[2,4]
-      param %w: bf16[3,4]
-      %y: bf16[2,3] = aten.linear(%x, %w)
-      return %y
-    }""", {"w": BEYOND}, "beyond fp16's range"),
-    ("""
-    graph @g {
-      input %x: bf16[2,4]
-      param %w: bf16[3,4]
-      %y: bf16[2,3] = aten.linear(%x, %w)
-      return %y
-    }""", {"w": NOT_FINITE}, "not finite"),
+    (PARAM_LINEAR, {"w": BEYOND}, "beyond fp16's range"),
+    (PARAM_LINEAR, {"w": NOT_FINITE}, "not finite"),
     ("""
     graph @g {
       input %x: bf16[2,4]
@@ -136,19 +131,11 @@ NOT_FINITE[0, 0] = float("inf")
 def test_declined_with_the_reason(text, data, reason):
     from passes import parse_pipeline
 
-    graph = check_pipeline(graph_of(text, **data), PASS, text, changed=False)
-    assert graph is not None
-    (rewrite, _) = parse_pipeline(PASS)
-    rewrite.run(graph_of(text, **data))
-    assert any(reason in r for reasons in rewrite.last_stats.declined.values() for r in reasons), rewrite.last_stats.declined
+    pipeline = parse_pipeline(PASS)
+    check_pipeline(graph_of(text, **data), pipeline, text, changed=False)
+    declined = pipeline[0].last_stats.declined
+    assert any(reason in r for reasons in declined.values() for r in reasons), declined
 
 
 def test_off_without_enable_bf16():
-    text = """
-    graph @g {
-      input %x: bf16[2,4]
-      param %w: bf16[3,4]
-      %y: bf16[2,3] = aten.linear(%x, %w)
-      return %y
-    }"""
-    check_pipeline(graph_of(text, w=W), "xnnpack.bf16-linear-as-f16", text, changed=False)
+    check_pipeline(graph_of(PARAM_LINEAR, w=W), "xnnpack.bf16-linear-as-f16", PARAM_LINEAR, changed=False)
