@@ -1,6 +1,6 @@
 """xir against ExecuTorch's stock XNNPACK partitioner, side by side, in one run.
 
-    .venv/bin/python -m bench [--quick] [--only NAME ...] [--runs N] [--no-scaling]
+    .venv/bin/python -m bench [--quick] [--only NAME ...] [--runs N] [--lowerings N] [--no-scaling]
 
 For every zoo model (fp32, bf16, and statically quantized for the CNNs) both partitioners lower
 the same exported program; the table gives partition() time and whole-lowering time (xir's
@@ -83,10 +83,18 @@ def lower_once(ep, inputs, which: str, enable_bf16: bool):
     return record
 
 
-def measure_model(name, ep, inputs, reference, enable_bf16, runs):
+def measure_model(name, ep, inputs, reference, enable_bf16, runs, lowerings=1):
+    """Lower with stock and with xir ``lowerings`` times each, in turns (stock first, then xir
+    first, ...), keeping each partitioner's fastest lowering: one lowering is at the mercy of
+    whatever else the machine does, and the first of a run pays one-time costs."""
     from xir_tools.harness import max_error
 
-    results = [lower_once(ep, inputs, which, enable_bf16) for which in ("stock", "xir")]
+    tries: dict = {"stock": [], "xir": []}
+    for turn in range(max(1, lowerings)):
+        for which in ("stock", "xir") if turn % 2 == 0 else ("xir", "stock"):
+            tries[which].append(lower_once(ep, inputs, which, enable_bf16))
+    results = [min(tries[which], key=lambda r: r["lower_s"] if r["lower_s"] is not None else math.inf)
+               for which in ("stock", "xir")]
     times = {r["which"]: [] for r in results if "method" in r}
     for _ in range(runs if times else 0):
         for r in results:
@@ -163,7 +171,7 @@ def run_zoo(args):
     from bench.zoo import zoo
     from xir_tools.examples import quantize_module
 
-    rows, pass_lines, summary, lowering_rows = [], [], {}, []
+    rows, pass_lines, summary, lowering_rows, lowering_summary = [], [], {}, [], []
     for model in zoo(args.quick):
         if args.only and model.name not in args.only:
             continue
@@ -187,7 +195,7 @@ def run_zoo(args):
                 continue
             reference = list(reference) if isinstance(reference, (list, tuple)) else [reference]
             print(f"[{model.name} {label}] lowering with stock and xir ...", file=sys.stderr, flush=True)
-            results = measure_model(model.name, ep, inputs, reference, dtype == torch.bfloat16, args.runs)
+            results = measure_model(model.name, ep, inputs, reference, dtype == torch.bfloat16, args.runs, args.lowerings)
             xir_latency = results[1].get("latency_s")
             if not args.no_alternatives:
                 print(f"[{model.name} {label}] eager and ONNX Runtime ...", file=sys.stderr, flush=True)
@@ -195,6 +203,11 @@ def run_zoo(args):
             for r in results[:2]:
                 if r.get("lower_s") is not None:
                     lowering_rows.append(_lowering_row(model.name, label, r, export_s))
+            wholes = [export_s + r["lower_s"] + (r.get("to_executorch_s") or 0.0) for r in results[:2]
+                      if r.get("lower_s") is not None and r.get("to_executorch_s") is not None]
+            if len(wholes) == 2:
+                lowering_summary.append((f"{model.name} {label}", wholes[1] / wholes[0],
+                                         sum((results[1].get("xir_steps") or {}).values()) / wholes[1]))
             for r in results:
                 latency = r.get("latency_s")
                 ratio = f"{xir_latency / latency:.2f}" if r["which"] != "xir" and latency and xir_latency else ""
@@ -225,6 +238,14 @@ def run_zoo(args):
               "and, for xir, its own: import to IR x times, plan x times, passes, write-back, tags), to_executorch\n"
               "(and serialization); xir share = xir's own steps over the whole")
         print_table(lowering_rows, LOWERING_HEADER)
+    if lowering_summary:
+        ratios = sorted(ratio for _, ratio, _ in lowering_summary)
+        slower = [f"{name} {ratio:.2f}x" for name, ratio, _ in lowering_summary if ratio > 1]
+        share = max(share for _, _, share in lowering_summary)
+        print(f"\nlowering targets (each partitioner's fastest of {args.lowerings} lowerings, in turns): xir's whole over stock's "
+              f"median {ratios[len(ratios) // 2]:.2f}, <= 1 on {len(ratios) - len(slower)} of {len(ratios)}"
+              f"{' (over: ' + ', '.join(slower) + ')' if slower else ''} [target: all]; xir's own share at most "
+              f"{100 * share:.0f}% [target: <= 10%]")
     if pass_lines:
         print("\nxir's rewrite passes (time per pass, over 0.5 ms):")
         for line in pass_lines:
@@ -276,6 +297,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small models and sizes: a few minutes on 2 cores")
     parser.add_argument("--only", nargs="*", help="zoo models to run (llama vit siglip bert resnet mobilenetv2)")
     parser.add_argument("--runs", type=int, default=None, help="timed warm runs per program (default 20, quick 10)")
+    parser.add_argument("--lowerings", type=int, default=3,
+                        help="lowerings per partitioner and program, in turns; the fastest is reported (default 3)")
     parser.add_argument("--no-scaling", action="store_true")
     parser.add_argument("--no-zoo", action="store_true")
     parser.add_argument("--no-alternatives", action="store_true", help="without the eager and ONNX Runtime rows")

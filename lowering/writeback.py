@@ -327,7 +327,17 @@ def _rename_outputs(ep: Any, outputs: list) -> None:
         ep._graph_signature = ExportGraphSignature(input_specs=list(ep.graph_signature.input_specs), output_specs=renamed)
 
 
+# copy ops whose fake (reference) implementations read a symbolic size as an int, which makes
+# torch's ShapeEnv specialize the symbol to its example value, for the program and for every
+# program sharing its ShapeEnv (the caller's): their results' types are computed from the view op
+# they copy, made contiguous, which keeps the symbols (measured with torch 2.13: permute_copy,
+# expand_copy specialize; view_copy, unsqueeze_copy, squeeze_copy, select_copy do not)
+_COPY_AS_VIEW = {"aten::permute_copy": "permute", "aten::expand_copy": "expand"}
+
+
 def _fake_run(target, args, kwargs, fake_mode):
+    """``meta["val"]`` of a new node: ``target`` run on its arguments' fake values. Raises
+    :class:`WriteBackError` (with the ShapeEnv as it was) when that would specialize a symbolic size."""
     def meta(x):
         if isinstance(x, torch.fx.Node):
             return x.meta["val"]
@@ -335,8 +345,28 @@ def _fake_run(target, args, kwargs, fake_mode):
             return type(x)(meta(i) for i in x)
         return x
 
+    schema = getattr(target, "_schema", None)
+    view = _COPY_AS_VIEW.get(schema.name) if schema is not None else None
+    shape_env = getattr(fake_mode, "shape_env", None)
+    before = dict(shape_env.replacements) if shape_env is not None else None
     with fake_mode:
-        return target(*meta(args), **meta(kwargs))
+        if view is not None:
+            overload = schema.overload_name or "default"
+            result = getattr(getattr(torch.ops.aten, view), overload)(*meta(args), **meta(kwargs))
+            result = result.clone(memory_format=torch.contiguous_format)
+        else:
+            result = target(*meta(args), **meta(kwargs))
+    if shape_env is not None:
+        fixed = {symbol: value for symbol, value in shape_env.replacements.items()
+                 if symbol not in before and getattr(value, "is_number", False)}
+        if fixed:
+            shape_env.replacements.clear()
+            shape_env.replacements.update(before)
+            shape_env._update_version_counter()
+            sizes = ", ".join(f"{symbol} = {value}" for symbol, value in fixed.items())
+            raise WriteBackError(f"writing {schema.name if schema is not None else target} back would fix a symbolic size "
+                                 f"({sizes}): its fake implementation reads the size as a number")
+    return result
 
 
 def _same_call(fx_node: torch.fx.Node, args: tuple, kwargs: dict) -> bool:
