@@ -73,9 +73,11 @@ RECIPE_SETTINGS = {
 RECIPES = tuple(RECIPE_SETTINGS)
 QUICK_RECIPES = ("fp32", "8da4w")
 SETS = ("stock", "xir", "dq+xir")
-# sets a run takes when asked (--sets), not by default: "xir-f16" is xir with bf16_linears_as_f16
-# (bf16 recipes only: the bf16 linears as XNNPACK's fp16 GEMM)
-EXTRA_SETS = ("xir-f16",)
+# sets a run takes when asked (--sets), not by default, bf16 recipes only: "xir-f16" is xir with
+# bf16_linears_as_f16 (the bf16 linears as XNNPACK's fp16 GEMM), "xir-f32act" xir with
+# bf16_activations_in_fp32 (the delegated bf16 ops computed in fp32)
+EXTRA_SETS = ("xir-f16", "xir-f32act")
+XIR_SET_OPTIONS = {"xir": {}, "xir-f16": {"bf16_linears_as_f16": True}, "xir-f32act": {"bf16_activations_in_fp32": True}}
 PREFILLS = (1, 7, 32)
 TIMED_PREFILLS = (7, 64)  # prefill lengths timed (dynamic shapes only)
 SEQUENCE = (7, 16)  # the error over a whole generation: a prefill of 7 tokens, then 16 decode steps
@@ -298,8 +300,8 @@ def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None
     from lowering.llm import llm_partitioners, to_edge_transform_and_lower_llama
     from xir_tools.harness import delegate_count, outside_ops
 
-    if side.kind == "xir-f16":
-        partitioners = llm_partitioners("xir", enable_bf16=enable_bf16, bf16_linears_as_f16=True)
+    if side.kind in EXTRA_SETS:
+        partitioners = llm_partitioners("xir", enable_bf16=enable_bf16, **XIR_SET_OPTIONS[side.kind])
     else:
         partitioners = llm_partitioners(side.kind, enable_bf16=enable_bf16)
     builder = fresh_builder(prepared.builder)
@@ -536,7 +538,7 @@ def summary(sides: list[Side], layers: int, custom_sdpa: bool) -> tuple[int, int
 
     target = RATIO_TARGET[custom_sdpa]
     for s in sides:
-        if s.kind not in ("xir", "xir-f16") or s.delegates is None:
+        if s.kind not in XIR_SET_OPTIONS or s.delegates is None:
             continue
         stock = next((o for o in sides if o.recipe == s.recipe and o.kind == "stock"), None)
         name = f"{s.recipe} {s.kind}"
@@ -601,7 +603,8 @@ def parse_args(argv):
     parser.add_argument("--recipe", nargs="*", choices=RECIPES, help=f"recipes (default: all of {', '.join(RECIPES)})")
     parser.add_argument("--quick", action="store_true", help=f"only {' and '.join(QUICK_RECIPES)}")
     parser.add_argument("--sets", default=",".join(SETS), help=f"partitioner sets, comma-separated ({', '.join(SETS + EXTRA_SETS)}; "
-                        "xir-f16: xir with bf16_linears_as_f16, bf16 recipes only)")
+                        "xir-f16: xir with bf16_linears_as_f16, xir-f32act: xir with bf16_activations_in_fp32; "
+                        "bf16 recipes only)")
     parser.add_argument("--no-custom-sdpa", action="store_true", help="use_sdpa_with_kv_cache off (the flow's SDPA in ATen ops)")
     parser.add_argument("--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)")
     parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
@@ -632,7 +635,7 @@ def main(argv=None) -> int:
                              family=args.model)
             print(f"[{recipe}] the flow: prepare and export ...", file=sys.stderr, flush=True)
             recipe_sides = [Side(recipe, kind) for kind in args.sets
-                            if kind != "xir-f16" or RECIPE_SETTINGS[recipe][2] == "bf16"]
+                            if kind not in EXTRA_SETS or RECIPE_SETTINGS[recipe][2] == "bf16"]
             try:
                 prepared = prepare(cfg)
                 refs = eager_references(prepared.eager, static=args.static)

@@ -18,7 +18,7 @@ The whole flow, from export_llm's own arguments (``--config FILE`` and ``key=val
 by xir's partitioner alone and saved where the flow saves it:
 
     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
-                           [xir.bf16_linears_as_f16=true]
+                           [xir.bf16_linears_as_f16=true] [xir.bf16_activations_in_fp32=true]
 
 (``main``; ``run(argv)`` returns the builder, ``export_llama(llm_config)`` takes an LlmConfig).
 Nothing here patches ExecuTorch: the flow's builder and functions are used as they are.
@@ -31,13 +31,23 @@ from typing import Any, Sequence
 
 # the partitioner sets: "stock" is what the flow builds with xnnpack + xnnpack_extended_ops
 PARTITIONER_SETS = ("stock", "xir", "dq+xir")
+# xir's partitioner's bf16 options the flow passes on (``xir.NAME=true``; see XnnpackPartitioner):
+# bf16 linears as XNNPACK's fp16 GEMM, and the delegated bf16 ops computed in fp32
+XIR_BF16_OPTIONS = ("bf16_linears_as_f16", "bf16_activations_in_fp32")
 
 
-def llm_partitioners(kind: str, enable_bf16: bool = False, bf16_linears_as_f16: bool = False) -> list:
+def _xir_options(options: dict) -> dict:
+    unknown = set(options) - set(XIR_BF16_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown xir option(s) {', '.join(sorted(unknown))}; expected {', '.join(XIR_BF16_OPTIONS)}")
+    return {name: bool(value) for name, value in options.items()}
+
+
+def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) -> list:
     """``stock``: [stock XnnpackDynamicallyQuantizedPartitioner, stock XnnpackPartitioner] (the
     flow's own, in its order); ``xir``: [xir's XnnpackPartitioner]; ``dq+xir``: stock's dynamically
-    quantized stage, then xir's partitioner. ``bf16_linears_as_f16`` goes to xir's partitioner
-    (bf16 linears as XNNPACK's fp16 GEMM; see ``XnnpackPartitioner``)."""
+    quantized stage, then xir's partitioner. ``xir_options`` (:data:`XIR_BF16_OPTIONS`:
+    ``bf16_linears_as_f16``, ``bf16_activations_in_fp32``) go to xir's partitioner."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackDynamicallyQuantizedPartitioner,
     )
@@ -45,15 +55,17 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, bf16_linears_as_f16: 
 
     from .partitioner import XnnpackPartitioner
 
+    xir_options = _xir_options(xir_options)
     if kind == "stock":
-        if bf16_linears_as_f16:
-            raise ValueError("bf16_linears_as_f16 is an option of xir's partitioner, not of stock's")
+        chosen = [name for name, value in xir_options.items() if value]
+        if chosen:
+            raise ValueError(f"{chosen[0]} is an option of xir's partitioner, not of stock's")
         return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16), StockPartitioner(enable_bf16=enable_bf16)]
     if kind == "xir":
-        return [XnnpackPartitioner(enable_bf16=enable_bf16, bf16_linears_as_f16=bf16_linears_as_f16)]
+        return [XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
     if kind == "dq+xir":
         return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16),
-                XnnpackPartitioner(enable_bf16=enable_bf16, bf16_linears_as_f16=bf16_linears_as_f16)]
+                XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
     raise ValueError(f"unknown partitioner set {kind!r}; expected one of {', '.join(PARTITIONER_SETS)}")
 
 
@@ -125,14 +137,14 @@ def check_supported(llm_config) -> None:
         raise UnsupportedOption("debug.profile_path is not supported (the cProfile flame graph of export_llama)")
 
 
-def partitioners_for_config(kind: str, llm_config, bf16_linears_as_f16: bool = False) -> list:
+def partitioners_for_config(kind: str, llm_config, **xir_options: bool) -> list:
     """The partitioners for ``kind`` as the flow would build them for ``llm_config``:
     ``backend.xnnpack.enable_bf16`` goes to every partitioner; without
     ``backend.xnnpack.extended_ops`` the flow delegates only dynamically quantized linears, and
     so does xir then (``config_precisions=DYNAMIC_QUANT``)."""
     enable_bf16 = llm_config.backend.xnnpack.enable_bf16
     if llm_config.backend.xnnpack.extended_ops:
-        return llm_partitioners(kind, enable_bf16=enable_bf16, bf16_linears_as_f16=bf16_linears_as_f16)
+        return llm_partitioners(kind, enable_bf16=enable_bf16, **xir_options)
     from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackDynamicallyQuantizedPartitioner,
@@ -166,26 +178,29 @@ def _download_checkpoint_if_needed(llm_config) -> None:
     llm_config.base.checkpoint = flow.download_and_convert_hf_checkpoint(flow.HUGGING_FACE_REPO_IDS[name], convert_weights)
 
 
-def export_llama(llm_config, partitioners: str = "xir", bf16_linears_as_f16: bool = False):
+def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
     """ExecuTorch's ``_export_llama`` (``export_llm``) with xir's partitioner: validation,
     quantizers, ``_prepare_for_llama_export``, export, canonical optimizations, the flow's
     additional passes for ``to_executorch``, and the flow's output name and ``save_to_pte``; the
     XNNPACK lowering is ``partitioners_for_config(partitioners, llm_config)`` with xir's rewrites
     as transform passes. With ``backend.xnnpack.enabled`` false (and no pt2e quantizer forcing it
     on, as in the flow) nothing is delegated: the flow's portable lowering. Returns the builder
-    (``builder.get_saved_pte_filename()``, ``builder.edge_manager``). ``bf16_linears_as_f16``:
-    xir's partitioner runs bf16 linears as XNNPACK's fp16 GEMM (``XnnpackPartitioner``'s option;
-    needs ``backend.xnnpack.enable_bf16``)."""
+    (``builder.get_saved_pte_filename()``, ``builder.edge_manager``). ``xir_options``
+    (:data:`XIR_BF16_OPTIONS`) go to xir's partitioner: ``bf16_linears_as_f16`` runs bf16 linears
+    as XNNPACK's fp16 GEMM, ``bf16_activations_in_fp32`` the delegated bf16 ops in fp32 (both
+    ``XnnpackPartitioner``'s options; they need ``backend.xnnpack.enable_bf16``)."""
     from executorch.examples.models.llama import export_llama_lib as flow
 
     if partitioners not in COMMAND_SETS:
         raise ValueError(f"unknown partitioner set {partitioners!r}; expected one of {', '.join(COMMAND_SETS)}")
     check_supported(llm_config)
-    if bf16_linears_as_f16 and (partitioners == "stock" or not llm_config.backend.xnnpack.enable_bf16
-                                or not llm_config.backend.xnnpack.extended_ops):
-        raise UnsupportedOption("xir.bf16_linears_as_f16=true needs xir's partitioner (xir.partitioners=xir or dq+xir), "
-                                "backend.xnnpack.enable_bf16=true and backend.xnnpack.extended_ops=true "
-                                "(with model.dtype_override=bf16)")
+    xir_options = _xir_options(xir_options)
+    for name, value in xir_options.items():
+        if value and (partitioners == "stock" or not llm_config.backend.xnnpack.enable_bf16
+                      or not llm_config.backend.xnnpack.extended_ops):
+            raise UnsupportedOption(f"xir.{name}=true needs xir's partitioner (xir.partitioners=xir or dq+xir), "
+                                    "backend.xnnpack.enable_bf16=true and backend.xnnpack.extended_ops=true "
+                                    "(with model.dtype_override=bf16)")
     _download_checkpoint_if_needed(llm_config)
     flow._validate_args(llm_config)
     if llm_config.model.static_quantize_kv_cache:
@@ -205,7 +220,7 @@ def export_llama(llm_config, partitioners: str = "xir", bf16_linears_as_f16: boo
     if pt2e_quant_params is not None and pt2e_quant_params.quantize_linear is not None:
         llm_config.backend.xnnpack.enabled = True  # as the flow: pt2e linear quantization is XNNPACK's
     if llm_config.backend.xnnpack.enabled:
-        chosen = partitioners_for_config(partitioners, llm_config, bf16_linears_as_f16)
+        chosen = partitioners_for_config(partitioners, llm_config, **xir_options)
         if llm_config.debug.generate_etrecord:
             builder_exported.generate_etrecord = True
         builder = to_edge_transform_and_lower_llama(builder_exported, chosen, quantizers)
@@ -255,8 +270,8 @@ def _save(flow, builder, llm_config, modelname) -> None:
 def parse_args(argv: Sequence[str]):
     """``argv`` as ``export_llm`` reads it (``--config FILE`` and hydra ``key=value`` overrides,
     through ExecuTorch's own ``export_llm`` helpers and hydra's ``llm_config`` schema), plus
-    ``xir.partitioners=KIND`` and ``xir.bf16_linears_as_f16=true|false``. Returns (LlmConfig,
-    partitioner set, {"bf16_linears_as_f16": bool})."""
+    ``xir.partitioners=KIND`` and ``xir.NAME=true|false`` for each of :data:`XIR_BF16_OPTIONS`.
+    Returns (LlmConfig, partitioner set, {option: bool} for every one of them)."""
     import sys
 
     import hydra
@@ -264,18 +279,18 @@ def parse_args(argv: Sequence[str]):
     from executorch.extension.llm.export.config.llm_config import LlmConfig
     from omegaconf import OmegaConf
 
-    kind, options, rest = "xir", {"bf16_linears_as_f16": False}, []
+    kind, options, rest = "xir", {name: False for name in XIR_BF16_OPTIONS}, []
     for arg in argv:
         if arg.startswith("xir."):
             key, _, value = arg.partition("=")
-            if key == "xir.bf16_linears_as_f16":
+            if key[len("xir."):] in XIR_BF16_OPTIONS:
                 if value.lower() not in ("true", "false"):
-                    raise UnsupportedOption(f"xir.bf16_linears_as_f16={value!r}: expected true or false")
-                options["bf16_linears_as_f16"] = value.lower() == "true"
+                    raise UnsupportedOption(f"{key}={value!r}: expected true or false")
+                options[key[len("xir."):]] = value.lower() == "true"
                 continue
             if key != "xir.partitioners":
-                raise UnsupportedOption(f"unknown option {key!r}; xir takes xir.partitioners={'|'.join(COMMAND_SETS)} "
-                                        "and xir.bf16_linears_as_f16=true|false")
+                raise UnsupportedOption(f"unknown option {key!r}; xir takes xir.partitioners={'|'.join(COMMAND_SETS)} and "
+                                        + " and ".join(f"xir.{name}=true|false" for name in XIR_BF16_OPTIONS))
             if value not in COMMAND_SETS:
                 raise UnsupportedOption(f"xir.partitioners={value!r}: expected one of {', '.join(COMMAND_SETS)}")
             kind = value

@@ -69,8 +69,9 @@ def _of_constants(node: Node) -> bool:
         return False
     if node.op == xir_ops.convert:
         return False
-    return all(v.is_constant or (v.producer is not None and _of_constants(v.producer))
-               for v in node.operands if isinstance(v.type, TensorType))
+    if not all(isinstance(v.type, TensorType) for v in node.inputs()):
+        return False  # (a size or bound computed at run time: the rotary tables' rows at the position)
+    return all(v.is_constant or (v.producer is not None and _of_constants(v.producer)) for v in node.operands)
 
 
 def _problem(node: Node) -> str | None:
@@ -140,6 +141,8 @@ class _InFp32(RewritePattern):
         return self.made[value]
 
     def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
+        if node.op == xir_ops.convert and node.result.dtype is DType.f32 and _is_bf16(node.operands[0]):
+            return self._widened_constant(node, rewriter)
         if not node.results or not _is_bf16(node.results[0]):
             return False  # (not a bf16 op: nothing to say)
         if self.problems is None:
@@ -152,6 +155,17 @@ class _InFp32(RewritePattern):
         wide = rewriter.insert_before(node, rewriter.create(node.op, operands, result_types, dict(node.attributes)))
         narrow = rewriter.insert_before(node, rewriter.create(xir_ops.convert, [wide.results[0]], attributes={"dtype": DType.bf16}))
         rewriter.replace_node(node, [narrow.result] + [None] * (len(node.results) - 1))
+        return True
+
+
+    def _widened_constant(self, node: Node, rewriter: Rewriter) -> bool:
+        """convert(c, f32), c a bf16 constant or a layout of constants => the same made from the
+        fp32 constants (exact: every bf16 number is an fp32 number), so what reads it reads no
+        convert."""
+        value = node.operands[0]
+        if not (value.is_constant and value.data is not None) and not (value.producer is not None and _of_constants(value.producer)):
+            return rewriter.notify_match_failure(node, "converts a value that is not made of constants")
+        rewriter.replace_node(node, [self._fp32(value, node, rewriter)])
         return True
 
 

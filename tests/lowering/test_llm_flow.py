@@ -4,6 +4,7 @@ end on a tiny Llama 3 (about a minute; the flow's families and recipes against s
 ``python -m bench.llm_flow``)."""
 
 import pytest
+import torch
 
 from lowering import XnnpackPartitioner
 from lowering.llm import PARTITIONER_SETS, llm_partitioners, to_edge_transform_and_lower_llama, transform_passes
@@ -131,8 +132,6 @@ def _prefills(eager, buffer: bytes, lengths=(1, 7)):
     0, each on a fresh method and a fresh copy of ``eager`` (each has its own KV cache)."""
     import copy
 
-    import torch
-
     from xir_tools.harness import load_method
 
     for length in lengths:
@@ -149,7 +148,7 @@ def test_unsupported_option_is_named(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     config, kind, options = parse_args(["backend.coreml.enabled=true", "xir.partitioners=dq+xir"])
-    assert kind == "dq+xir" and options == {"bf16_linears_as_f16": False}
+    assert kind == "dq+xir" and options == {"bf16_linears_as_f16": False, "bf16_activations_in_fp32": False}
     with pytest.raises(UnsupportedOption, match=r"backend\.coreml\.enabled"):
         check_supported(config)
     with pytest.raises(UnsupportedOption, match=r"xir\.partitioners"):
@@ -157,24 +156,32 @@ def test_unsupported_option_is_named(tmp_path, monkeypatch):
     with pytest.raises(UnsupportedOption, match=r"xir\.bf16_linears_as_f16='maybe'"):
         parse_args(["xir.bf16_linears_as_f16=maybe"])
     _, _, options = parse_args(["xir.bf16_linears_as_f16=true"])
-    assert options == {"bf16_linears_as_f16": True}
+    assert options == {"bf16_linears_as_f16": True, "bf16_activations_in_fp32": False}
+    _, _, options = parse_args(["xir.bf16_activations_in_fp32=true"])
+    assert options == {"bf16_linears_as_f16": False, "bf16_activations_in_fp32": True}
 
 
-def test_export_llm_command_bf16_linears_as_f16(tmp_path, monkeypatch):
+# each of xir's bf16 options in the flow: (linear, weight) dtypes inside the delegates
+BF16_OPTIONS = {"bf16_linears_as_f16": (torch.float16, torch.float16),
+                "bf16_activations_in_fp32": (torch.float32, torch.float32)}
+
+
+@pytest.mark.parametrize("option", sorted(BF16_OPTIONS))
+def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     """``python -m lowering.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true
-    xir.bf16_linears_as_f16=true``: the flow's bf16 program with every linear run as XNNPACK's fp16
-    GEMM (fp16 weights inside the delegates), loaded on the runtime, within bf16's tolerance of the
-    eager bf16 model at prefill lengths 1 and 7 and a decode step; refused without enable_bf16."""
+    xir.OPTION=true``: the flow's bf16 program with every linear run as XNNPACK's fp16 GEMM (fp16
+    weights inside the delegates), or with the delegated ops in fp32 (fp32 linears and weights, no
+    bf16 op inside but converts), loaded on the runtime, within bf16's tolerance of the eager bf16
+    model at prefill lengths 1 and 7 and a decode step; refused for stock's partitioners."""
     import copy
 
-    import torch
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import UnsupportedOption, export_llama, parse_args, run
-    from xir_tools.harness import delegate_count, delegated_linear_dtypes, load_method, outside_ops
+    from xir_tools.harness import delegate_count, delegated_graphs, delegated_linear_dtypes, load_method, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
@@ -185,12 +192,17 @@ def test_export_llm_command_bf16_linears_as_f16(tmp_path, monkeypatch):
     argv = ["--config", str(config)]
 
     with pytest.raises(UnsupportedOption, match="needs xir's partitioner"):
-        export_llama(parse_args(argv)[0], "stock", bf16_linears_as_f16=True)
-    builder = run(argv + ["xir.bf16_linears_as_f16=true"])
+        export_llama(parse_args(argv)[0], "stock", **{option: True})
+    builder = run(argv + [f"xir.{option}=true"])
     edge = builder.edge_manager
     linears = delegated_linear_dtypes(edge)
     assert len(linears) == 7 * TINY_PARAMS["n_layers"] + 1, linears  # q, k, v, o, w1, w2, w3 per layer; the head
-    assert set(linears) == {(torch.float16, torch.float16)}, linears
+    assert set(linears) == {BF16_OPTIONS[option]}, linears
+    if option == "bf16_activations_in_fp32":
+        inside_bf16 = [str(node.target) for graph in delegated_graphs(edge) for node in graph.nodes
+                       if node.op == "call_function" and "convert" not in str(node.target)
+                       and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].dtype == torch.bfloat16]
+        assert not inside_bf16, inside_bf16
     assert delegate_count(edge) <= 2 * TINY_PARAMS["n_layers"]
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.addmm")) for op in outside_ops(edge))
 

@@ -149,3 +149,42 @@ def test_a_bf16_bmm_with_an_fp32_result_reads_the_fp32_values():
       %6: bf16[2,4,3] = xir.convert(%5) {dtype=bf16}
       return %c, %6
     }""", changed=True)
+
+
+def test_a_converted_constant_layout_and_a_table_row_at_a_run_time_position():
+    """A bf16 constant's layout converted to fp32 (a rotary table's view read by an fp32 multiply)
+    becomes the same layout of the fp32 constant; a row picked at a run-time position (a slice
+    whose bound is a value) is no constant layout: it stays, converted once for its two readers."""
+    table = torch.arange(12, dtype=torch.bfloat16).reshape(4, 3) / 7
+    check_pipeline(graph_of("""
+    graph @g {
+      input %x: f32[2,3]
+      input %pos: i64[]
+      param %t: bf16[4,3]
+      %v: bf16[3,4] = aten.permute_copy(%t) {dims=[1, 0]}
+      %c: f32[3,4] = xir.convert(%v) {dtype=f32}
+      %m: f32[2,4] = aten.mm(%x, %c)
+      %p: int = aten._local_scalar_dense(%pos)
+      %e: int = _operator.add(%p, %p)
+      %r: bf16[2,3] = aten.slice_copy.Tensor(%t) {dim=0, start=%p, end=%e}
+      %a: bf16[2,3] = aten.relu(%r)
+      %b: bf16[2,3] = aten.neg(%r)
+      return %m, %a, %b
+    }""", t=table), PASS, """
+    graph @g {
+      input %x: f32[2,3]
+      input %pos: i64[]
+      param %t: bf16[4,3]
+      param %t_f32: f32[4,3]
+      %0: f32[3,4] = aten.permute_copy(%t_f32) {dims=[1, 0]}
+      %m: f32[2,4] = aten.mm(%x, %0)
+      %p: int = aten._local_scalar_dense(%pos)
+      %e: int = _operator.add(%p, %p)
+      %r: bf16[2,3] = aten.slice_copy.Tensor(%t) {dim=0, start=%p, end=%e}
+      %1: f32[2,3] = xir.convert(%r) {dtype=f32}
+      %2: f32[2,3] = aten.relu(%1)
+      %3: bf16[2,3] = xir.convert(%2) {dtype=bf16}
+      %4: f32[2,3] = aten.neg(%1)
+      %5: bf16[2,3] = xir.convert(%4) {dtype=bf16}
+      return %m, %3, %5
+    }""", changed=True)
