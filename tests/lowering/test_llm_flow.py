@@ -98,7 +98,7 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
-    from xir_tools.harness import delegate_count, max_error, outside_ops
+    from xir_tools.harness import delegate_count, delegated_ops, max_error, outside_ops
 
     monkeypatch.chdir(tmp_path)  # hydra writes its outputs/ where it runs
     params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
@@ -120,10 +120,14 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     assert outside["aten.slice_copy.Tensor_out"] == 2, outside
     assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm")) for op in outside)
+    # the rotary embedding as a pair swap (xnnpack.rope-as-pair-swap): the q and k rotations of
+    # every layer, no interleaving concatenation and no strided slice left inside
+    inside = delegated_ops(builder.edge_manager)
+    assert "aten.cat" not in inside and not any("slice" in op for op in inside), inside
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(pte, "rb").read()
-    for length, actual, expected in _prefills(eager, buffer):
+    for length, actual, expected in _prefills(eager, buffer, lengths=(1, 7, 20)):
         assert max_error(list(actual), [expected]) < 1e-4, f"prefill of {length}"
 
 
