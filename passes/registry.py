@@ -31,6 +31,7 @@ NAME_PATTERN = r"(?:[a-z][a-z0-9]*\.)?[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
 
 # the generic passes of this package: name -> "module:Class"
 BUILTIN = {
+    "common-subexpression-elimination": "passes.common_subexpressions:common_subexpression_elimination",
     "dead-code-elimination": "passes.dead_code_elimination:dead_code_elimination",
     "fold-batch-norm": "passes.fold_batch_norm:FoldBatchNorm",
     "remove-no-ops": "passes.remove_no_ops:RemoveNoOps",

@@ -1,0 +1,58 @@
+"""common-subexpression-elimination: a pure node repeating an earlier one is replaced by it. At the
+boundaries: a graph input read by both, a symbolic size inside an attribute (by identity), a
+repeat that is a graph output (kept), constants' layouts (kept), random and quantize ops (kept),
+different attributes (kept)."""
+
+from __future__ import annotations
+
+from passes.testing import check_pipeline
+
+PASS = "common-subexpression-elimination"
+
+
+def test_repeats_merge_the_first_stays():
+    check_pipeline("""
+    graph @g {
+      input %x: f32[s0,8]
+      input %t: f32[s0,4]
+      %n: int = aten.sym_size.int(%t) {dim=0}
+      %a: f32[s0,2,4] = aten.view_copy(%x) {size=[%n, 2, 4]}
+      %b: f32[s0,2,4] = aten.view_copy(%x) {size=[%n, 2, 4]}
+      %c: f32[s0,8] = aten.mul.Tensor(%x, %x)
+      %d: f32[s0,8] = aten.mul.Tensor(%x, %x)
+      %e: f32[s0,8] = aten.add.Tensor(%c, %d)
+      %f: f32[s0,2,4] = aten.add.Tensor(%a, %b)
+      return %e, %f
+    }""", PASS, """
+    graph @g {
+      input %x: f32[s0,8]
+      input %t: f32[s0,4]
+      %n: int = aten.sym_size.int(%t) {dim=0}
+      %a: f32[s0,2,4] = aten.view_copy(%x) {size=[%n, 2, 4]}
+      %c: f32[s0,8] = aten.mul.Tensor(%x, %x)
+      %e: f32[s0,8] = aten.add.Tensor(%c, %c)
+      %f: f32[s0,2,4] = aten.add.Tensor(%a, %a)
+      return %e, %f
+    }""", changed=True)
+
+
+def test_what_stays():
+    text = """
+    graph @g {
+      input %x: f32[4,8]
+      param %w: f32[8,8]
+      %w1: f32[8,8] = aten.permute_copy(%w) {dims=[1, 0]}
+      %w2: f32[8,8] = aten.permute_copy(%w) {dims=[1, 0]}
+      %m1: f32[4,8] = aten.mm(%x, %w1)
+      %m2: f32[4,8] = aten.mm(%x, %w2)
+      %d1: f32[4,8], %k1: bool[4,8] = aten.native_dropout(%x) {p=0.5, train=true}
+      %d2: f32[4,8], %k2: bool[4,8] = aten.native_dropout(%x) {p=0.5, train=true}
+      %s1: f32[4,8] = aten.mul.Tensor(%m1, %d1)
+      %s2: f32[4,8] = aten.mul.Tensor(%m2, %d2)
+      %v1: f32[2,16] = aten.view_copy(%x) {size=[2, 16]}
+      %v2: f32[16,2] = aten.view_copy(%x) {size=[16, 2]}
+      %r1: f32[4,8] = aten.relu(%x)
+      %r2: f32[4,8] = aten.relu(%x)
+      return %s1, %s2, %v1, %v2, %r1, %r2
+    }"""
+    check_pipeline(text, PASS, text, changed=False)
