@@ -8,7 +8,9 @@ by identity (a value, not an equal one), attributes by value (values inside attr
 a symbolic size, by identity). The earlier node comes first in program order, so it is computed
 before every reader of the node it replaces. Left alone: a node whose operands are all constants
 (a weight's permute or view: a backend matches a GEMM with its own weight layout, and a shared
-one would tie two GEMMs together), and a node that is a graph output.
+one would tie two GEMMs together), a repeat where it or the earlier node is read by a matrix
+multiply (a decomposed linear's input view is part of that linear: fuzz regression
+"three-linears-of-one-input"), and a node that is a graph output.
 
 Where it pays: a rewrite that builds the same helper for several readers (the rotary tables'
 views, once for q and once for k in every layer, in ``xnnpack.rope-as-pair-swap``), or a model
@@ -50,6 +52,16 @@ def _key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+# readers whose operands a backend matches as one unit with the nodes before them: a decomposed
+# linear's input view belongs to that linear (XNNPACK rebuilds the linear from its source
+# partition), so two linears reading equal views keep one each
+MATMULS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.linear", "aten.matmul")
+
+
+def _read_by_matmul(node: Node) -> bool:
+    return any(user.op in MATMULS for result in node.results for user in result.users)
+
+
 def mergeable(node: Node) -> bool:
     op = node.op
     return (has_trait(op, "pure") and not op.startswith(NEVER_MERGED_NAMESPACES)
@@ -71,6 +83,8 @@ def common_subexpression_elimination(graph: Graph) -> bool:
         earlier = seen.get(key)
         if earlier is None:
             seen[key] = node
+            continue
+        if _read_by_matmul(node) or _read_by_matmul(earlier):
             continue
         graph.replace_node(node, list(earlier.results))
         changed = True

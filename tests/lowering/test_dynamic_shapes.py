@@ -283,7 +283,10 @@ def test_rotary_is_one_delegate(lowered):
     # the cos/sin tables are sliced to the length (a symbolic end): outside, with the reason
     assert program.outside == {"aten.slice_copy.Tensor": 2}, program.outside
     assert ("aten.slice_copy.Tensor", SYMBOLIC_SLICE) in program.rejected
-    assert "aten.select_copy.int" not in program.inside and program.inside["xir.slice"] == 2
+    # the rotation itself as a pair swap (xnnpack.rope-as-pair-swap): no strided slice, no select,
+    # no interleaving concatenation
+    assert not any(op in program.inside for op in ("aten.select_copy.int", "xir.slice", "aten.cat")), program.inside
+    assert program.inside["aten.mm"] == 1
     assert harness.delegate_count(program.edge) == 1
 
 

@@ -1,7 +1,7 @@
 """common-subexpression-elimination: a pure node repeating an earlier one is replaced by it. At the
 boundaries: a graph input read by both, a symbolic size inside an attribute (by identity), a
 repeat that is a graph output (kept), constants' layouts (kept), random and quantize ops (kept),
-different attributes (kept)."""
+views read by matrix multiplies (kept), different attributes (kept)."""
 
 from __future__ import annotations
 
@@ -54,5 +54,22 @@ def test_what_stays():
       %r1: f32[4,8] = aten.relu(%x)
       %r2: f32[4,8] = aten.relu(%x)
       return %s1, %s2, %v1, %v2, %r1, %r2
+    }"""
+    check_pipeline(text, PASS, text, changed=False)
+
+
+def test_views_read_by_matrix_multiplies_stay_apart():
+    """Two linears decomposed from one 1-D input each read their own view of it: a backend rebuilds
+    each linear from its own nodes (fuzz regression three-linears-of-one-input)."""
+    text = """
+    graph @g {
+      input %x: f32[8]
+      param %w1: f32[8,4]
+      param %w2: f32[8,4]
+      %a: f32[1,8] = aten.view_copy(%x) {size=[1, 8]}
+      %b: f32[1,8] = aten.view_copy(%x) {size=[1, 8]}
+      %m1: f32[1,4] = aten.mm(%a, %w1)
+      %m2: f32[1,4] = aten.mm(%b, %w2)
+      return %m1, %m2
     }"""
     check_pipeline(text, PASS, text, changed=False)
