@@ -47,6 +47,19 @@ class DelegatedDtypeRewrite(PatternRewritePass, register=False):
         return self.rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in self.rules)
 
 
+class RunStateRule(RewritePattern):
+    """A rule ``fn(node, rewriter, made)`` given ``made``, a dict that lasts one run of its pass:
+    what the rule made earlier in the run (one fp16 twin per weight, one swap matrix per width).
+    A pass returns a fresh one from ``patterns()`` for every run."""
+
+    def __init__(self, fn, *ops: str):
+        self.fn, self.ops, self.name, self.__doc__ = fn, tuple(str(op) for op in ops), fn.__name__, fn.__doc__
+        self.made: dict = {}
+
+    def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
+        return self.fn(node, rewriter, self.made)
+
+
 _TORCH_DTYPES = {DType.f32: "float32", DType.bf16: "bfloat16", DType.f16: "float16"}
 
 

@@ -32,11 +32,10 @@ from __future__ import annotations
 import attrs
 
 from passes import Rewriter
-from passes.rewriter import RewritePattern
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten, xir_ops
 
-from ._base import Bf16Rewrite
+from ._base import Bf16Rewrite, RunStateRule
 
 F16_MAX = 65504.0
 
@@ -87,28 +86,13 @@ def bf16_linear_as_f16(node: Node, rewriter: Rewriter, made: dict | None = None)
     return True
 
 
-class _Rule(RewritePattern):
-    """``bf16_linear_as_f16`` with the fp16 twins of one run, so a weight read by several linears
-    is converted once."""
-
-    ops = (str(aten.linear),)
-    name = "bf16_linear_as_f16"
-    __doc__ = bf16_linear_as_f16.__doc__
-
-    def __init__(self):
-        self.made: dict = {}
-
-    def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
-        return bf16_linear_as_f16(node, rewriter, self.made)
-
-
 @attrs.frozen
 class Bf16LinearAsF16(Bf16Rewrite):
     """Run a bf16 linear with constant weights as XNNPACK's fp16 fully connected (half the bytes
     of the fp32 GEMM XNNPACK otherwise runs for bf16); activations must stay within fp16's range."""
 
     name = "xnnpack.bf16-linear-as-f16"
-    rules = (_Rule(),)
+    rules = (RunStateRule(bf16_linear_as_f16, aten.linear),)
 
     def patterns(self):
-        return (_Rule(),) if self.enable_bf16 else ()
+        return (RunStateRule(bf16_linear_as_f16, aten.linear),) if self.enable_bf16 else ()

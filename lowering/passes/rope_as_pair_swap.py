@@ -35,10 +35,11 @@ from __future__ import annotations
 import attrs
 
 from passes import PatternRewritePass, Rewriter
-from passes.rewriter import RewritePattern
 from passes.shape_ops_as_views import symbolic_product, view_to
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten, xir_ops
+
+from ._base import RunStateRule
 
 
 def _last_dim(node: Node, attribute: str = "dim") -> int | None:
@@ -195,27 +196,13 @@ def _constants(rewriter: Rewriter, width: int, made: dict) -> tuple[Value, Value
     return made[width]
 
 
-class _Rule(RewritePattern):
-    """``rope_as_pair_swap`` with the constants of one run (one swap matrix per head width)."""
-
-    ops = (str(aten.cat),)
-    name = "rope_as_pair_swap"
-    __doc__ = rope_as_pair_swap.__doc__
-
-    def __init__(self):
-        self.made: dict = {}
-
-    def match_and_rewrite(self, node: Node, rewriter: Rewriter) -> bool:
-        return rope_as_pair_swap(node, rewriter, self.made)
-
-
 @attrs.frozen
 class RopeAsPairSwap(PatternRewritePass):
     """The interleaved rotary embedding (pairs split, rotated, interleaved) as x*cos + swap(x)*sin, the
     pairs swapped by a 0/1 matrix: no strided slices or interleaving concatenation (fp32)."""
 
     name = "xnnpack.rope-as-pair-swap"
-    rules = (_Rule(),)
+    rules = (RunStateRule(rope_as_pair_swap, aten.cat),)
 
     def patterns(self):
-        return (_Rule(),)
+        return (RunStateRule(rope_as_pair_swap, aten.cat),)
