@@ -133,14 +133,12 @@ class XnnpackPartitioner(_base()):
             self.pipeline = parse_pipeline(DEFAULT_PIPELINE) + parse_pipeline(pipeline[1:])
         else:
             self.pipeline = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
-        if bf16_linears_as_f16:
-            if not enable_bf16:
-                raise ValueError("bf16_linears_as_f16=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
-            self.pipeline = _with_bf16_linears_as_f16(self.pipeline)
-        if bf16_activations_in_fp32:
-            if not enable_bf16:
-                raise ValueError("bf16_activations_in_fp32=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
-            self.pipeline = _with_bf16_activations_in_fp32(self.pipeline)
+        for option, on, (name, after) in (("bf16_linears_as_f16", bf16_linears_as_f16, BF16_LINEARS_AS_F16),
+                                          ("bf16_activations_in_fp32", bf16_activations_in_fp32, BF16_ACTIVATIONS_IN_FP32)):
+            if on:
+                if not enable_bf16:
+                    raise ValueError(f"{option}=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
+                self.pipeline = _with_pass(self.pipeline, name, after)
         self.pipeline = [_with_partitioner_options(p, self.options) for p in self.pipeline]
         self.instruments = list(instruments)
         self.verbose = verbose
@@ -249,32 +247,14 @@ class XnnpackPartitioner(_base()):
         return text
 
 
-def _with_bf16_linears_as_f16(pipeline: list) -> list:
-    """``pipeline`` with ``xnnpack.bf16-linear-as-f16`` after ``xnnpack.bf16-bmm-f32-output`` (or
+def _with_pass(pipeline: list, name: str, after: tuple[str, ...]) -> list:
+    """``pipeline`` with the pass ``name`` right after the last of the passes ``after`` in it (or
     before a last dead-code-elimination, or at the end), unless it is in it already."""
     names = [p.name for p in pipeline]
-    if "xnnpack.bf16-linear-as-f16" in names:
+    if name in names:
         return pipeline
-    (rewrite,) = parse_pipeline("xnnpack.bf16-linear-as-f16")
-    if "xnnpack.bf16-bmm-f32-output" in names:
-        at = names.index("xnnpack.bf16-bmm-f32-output") + 1
-    elif names and names[-1] == "dead-code-elimination":
-        at = len(names) - 1
-    else:
-        at = len(names)
-    return pipeline[:at] + [rewrite] + pipeline[at:]
-
-
-def _with_bf16_activations_in_fp32(pipeline: list) -> list:
-    """``pipeline`` with ``xnnpack.bf16-activations-in-fp32`` after the last pass that makes converts
-    around bf16 ops (``xnnpack.casts-as-converts``, ``xnnpack.bf16-in-fp32``,
-    ``xnnpack.layer-norm-in-fp32``), so it reads through them, unless it is in it already."""
-    names = [p.name for p in pipeline]
-    if "xnnpack.bf16-activations-in-fp32" in names:
-        return pipeline
-    (rewrite,) = parse_pipeline("xnnpack.bf16-activations-in-fp32")
-    makers = [i for i, name in enumerate(names)
-              if name in ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.layer-norm-in-fp32")]
+    (rewrite,) = parse_pipeline(name)
+    makers = [i for i, other in enumerate(names) if other in after]
     if makers:
         at = max(makers) + 1
     elif names and names[-1] == "dead-code-elimination":
@@ -282,6 +262,14 @@ def _with_bf16_activations_in_fp32(pipeline: list) -> list:
     else:
         at = len(names)
     return pipeline[:at] + [rewrite] + pipeline[at:]
+
+
+# the passes an option adds, and the passes each goes after: bf16 linears as fp16 GEMMs after the
+# bf16 bmm rewrite; bf16 activations in fp32 after every pass that puts converts around bf16 ops,
+# so that it reads through them
+BF16_LINEARS_AS_F16 = ("xnnpack.bf16-linear-as-f16", ("xnnpack.bf16-bmm-f32-output",))
+BF16_ACTIVATIONS_IN_FP32 = ("xnnpack.bf16-activations-in-fp32",
+                           ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.layer-norm-in-fp32"))
 
 
 def _with_partitioner_options(p: Pass, options: Options) -> Pass:

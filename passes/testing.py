@@ -30,6 +30,15 @@ from .manager import PassManager, PipelineResult
 from .pass_base import Pass
 
 
+def graph_with_data(text: str, **data) -> Graph:
+    """The graph of IR ``text`` with its constant inputs given data, by name: a pass that reads
+    constants' values (folding, a range check) needs it, and IR text holds none."""
+    graph = parse_graph(textwrap.dedent(text))
+    for name, tensor in data.items():
+        graph.input_named(name).data = tensor
+    return graph
+
+
 def normalize(text: str) -> str:
     """IR text in canonical form (results renumbered, spacing and comments normalized)."""
     return print_graph(parse_graph(textwrap.dedent(text)))

@@ -130,6 +130,15 @@ def delegated_linear_dtypes(edge, method="forward") -> list:
             for node in graph.nodes if node.op == "call_function" and "linear" in str(node.target)]
 
 
+def delegated_bf16_ops(edge, method="forward") -> list[str]:
+    """The ops inside the delegates that compute a bf16 result, converts aside, in program order."""
+    import torch
+
+    return [str(node.target) for graph in delegated_graphs(edge, method) for node in graph.nodes
+            if node.op == "call_function" and "convert" not in str(node.target)
+            and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].dtype == torch.bfloat16]
+
+
 def outside_ops(edge, method="forward") -> Counter:
     """Compute ops left in the top-level program (not delegated), counted."""
     return Counter(_ops(edge.exported_program(method).graph))

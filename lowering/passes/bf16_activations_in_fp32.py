@@ -74,6 +74,11 @@ def _of_constants(node: Node) -> bool:
     return all(v.is_constant or (v.producer is not None and _of_constants(v.producer)) for v in node.operands)
 
 
+def _made_of_constants(value: Value) -> bool:
+    """``value`` is a bf16 constant with data, or a layout of such constants (:func:`_of_constants`)."""
+    return (value.is_constant and value.data is not None) or (value.producer is not None and _of_constants(value.producer))
+
+
 def _problem(node: Node) -> str | None:
     """Why ``node`` stays in bf16, or None."""
     from ..capability import Options, float_verdict
@@ -123,7 +128,7 @@ class _InFp32(RewritePattern):
             if value.is_constant and value.data is not None:
                 self.made[value] = rewriter.add_constant(f"{value.name}_f32", value.type.with_dtype(DType.f32),
                                                          value.data.detach().float().contiguous(), value.input_kind)
-            elif producer is not None and _of_constants(producer):
+            elif _made_of_constants(value):
                 # a constant's layout (a weight's permute): the same layout of the fp32 constant,
                 # so the op reading it still sees a weight
                 twin = rewriter.create(producer.op, [self._fp32(v, node, rewriter) for v in producer.operands],
@@ -133,8 +138,8 @@ class _InFp32(RewritePattern):
                 # after the value's producer (at the top for a graph input), so every later reader
                 # of the value may read this one convert
                 convert = rewriter.create(xir_ops.convert, [value], attributes={"dtype": DType.f32})
-                if value.producer is not None:
-                    rewriter.insert_after(value.producer, convert)
+                if producer is not None:
+                    rewriter.insert_after(producer, convert)
                 else:
                     rewriter.insert_before(next(iter(node.graph)), convert)
                 self.made[value] = convert.result
@@ -157,13 +162,12 @@ class _InFp32(RewritePattern):
         rewriter.replace_node(node, [narrow.result] + [None] * (len(node.results) - 1))
         return True
 
-
     def _widened_constant(self, node: Node, rewriter: Rewriter) -> bool:
         """convert(c, f32), c a bf16 constant or a layout of constants => the same made from the
         fp32 constants (exact: every bf16 number is an fp32 number), so what reads it reads no
         convert."""
         value = node.operands[0]
-        if not (value.is_constant and value.data is not None) and not (value.producer is not None and _of_constants(value.producer)):
+        if not _made_of_constants(value):
             return rewriter.notify_match_failure(node, "converts a value that is not made of constants")
         rewriter.replace_node(node, [self._fp32(value, node, rewriter)])
         return True

@@ -32,6 +32,8 @@ in the views it makes. Declined otherwise, with the reason.
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from passes import PatternRewritePass, Rewriter
@@ -42,8 +44,9 @@ from xir.ops import aten, xir_ops
 from ._base import RunStateRule
 
 
-def _last_dim(node: Node, attribute: str = "dim") -> int | None:
-    dim = node.attributes.get(attribute)
+def _last_dim(node: Node) -> int | None:
+    """``node``'s one ``dim`` attribute, counted from the front of its input's dims."""
+    dim = node.attributes.get("dim")
     if isinstance(dim, (list, tuple)):
         if len(dim) != 1:
             return None
@@ -137,19 +140,18 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
     minus, plus = _products(first), _products(second)
     if minus is None or plus is None:
         return rewriter.notify_match_failure(node, "not differences and sums of products")
-    halves = [_half(v) for pair in minus for v in pair]
-    found = {h[1]: h[0] for h in halves if h is not None}
-    x5 = found.get(0)
-    if x5 is None or found.get(1) is not x5:
+    halves = {}  # k -> (x5, x5[..., k]) among the factors of the difference
+    for v in (v for pair in minus for v in pair):
+        half = _half(v)
+        if half is not None:
+            halves.setdefault(half[1], (half[0], v))
+    if 0 not in halves or 1 not in halves or halves[0][0] is not halves[1][0]:
         return rewriter.notify_match_failure(node, "not the two halves of one tensor's last dim of 2")
-    r = next(v for pair in minus for v in pair if _half(v) == (x5, 0))
-    i = next(v for pair in minus for v in pair if _half(v) == (x5, 1))
+    (x5, r), (_, i) = halves[0], halves[1]
     c, s = _factor(minus[0], r), _factor(minus[1], i)  # r*c - i*s
     if c is None or s is None:
         return rewriter.notify_match_failure(node, "not r*c - i*s")
-    # r*s + i*c, in either order
-    terms = {(_factor(pair, r), "r") if _factor(pair, r) is not None else (_factor(pair, i), "i") for pair in plus}
-    if terms != {(s, "r"), (c, "i")}:
+    if {frozenset(pair) for pair in plus} != {frozenset((r, s)), frozenset((i, c))}:  # r*s + i*c, in any order
         return rewriter.notify_match_failure(node, "not r*s + i*c with the same c and s")
     half = r.type.shape[-1]
     for table in (c, s):
@@ -160,10 +162,7 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
         return rewriter.notify_match_failure(node, "not fp32")
     width = 2 * half
     lead = tuple(x5.type.shape[:-2])
-    rows = 1
-    for d in lead:
-        rows = rows * d if isinstance(d, int) and isinstance(rows, int) else None
-    rows = rows if rows is not None else symbolic_product(lead)
+    rows = math.prod(lead) if all(isinstance(d, int) for d in lead) else symbolic_product(lead)
     flat = view_to(rewriter, node, x5, TensorType(DType.f32, (rows, width)))
     if flat is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view could not be written)")

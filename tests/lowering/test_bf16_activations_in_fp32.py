@@ -55,13 +55,6 @@ class Mlp(torch.nn.Module):
         return h, h * 2  # (h: an output, and read again)
 
 
-def _bf16_nodes(edge) -> list[str]:
-    """The ops inside the delegates that compute in bf16, converts aside."""
-    return [str(node.target) for graph in harness.delegated_graphs(edge) for node in graph.nodes
-            if node.op == "call_function" and "convert" not in str(node.target)
-            and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].dtype == torch.bfloat16]
-
-
 CASES = {
     "cnn": (Cnn, [torch.randn(1, 3, 16, 16)], None),
     "attention": (Attention, [torch.randn(1, 7, 32)], None),
@@ -90,7 +83,7 @@ def test_one_delegate_computing_in_fp32(lowered):
     _, _, _, programs = lowered
     edge, _ = programs[True]
     assert harness.delegate_count(edge) == 1 and not harness.outside_ops(edge)
-    assert _bf16_nodes(edge) == []
+    assert harness.delegated_bf16_ops(edge) == []
     converts = harness.delegated_ops(edge)["xir.convert"]
     assert converts <= 3  # the input, the output(s)
     default, _ = programs[False]

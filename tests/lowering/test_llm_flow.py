@@ -185,7 +185,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import UnsupportedOption, export_llama, parse_args, run
-    from xir_tools.harness import delegate_count, delegated_graphs, delegated_linear_dtypes, load_method, outside_ops
+    from xir_tools.harness import delegate_count, delegated_bf16_ops, delegated_linear_dtypes, load_method, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
@@ -203,9 +203,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     assert len(linears) == 7 * TINY_PARAMS["n_layers"] + 1, linears  # q, k, v, o, w1, w2, w3 per layer; the head
     assert set(linears) == {BF16_OPTIONS[option]}, linears
     if option == "bf16_activations_in_fp32":
-        inside_bf16 = [str(node.target) for graph in delegated_graphs(edge) for node in graph.nodes
-                       if node.op == "call_function" and "convert" not in str(node.target)
-                       and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].dtype == torch.bfloat16]
+        inside_bf16 = delegated_bf16_ops(edge)
         assert not inside_bf16, inside_bf16
     assert delegate_count(edge) <= 2 * TINY_PARAMS["n_layers"]
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.addmm")) for op in outside_ops(edge))

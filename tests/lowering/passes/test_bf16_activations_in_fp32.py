@@ -7,28 +7,19 @@ dtype attribute; nothing to do in fp32; off without enable_bf16."""
 
 from __future__ import annotations
 
-import textwrap
-
 import torch
 
 from passes import parse_pipeline
-from passes.testing import check_pipeline
-from xir import parse_graph
+from passes.testing import check_pipeline, graph_with_data
 
 PASS = "xnnpack.bf16-activations-in-fp32{enable_bf16=true},dead-code-elimination"
 
 W = torch.tensor([[1.0, -2.0, 0.5, 3.0], [0.25, 1e-6, -7.0, 5.0], [100.0, 0.0, -0.125, 2.0]], dtype=torch.bfloat16)
 
 
-def graph_of(text: str, **data):
-    graph = parse_graph(textwrap.dedent(text))
-    for name, tensor in data.items():
-        graph.input_named(name).data = tensor
-    return graph
-
 
 def test_a_chain_in_fp32_an_input_read_twice_an_output_read_again():
-    before = graph_of("""
+    before = graph_with_data("""
     graph @g {
       input %x: bf16[s0,4]
       param %w: bf16[3,4]
@@ -61,7 +52,7 @@ def test_a_chain_in_fp32_an_input_read_twice_an_output_read_again():
 
 
 def test_an_op_left_in_bf16_a_value_rounded_from_fp32_a_weight_layout_and_a_cast():
-    before = graph_of("""
+    before = graph_with_data("""
     graph @g {
       input %t: i64[2]
       input %f: f32[2,4]
@@ -94,7 +85,7 @@ def test_an_op_left_in_bf16_a_value_rounded_from_fp32_a_weight_layout_and_a_cast
       return %7
     }""", changed=True)
     (rewrite,) = [p for p in parse_pipeline(PASS) if p.name == "xnnpack.bf16-activations-in-fp32"]
-    rewrite.run(graph_of("""
+    rewrite.run(graph_with_data("""
     graph @g {
       input %x: bf16[2,3]
       %h: bf16[2,3] = aten._to_copy(%x) {dtype=bf16}
@@ -112,20 +103,20 @@ def test_nothing_in_bf16_and_off_without_enable_bf16():
       %c: bf16[2,4] = xir.convert(%r) {dtype=bf16}
       return %c
     }"""
-    check_pipeline(graph_of(fp32), PASS, fp32, changed=False)
+    check_pipeline(graph_with_data(fp32), PASS, fp32, changed=False)
     bf16 = """
     graph @g {
       input %x: bf16[2,4]
       %r: bf16[2,4] = aten.relu(%x)
       return %r
     }"""
-    check_pipeline(graph_of(bf16), "xnnpack.bf16-activations-in-fp32", bf16, changed=False)
+    check_pipeline(graph_with_data(bf16), "xnnpack.bf16-activations-in-fp32", bf16, changed=False)
 
 
 def test_a_bf16_bmm_with_an_fp32_result_reads_the_fp32_values():
     """``xnnpack.bf16-bmm-f32-output``'s bf16 x bf16 -> fp32 bmm, both operands made in fp32 here
     (one a graph input read by another op too: one convert, at the top), becomes an fp32 bmm."""
-    check_pipeline(graph_of("""
+    check_pipeline(graph_with_data("""
     graph @g {
       input %a: bf16[2,s0,4]
       input %b: bf16[2,4,3]
@@ -156,7 +147,7 @@ def test_a_converted_constant_layout_and_a_table_row_at_a_run_time_position():
     becomes the same layout of the fp32 constant; a row picked at a run-time position (a slice
     whose bound is a value) is no constant layout: it stays, converted once for its two readers."""
     table = torch.arange(12, dtype=torch.bfloat16).reshape(4, 3) / 7
-    check_pipeline(graph_of("""
+    check_pipeline(graph_with_data("""
     graph @g {
       input %x: f32[2,3]
       input %pos: i64[]

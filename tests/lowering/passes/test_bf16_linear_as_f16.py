@@ -7,22 +7,13 @@ not a constant, one beyond fp16's range or not finite, an fp32 linear; off witho
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 import torch
 
-from passes.testing import check_pipeline
-from xir import parse_graph
+from passes.testing import check_pipeline, graph_with_data
 
 PASS = "xnnpack.bf16-linear-as-f16{enable_bf16=true},dead-code-elimination"
 
-
-def graph_of(text: str, **data):
-    graph = parse_graph(textwrap.dedent(text))
-    for name, tensor in data.items():
-        graph.input_named(name).data = tensor
-    return graph
 
 
 W = torch.tensor([[1.0, -2.0, 0.5, 3.0], [0.25, 1e-6, -7.0, 59904.0], [100.0, 0.0, -0.125, 2.0]], dtype=torch.bfloat16)
@@ -30,7 +21,7 @@ B = torch.tensor([0.5, -1.0, 2.0], dtype=torch.bfloat16)
 
 
 def test_input_output_bias_and_a_result_read_twice():
-    before = graph_of("""
+    before = graph_with_data("""
     graph @g {
       input %x: bf16[2,4]
       param %w: bf16[3,4]
@@ -60,7 +51,7 @@ def test_input_output_bias_and_a_result_read_twice():
 
 
 def test_a_weight_read_by_two_linears_and_an_embedding_symbolic_rows():
-    before = graph_of("""
+    before = graph_with_data("""
     graph @g {
       input %t: i64[s0]
       input %x: bf16[s0,4]
@@ -132,10 +123,10 @@ def test_declined_with_the_reason(text, data, reason):
     from passes import parse_pipeline
 
     pipeline = parse_pipeline(PASS)
-    check_pipeline(graph_of(text, **data), pipeline, text, changed=False)
+    check_pipeline(graph_with_data(text, **data), pipeline, text, changed=False)
     declined = pipeline[0].last_stats.declined
     assert any(reason in r for reasons in declined.values() for r in reasons), declined
 
 
 def test_off_without_enable_bf16():
-    check_pipeline(graph_of(PARAM_LINEAR, w=W), "xnnpack.bf16-linear-as-f16", PARAM_LINEAR, changed=False)
+    check_pipeline(graph_with_data(PARAM_LINEAR, w=W), "xnnpack.bf16-linear-as-f16", PARAM_LINEAR, changed=False)
