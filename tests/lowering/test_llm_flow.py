@@ -118,6 +118,9 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     # final norm and head in the last
     assert delegates <= 2 * TINY_PARAMS["n_layers"] < STOCK_DELEGATES
     assert outside["aten.slice_copy.Tensor_out"] == 2, outside
+    # the layers' identical picks of input_pos made once (common-subexpression-elimination): 3,
+    # where the program as exported has 8
+    assert outside["aten.select_copy.int_out"] == 3, outside
     assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm")) for op in outside)
     # the rotary embedding as a pair swap (xnnpack.rope-as-pair-swap): the q and k rotations of
