@@ -1,26 +1,33 @@
-"""``xnnpack.mean-over-last-dims``: rewrite a mean over a tensor's trailing dims as a 4-D spatial mean between two views (XNNPACK runs it)."""
+"""``xnnpack.mean-over-last-dims``: rewrite a mean over a tensor's trailing dims as ops XNNPACK runs: an fp32 mean as a linear with a constant ``1/cols`` weight, others as a 4-D spatial mean between two views."""
 
 from __future__ import annotations
 
 import attrs
 
-from passes import Rewriter, rewrite_pattern
+from passes import Rewriter
 from passes.rewriter import fixed_reader
 from passes.shape_ops_as_views import symbolic_product, view_size
-from xir import Node, TensorType
+from xir import DType, Node, TensorType, Value
 from xir.ops import aten
 
-from ._base import DelegatedDtypeRewrite
+from ..rules import QUANTIZE_OPS, dequantized_source
+from ._base import DelegatedDtypeRewrite, RunStateRule, _float_constant, _NotBf16
 
 
-@rewrite_pattern(aten.mean.dim)
-def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
-    """mean over the trailing dims of x => view (1, rows, 1, cols), mean over (2, 3) keepdim, view
-    back: XNNPACK reduces 4-D tensors over dims 2 and 3 (RMSNorm's mean(-1, keepdim=True)).
+def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None) -> bool:
+    """A mean over the trailing dims of x (RMSNorm's and a decomposed layer norm's ``mean(-1,
+    keepdim=True)``), as XNNPACK can run it:
+
+    - fp32: ``linear(x, w)`` with ``w`` a ``[1, cols]`` constant of ``1/cols`` (one per width and
+      run; x viewed to ``(..., cols)`` first when several dims are reduced, the result viewed when
+      it has no kept dim). XNNPACK defines a mean only as a spatial mean of a channels-last 4-D
+      tensor, so the view form below costs a transpose of the whole input each way; the linear
+      reads x where it is, in one op instead of five. Not for a mean between a dequantize and a
+      quantize (the quantized mean XNNPACK folds them into).
+    - otherwise: view (1, rows, 1, cols), mean over (2, 3) keepdim, view back.
 
     With a dynamic shape the reduced dims must be static; a symbolic dim among the others makes
-    ``rows`` symbolic, written -1 in the first view, and the view back writes the result's one
-    symbolic dim as -1 (a result with two declines: a view infers one)."""
+    ``rows`` symbolic, written -1 in the views (a result with two declines: a view infers one)."""
     x = node.input
     if not isinstance(x.type, TensorType) or x.rank < 1:
         return rewriter.notify_match_failure(node, "not a tensor")
@@ -41,6 +48,8 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
             rows = rows * d if isinstance(d, int) and isinstance(rows, int) else None  # (None: symbolic)
     if fixed_reader(node.result) is not None:
         return rewriter.notify_match_failure(node, f"read by {fixed_reader(node.result).op}, which cannot read another value")
+    if x.dtype is DType.f32 and cols > 0 and not _quantized(node):
+        return _as_linear(node, rewriter, {} if made is None else made, len(dims), cols)
     result = node.result.type
     back = view_size(result.shape)
     if back is None:
@@ -58,10 +67,40 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+def _quantized(node: Node) -> bool:
+    """A mean of a dequantized tensor, or one a quantize reads (a quantized mean)."""
+    return dequantized_source(node.input) is not None or any(use.op in QUANTIZE_OPS for use in node.result.users)
+
+
+def _as_linear(node: Node, rewriter: Rewriter, made: dict, reduced: int, cols: int) -> bool:
+    x, result = node.input, node.result.type
+    flat_shape = x.shape[:x.rank - reduced] + (cols,)
+    back = view_size(result.shape) if result.shape != flat_shape[:-1] + (1,) else []
+    if back is None or (reduced > 1 and view_size(flat_shape) is None):
+        return rewriter.notify_match_failure(node, "two or more symbolic dims in a view it needs (a view infers one)")
+    if reduced > 1:  # (..., d1, d2) -> (..., d1 * d2); at most one symbolic dim among the rest
+        x = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [TensorType(DType.f32, flat_shape)],
+                                                         {"size": view_size(flat_shape)})).result
+    if cols not in made:
+        made[cols] = _float_constant(rewriter, f"mean_weight_{cols}", TensorType(DType.f32, (1, cols)), 1.0 / cols, (1, cols))
+    mean_type = TensorType(DType.f32, x.shape[:-1] + (1,))
+    mean = rewriter.op_before(node, aten.linear, [x, made[cols]])
+    if mean.type != mean_type:
+        raise AssertionError(f"linear typed {mean.type}, expected {mean_type}")
+    if mean_type.shape != result.shape:
+        mean = rewriter.insert_before(node, rewriter.create(aten.view_copy, [mean], [result], {"size": back})).result
+    rewriter.replace_node(node, [mean])
+    return True
+
+
 @attrs.frozen
 class MeanOverLastDims(DelegatedDtypeRewrite):
-    """Rewrite a mean over a tensor's trailing dims as a 4-D spatial mean between two views (XNNPACK runs it)."""
+    """Rewrite a mean over a tensor's trailing dims as ops XNNPACK runs (fp32: a linear with a constant 1/cols weight; else a 4-D spatial mean between two views)."""
 
     name = "xnnpack.mean-over-last-dims"
 
-    rules = (mean_over_last_dims,)
+    rules = (RunStateRule(mean_over_last_dims, aten.mean.dim),)
+
+    def patterns(self):
+        rules = (RunStateRule(mean_over_last_dims, aten.mean.dim),)  # (one weight per width and run)
+        return rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in rules)

@@ -249,7 +249,7 @@ def test_scalar_operands_as_constants(before, expected, changed):
         assert scalar.dim() == 0 and float(scalar) in (0.5, 6.0, 4.0, 2.0, 3.0)  # add.Scalar folds alpha: 2 * 3
 
 
-MEANS = [
+MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D spatial mean between views
     case("ordinary-rms-norm-mean", """
     graph @g {
       input %x: f32[1,5,64]
@@ -259,11 +259,32 @@ MEANS = [
     }""", """
     graph @g {
       input %x: f32[1,5,64]
-      %v: f32[1,5,1,64] = aten.view_copy(%x) {size=[1, 5, 1, 64]}
-      %m: f32[1,5,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
-      %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
+      param %mean_weight_64: f32[1,64]
+      %a: f32[1,5,1] = aten.linear(%x, %mean_weight_64)
       %b: f32[1,5,1] = aten.rsqrt(%a)
       return %b
+    }"""),
+    case("several-users-and-widths-one-weight-per-width", """
+    graph @g {
+      input %x: f32[1,5,64]
+      input %y: f32[1,5,2,64]
+      %a: f32[1,5,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      %b: f32[1,5,2,1] = aten.mean.dim(%y) {dim=[-1], keepdim=true}
+      %c: f32[1,5,1] = aten.mean.dim(%x) {dim=[2], keepdim=true}
+      %d: f32[1,5,1] = aten.add.Tensor(%a, %a)
+      %e: f32[1,5,1] = aten.mul.Tensor(%a, %c)
+      return %d, %e, %b
+    }""", """
+    graph @g {
+      input %x: f32[1,5,64]
+      input %y: f32[1,5,2,64]
+      param %mean_weight_64: f32[1,64]
+      %a: f32[1,5,1] = aten.linear(%x, %mean_weight_64)
+      %b: f32[1,5,2,1] = aten.linear(%y, %mean_weight_64)
+      %c: f32[1,5,1] = aten.linear(%x, %mean_weight_64)
+      %d: f32[1,5,1] = aten.add.Tensor(%a, %a)
+      %e: f32[1,5,1] = aten.mul.Tensor(%a, %c)
+      return %d, %e, %b
     }"""),
     case("output-result-is-output-two-trailing-dims-no-keepdim", """
     graph @g {
@@ -273,9 +294,10 @@ MEANS = [
     }""", """
     graph @g {
       input %x: f32[2,3,4]
-      %v: f32[1,2,1,12] = aten.view_copy(%x) {size=[1, 2, 1, 12]}
-      %m: f32[1,2,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
-      %a: f32[2] = aten.view_copy(%m) {size=[2]}
+      param %mean_weight_12: f32[1,12]
+      %v: f32[2,12] = aten.view_copy(%x) {size=[2, 12]}
+      %l: f32[2,1] = aten.linear(%v, %mean_weight_12)
+      %a: f32[2] = aten.view_copy(%l) {size=[2]}
       return %a, %x
     }"""),
     case("const-operand-is-param", """
@@ -286,9 +308,8 @@ MEANS = [
     }""", """
     graph @g {
       param %w: f32[8]
-      %v: f32[1,1,1,8] = aten.view_copy(%w) {size=[1, 1, 1, 8]}
-      %m: f32[1,1,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
-      %a: f32[1] = aten.view_copy(%m) {size=[1]}
+      param %mean_weight_8: f32[1,8]
+      %a: f32[1] = aten.linear(%w, %mean_weight_8)
       return %a
     }"""),
     case("symbolic-rms-norm-mean", """
@@ -300,23 +321,66 @@ MEANS = [
     }""", """
     graph @g {
       input %x: f32[1,s0,64]
-      %v: f32[1,s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
-      %m: f32[1,s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
-      %a: f32[1,s0,1] = aten.view_copy(%m) {size=[1, -1, 1]}
+      param %mean_weight_64: f32[1,64]
+      %a: f32[1,s0,1] = aten.linear(%x, %mean_weight_64)
       %b: f32[1,s0,1] = aten.rsqrt(%a)
       return %b, %a
     }"""),
-    case("symbolic-rows-are-a-product", """
+    case("symbolic-two-trailing-dims-no-keepdim", """
     graph @g {
-      input %x: f32[2,s0,64]
-      %a: f32[2,s0] = aten.mean.dim(%x) {dim=[-1]}
+      input %x: f32[s0,4,16]
+      %a: f32[s0] = aten.mean.dim(%x) {dim=[-1, -2]}
       return %a
     }""", """
     graph @g {
-      input %x: f32[2,s0,64]
-      %v: f32[1,2*s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
-      %m: f32[1,2*s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
-      %a: f32[2,s0] = aten.view_copy(%m) {size=[2, -1]}
+      input %x: f32[s0,4,16]
+      param %mean_weight_64: f32[1,64]
+      %v: f32[s0,64] = aten.view_copy(%x) {size=[-1, 64]}
+      %l: f32[s0,1] = aten.linear(%v, %mean_weight_64)
+      %a: f32[s0] = aten.view_copy(%l) {size=[-1]}
+      return %a
+    }"""),
+    case("a-quantized-mean-keeps-the-spatial-form", """
+    graph @g {
+      input %q: i8[1,5,64]
+      %x: f32[1,5,64] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}
+      %a: f32[1,5,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      return %a
+    }""", """
+    graph @g {
+      input %q: i8[1,5,64]
+      %x: f32[1,5,64] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}
+      %v: f32[1,5,1,64] = aten.view_copy(%x) {size=[1, 5, 1, 64]}
+      %m: f32[1,5,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
+      return %a
+    }"""),
+    case("f16-rms-norm-mean-as-spatial-mean", """
+    graph @g {
+      input %x: f16[1,5,64]
+      %a: f16[1,5,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      %b: f16[1,5,1] = aten.rsqrt(%a)
+      return %b
+    }""", """
+    graph @g {
+      input %x: f16[1,5,64]
+      %v: f16[1,5,1,64] = aten.view_copy(%x) {size=[1, 5, 1, 64]}
+      %m: f16[1,5,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f16[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
+      %b: f16[1,5,1] = aten.rsqrt(%a)
+      return %b
+    }"""),
+    case("f16-symbolic-rows-are-a-product", """
+    graph @g {
+      input %x: f16[2,s0,64]
+      %a: f16[2,s0] = aten.mean.dim(%x) {dim=[-1]}
+      return %a
+    }""", """
+    graph @g {
+      input %x: f16[2,s0,64]
+      %v: f16[1,2*s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
+      %m: f16[1,2*s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f16[2,s0] = aten.view_copy(%m) {size=[2, -1]}
       return %a
     }"""),
     case("declined-symbolic-reduced-dim", """
@@ -325,10 +389,28 @@ MEANS = [
       %a: f32[1,4,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
     }"""),
-    case("declined-two-symbolic-dims-in-the-result", """
+    case("two-symbolic-dims-need-no-view-as-a-linear", """
     graph @g {
       input %x: f32[s0,s1,64]
       %a: f32[s0,s1,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      return %a
+    }""", """
+    graph @g {
+      input %x: f32[s0,s1,64]
+      param %mean_weight_64: f32[1,64]
+      %a: f32[s0,s1,1] = aten.linear(%x, %mean_weight_64)
+      return %a
+    }"""),
+    case("declined-two-symbolic-dims-in-the-result-of-a-view", """
+    graph @g {
+      input %x: f32[s0,s1,64]
+      %a: f32[s0,s1] = aten.mean.dim(%x) {dim=[-1]}
+      return %a
+    }"""),
+    case("declined-f16-two-symbolic-dims-in-the-result", """
+    graph @g {
+      input %x: f16[s0,s1,64]
+      %a: f16[s0,s1,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
     }"""),
     case("declined-not-trailing", """
@@ -348,7 +430,11 @@ MEANS = [
 
 @pytest.mark.parametrize("before, expected, changed", MEANS)
 def test_mean_over_last_dims(before, expected, changed):
-    check_pipeline(before, "xnnpack.mean-over-last-dims", expected, changed=changed)
+    graph = check_pipeline(before, "xnnpack.mean-over-last-dims", expected, changed=changed)
+    for value in graph.inputs:
+        if value.name.startswith("mean_weight_"):
+            cols = value.type.shape[1]
+            assert value.data.shape == (1, cols) and bool((value.data == 1.0 / cols).all())
 
 
 CASTS = [
