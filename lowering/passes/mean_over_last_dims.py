@@ -1,4 +1,4 @@
-"""``xnnpack.mean-over-last-dims``: rewrite a mean over a tensor's trailing dims as ops XNNPACK runs: an fp32 mean as a linear with a constant ``1/cols`` weight, others as a 4-D spatial mean between two views."""
+"""``xnnpack.mean-over-last-dims``: rewrite a mean over a tensor's trailing dims as ops XNNPACK runs: an fp32 mean as a matrix product with a constant ``1/cols`` column, others as a 4-D spatial mean between two views."""
 
 from __future__ import annotations
 
@@ -14,16 +14,19 @@ from ..rules import QUANTIZE_OPS, dequantized_source
 from ._base import DelegatedDtypeRewrite, RunStateRule, _float_constant, _NotBf16
 
 
+MAX_MATMUL_COLS = 16384  # (XNNPACK packs a [cols, 1] weight into a full column tile: 16 x cols floats)
+
+
 def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None) -> bool:
     """A mean over the trailing dims of x (RMSNorm's and a decomposed layer norm's ``mean(-1,
     keepdim=True)``), as XNNPACK can run it:
 
-    - fp32: ``linear(x, w)`` with ``w`` a ``[1, cols]`` constant of ``1/cols`` (one per width and
-      run; x viewed to ``(..., cols)`` first when several dims are reduced, the result viewed when
-      it has no kept dim). XNNPACK defines a mean only as a spatial mean of a channels-last 4-D
-      tensor, so the view form below costs a transpose of the whole input each way; the linear
-      reads x where it is, in one op instead of five. Not for a mean between a dequantize and a
-      quantize (the quantized mean XNNPACK folds them into).
+    - fp32 (at most ``MAX_MATMUL_COLS`` reduced elements): view (rows, cols), ``mm`` with ``w``, a
+      ``[cols, 1]`` constant of ``1/cols`` (one per width and run), view back. XNNPACK defines a
+      mean only as a spatial mean of a channels-last 4-D tensor, so the form below costs a
+      transpose of the whole input each way (seven ops, against three). An ``mm``, not a
+      ``linear``: a linear left outside a delegate is not an edge op ExecuTorch verifies. Not for
+      a mean between a dequantize and a quantize (the quantized mean XNNPACK folds them into).
     - otherwise: view (1, rows, 1, cols), mean over (2, 3) keepdim, view back.
 
     With a dynamic shape the reduced dims must be static; a symbolic dim among the others makes
@@ -48,14 +51,14 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None
             rows = rows * d if isinstance(d, int) and isinstance(rows, int) else None  # (None: symbolic)
     if fixed_reader(node.result) is not None:
         return rewriter.notify_match_failure(node, f"read by {fixed_reader(node.result).op}, which cannot read another value")
-    if x.dtype is DType.f32 and cols > 0 and not _quantized(node):
-        return _as_linear(node, rewriter, {} if made is None else made, len(dims), cols)
     result = node.result.type
     back = view_size(result.shape)
     if back is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims in the result (a view infers one)")
     if rows is None and cols == 0:
         return rewriter.notify_match_failure(node, "symbolic rows of an empty reduction (-1 would be ambiguous)")
+    if x.dtype is DType.f32 and 0 < cols <= MAX_MATMUL_COLS and not _quantized(node):
+        return _as_matmul(node, rewriter, {} if made is None else made, len(dims), cols)
     square_type = TensorType(x.dtype, (1, rows if rows is not None else symbolic_product(x.shape[:x.rank - len(dims)]), 1, cols))
     square = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [square_type],
                                                           {"size": [1, -1 if rows is None else rows, 1, cols]})).result
@@ -72,30 +75,35 @@ def _quantized(node: Node) -> bool:
     return dequantized_source(node.input) is not None or any(use.op in QUANTIZE_OPS for use in node.result.users)
 
 
-def _as_linear(node: Node, rewriter: Rewriter, made: dict, reduced: int, cols: int) -> bool:
+def _as_matmul(node: Node, rewriter: Rewriter, made: dict, reduced: int, cols: int) -> bool:
     x, result = node.input, node.result.type
-    flat_shape = x.shape[:x.rank - reduced] + (cols,)
-    back = view_size(result.shape) if result.shape != flat_shape[:-1] + (1,) else []
-    if back is None or (reduced > 1 and view_size(flat_shape) is None):
-        return rewriter.notify_match_failure(node, "two or more symbolic dims in a view it needs (a view infers one)")
-    if reduced > 1:  # (..., d1, d2) -> (..., d1 * d2); at most one symbolic dim among the rest
+    rows_shape = x.shape[:x.rank - reduced]
+    flat_shape = (symbolic_product(rows_shape) if any(not isinstance(d, int) for d in rows_shape) else _product(rows_shape), cols)
+    back = view_size(result.shape)
+    if back is None:
+        return rewriter.notify_match_failure(node, "two or more symbolic dims in the result (a view infers one)")
+    if x.type.shape != flat_shape:
         x = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [TensorType(DType.f32, flat_shape)],
-                                                         {"size": view_size(flat_shape)})).result
+                                                         {"size": [-1 if not isinstance(flat_shape[0], int) else flat_shape[0], cols]})).result
     if cols not in made:
-        made[cols] = _float_constant(rewriter, f"mean_weight_{cols}", TensorType(DType.f32, (1, cols)), 1.0 / cols, (1, cols))
-    mean_type = TensorType(DType.f32, x.shape[:-1] + (1,))
-    mean = rewriter.op_before(node, aten.linear, [x, made[cols]])
-    if mean.type != mean_type:
-        raise AssertionError(f"linear typed {mean.type}, expected {mean_type}")
-    if mean_type.shape != result.shape:
+        made[cols] = _float_constant(rewriter, f"mean_weight_{cols}", TensorType(DType.f32, (cols, 1)), 1.0 / cols, (cols, 1))
+    mean = rewriter.op_before(node, aten.mm, [x, made[cols]])
+    if mean.type.shape != result.shape:
         mean = rewriter.insert_before(node, rewriter.create(aten.view_copy, [mean], [result], {"size": back})).result
     rewriter.replace_node(node, [mean])
     return True
 
 
+def _product(dims) -> int:
+    product = 1
+    for d in dims:
+        product *= d
+    return product
+
+
 @attrs.frozen
 class MeanOverLastDims(DelegatedDtypeRewrite):
-    """Rewrite a mean over a tensor's trailing dims as ops XNNPACK runs (fp32: a linear with a constant 1/cols weight; else a 4-D spatial mean between two views)."""
+    """Rewrite a mean over a tensor's trailing dims as ops XNNPACK runs (fp32: a matrix product with a constant 1/cols column; else a 4-D spatial mean between two views)."""
 
     name = "xnnpack.mean-over-last-dims"
 

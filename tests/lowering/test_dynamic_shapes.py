@@ -4,7 +4,7 @@ runtime and run at lengths 1, 7 and 128 against eager PyTorch.
 
 What makes them whole in XNNPACK: a view whose new shape has one symbolic dim is written with -1
 (XNNPACK's reshape infers it at run time: ``shape-ops-as-views``, also for squeeze/unsqueeze at a
-middle dim), RMSNorm's mean over the last dim as a 4-D spatial mean between two such views
+middle dim), RMSNorm's mean over the last dim as a product with a constant column between two such views
 (``xnnpack.mean-over-last-dims``), bf16 <-> f32 casts as XNNPACK converts
 (``xnnpack.casts-as-converts``), a slice of a static dim of a tensor with a symbolic dim as
 ``xir::slice`` (its XNNPACK slice takes the symbolic dims whole, at their run-time size; stock's
@@ -237,14 +237,16 @@ def _views_written_with_integers(edge):
 def test_rms_norm_is_one_delegate_with_its_mean(lowered):
     program = lowered("rms-norm")
     assert not program.outside, program.outside
-    assert program.inside["aten.mean.dim"] == 1 and harness.delegate_count(program.edge) == 1
-    assert [1, -1, 1, WIDTH] in _views_written_with_integers(program.edge)
+    # xnnpack.mean-over-last-dims: the fp32 mean as a product with a 1/WIDTH column, between views
+    assert program.inside["aten.mm"] == 1 and "aten.mean.dim" not in program.inside
+    assert harness.delegate_count(program.edge) == 1
+    assert [-1, WIDTH] in _views_written_with_integers(program.edge)
 
 
 def test_bf16_rms_norm_converts_inside(lowered):
     program = lowered("rms-norm-bf16")
     assert not program.outside, program.outside
-    assert program.inside["xir.convert"] == 2 and program.inside["aten.mean.dim"] == 1
+    assert program.inside["xir.convert"] == 2 and program.inside["aten.mm"] == 1  # (the fp32 mean)
 
 
 def test_cast_pair_converts_inside(lowered):

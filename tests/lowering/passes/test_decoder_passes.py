@@ -249,7 +249,7 @@ def test_scalar_operands_as_constants(before, expected, changed):
         assert scalar.dim() == 0 and float(scalar) in (0.5, 6.0, 4.0, 2.0, 3.0)  # add.Scalar folds alpha: 2 * 3
 
 
-MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D spatial mean between views
+MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here): a 4-D spatial mean between views
     case("ordinary-rms-norm-mean", """
     graph @g {
       input %x: f32[1,5,64]
@@ -259,8 +259,10 @@ MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D
     }""", """
     graph @g {
       input %x: f32[1,5,64]
-      param %mean_weight_64: f32[1,64]
-      %a: f32[1,5,1] = aten.linear(%x, %mean_weight_64)
+      param %mean_weight_64: f32[64,1]
+      %v: f32[5,64] = aten.view_copy(%x) {size=[5, 64]}
+      %m: f32[5,1] = aten.mm(%v, %mean_weight_64)
+      %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
       %b: f32[1,5,1] = aten.rsqrt(%a)
       return %b
     }"""),
@@ -278,10 +280,16 @@ MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D
     graph @g {
       input %x: f32[1,5,64]
       input %y: f32[1,5,2,64]
-      param %mean_weight_64: f32[1,64]
-      %a: f32[1,5,1] = aten.linear(%x, %mean_weight_64)
-      %b: f32[1,5,2,1] = aten.linear(%y, %mean_weight_64)
-      %c: f32[1,5,1] = aten.linear(%x, %mean_weight_64)
+      param %mean_weight_64: f32[64,1]
+      %v: f32[5,64] = aten.view_copy(%x) {size=[5, 64]}
+      %m: f32[5,1] = aten.mm(%v, %mean_weight_64)
+      %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
+      %v2: f32[10,64] = aten.view_copy(%y) {size=[10, 64]}
+      %m2: f32[10,1] = aten.mm(%v2, %mean_weight_64)
+      %b: f32[1,5,2,1] = aten.view_copy(%m2) {size=[1, 5, 2, 1]}
+      %v3: f32[5,64] = aten.view_copy(%x) {size=[5, 64]}
+      %m3: f32[5,1] = aten.mm(%v3, %mean_weight_64)
+      %c: f32[1,5,1] = aten.view_copy(%m3) {size=[1, 5, 1]}
       %d: f32[1,5,1] = aten.add.Tensor(%a, %a)
       %e: f32[1,5,1] = aten.mul.Tensor(%a, %c)
       return %d, %e, %b
@@ -294,9 +302,9 @@ MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D
     }""", """
     graph @g {
       input %x: f32[2,3,4]
-      param %mean_weight_12: f32[1,12]
+      param %mean_weight_12: f32[12,1]
       %v: f32[2,12] = aten.view_copy(%x) {size=[2, 12]}
-      %l: f32[2,1] = aten.linear(%v, %mean_weight_12)
+      %l: f32[2,1] = aten.mm(%v, %mean_weight_12)
       %a: f32[2] = aten.view_copy(%l) {size=[2]}
       return %a, %x
     }"""),
@@ -308,8 +316,10 @@ MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D
     }""", """
     graph @g {
       param %w: f32[8]
-      param %mean_weight_8: f32[1,8]
-      %a: f32[1] = aten.linear(%w, %mean_weight_8)
+      param %mean_weight_8: f32[8,1]
+      %v: f32[1,8] = aten.view_copy(%w) {size=[1, 8]}
+      %m: f32[1,1] = aten.mm(%v, %mean_weight_8)
+      %a: f32[1] = aten.view_copy(%m) {size=[1]}
       return %a
     }"""),
     case("symbolic-rms-norm-mean", """
@@ -321,8 +331,10 @@ MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D
     }""", """
     graph @g {
       input %x: f32[1,s0,64]
-      param %mean_weight_64: f32[1,64]
-      %a: f32[1,s0,1] = aten.linear(%x, %mean_weight_64)
+      param %mean_weight_64: f32[64,1]
+      %v: f32[s0,64] = aten.view_copy(%x) {size=[-1, 64]}
+      %m: f32[s0,1] = aten.mm(%v, %mean_weight_64)
+      %a: f32[1,s0,1] = aten.view_copy(%m) {size=[1, -1, 1]}
       %b: f32[1,s0,1] = aten.rsqrt(%a)
       return %b, %a
     }"""),
@@ -334,9 +346,9 @@ MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D
     }""", """
     graph @g {
       input %x: f32[s0,4,16]
-      param %mean_weight_64: f32[1,64]
+      param %mean_weight_64: f32[64,1]
       %v: f32[s0,64] = aten.view_copy(%x) {size=[-1, 64]}
-      %l: f32[s0,1] = aten.linear(%v, %mean_weight_64)
+      %l: f32[s0,1] = aten.mm(%v, %mean_weight_64)
       %a: f32[s0] = aten.view_copy(%l) {size=[-1]}
       return %a
     }"""),
@@ -389,22 +401,35 @@ MEANS = [  # fp32: a linear with a 1/cols weight; other dtypes (f16 here): a 4-D
       %a: f32[1,4,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
     }"""),
-    case("two-symbolic-dims-need-no-view-as-a-linear", """
+    case("declined-two-symbolic-dims-in-the-result", """
     graph @g {
       input %x: f32[s0,s1,64]
       %a: f32[s0,s1,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
+    }"""),
+    case("wider-than-a-matmul-takes-as-spatial-mean", """
+    graph @g {
+      input %x: f32[2,16385]
+      %a: f32[2,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      return %a
     }""", """
     graph @g {
-      input %x: f32[s0,s1,64]
-      param %mean_weight_64: f32[1,64]
-      %a: f32[s0,s1,1] = aten.linear(%x, %mean_weight_64)
+      input %x: f32[2,16385]
+      %v: f32[1,2,1,16385] = aten.view_copy(%x) {size=[1, 2, 1, 16385]}
+      %m: f32[1,2,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[2,1] = aten.view_copy(%m) {size=[2, 1]}
       return %a
     }"""),
-    case("declined-two-symbolic-dims-in-the-result-of-a-view", """
+    case("two-dim-input-needs-no-views", """
     graph @g {
-      input %x: f32[s0,s1,64]
-      %a: f32[s0,s1] = aten.mean.dim(%x) {dim=[-1]}
+      input %x: f32[3,16]
+      %a: f32[3,1] = aten.mean.dim(%x) {dim=[1], keepdim=true}
+      return %a
+    }""", """
+    graph @g {
+      input %x: f32[3,16]
+      param %mean_weight_16: f32[16,1]
+      %a: f32[3,1] = aten.mm(%x, %mean_weight_16)
       return %a
     }"""),
     case("declined-f16-two-symbolic-dims-in-the-result", """
@@ -433,8 +458,8 @@ def test_mean_over_last_dims(before, expected, changed):
     graph = check_pipeline(before, "xnnpack.mean-over-last-dims", expected, changed=changed)
     for value in graph.inputs:
         if value.name.startswith("mean_weight_"):
-            cols = value.type.shape[1]
-            assert value.data.shape == (1, cols) and bool((value.data == 1.0 / cols).all())
+            cols = value.type.shape[0]
+            assert value.data.shape == (cols, 1) and bool((value.data == 1.0 / cols).all())
 
 
 CASTS = [
