@@ -158,8 +158,25 @@ class NoOps(torch.nn.Module):
         return torch.relu(torch.cat([a, x[..., :0]], dim=-1))
 
 
+class Means(torch.nn.Module):
+    """fp32 means over trailing dims at the boundaries (xnnpack.mean-over-last-dims makes each a
+    product with a constant 1/cols column): of the graph input, returned and read by two ops; per
+    head without keepdim. Over the last two dims of a 4-D tensor it is XNNPACK's own spatial mean
+    and stays one; a parameter's mean is folded."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(WIDTH))
+
+    def forward(self, x):
+        m = x.mean(-1, keepdim=True)
+        h = x.view(1, x.shape[1], 4, WIDTH // 4)
+        return m, x * m + m, (h * h).mean(-1), h.mean((-1, -2)) * self.w.mean(0, keepdim=True)
+
+
 MODULES = {
     "rms-norm": (RMSNorm, torch.float32, {}),
+    "means": (Means, torch.float32, {}),
     "rms-norm-bf16": (RMSNormBf16, torch.bfloat16, {"enable_bf16": True}),
     "qkv": (QKV, torch.float32, {}),
     "cast-pair": (CastPair, torch.float32, {"enable_bf16": True}),
@@ -241,6 +258,13 @@ def test_rms_norm_is_one_delegate_with_its_mean(lowered):
     assert program.inside["aten.mm"] == 1 and "aten.mean.dim" not in program.inside
     assert harness.delegate_count(program.edge) == 1
     assert [-1, WIDTH] in _views_written_with_integers(program.edge)
+
+
+def test_fp32_means_are_products_with_a_column_inside(lowered):
+    program = lowered("means")
+    assert not program.outside, program.outside
+    assert harness.delegate_count(program.edge) == 1
+    assert program.inside["aten.mm"] == 2 and program.inside["aten.mean.dim"] == 1  # (the 4-D spatial one)
 
 
 def test_bf16_rms_norm_converts_inside(lowered):
