@@ -17,7 +17,7 @@ from ._base import DelegatedDtypeRewrite, RunStateRule, _float_constant, _NotBf1
 MAX_MATMUL_COLS = 16384  # (XNNPACK packs a [cols, 1] weight into a full column tile: 16 x cols floats)
 
 
-def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None) -> bool:
+def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None, matmul: bool = True) -> bool:
     """A mean over the trailing dims of x (RMSNorm's and a decomposed layer norm's ``mean(-1,
     keepdim=True)``), as XNNPACK can run it:
 
@@ -57,7 +57,7 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None
         return rewriter.notify_match_failure(node, "two or more symbolic dims in the result (a view infers one)")
     if rows is None and cols == 0:
         return rewriter.notify_match_failure(node, "symbolic rows of an empty reduction (-1 would be ambiguous)")
-    if x.dtype is DType.f32 and 0 < cols <= MAX_MATMUL_COLS and not _quantized(node):
+    if matmul and x.dtype is DType.f32 and 0 < cols <= MAX_MATMUL_COLS and not _quantized(node):
         return _as_matmul(node, rewriter, {} if made is None else made, len(dims), cols)
     square_type = TensorType(x.dtype, (1, rows if rows is not None else symbolic_product(x.shape[:x.rank - len(dims)]), 1, cols))
     square = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [square_type],
@@ -68,6 +68,12 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None
     view = rewriter.create(aten.view_copy, [mean], [result], {"size": back})
     rewriter.replace_node(node, [rewriter.insert_before(node, view).result])
     return True
+
+
+def spatial_mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None) -> bool:
+    """A mean over the trailing dims as a 4-D spatial mean between two views, in fp32 too (the
+    pass with ``matmul=false``)."""
+    return mean_over_last_dims(node, rewriter, made, matmul=False)
 
 
 def _quantized(node: Node) -> bool:
@@ -103,12 +109,16 @@ def _product(dims) -> int:
 
 @attrs.frozen
 class MeanOverLastDims(DelegatedDtypeRewrite):
-    """Rewrite a mean over a tensor's trailing dims as ops XNNPACK runs (fp32: a matrix product with a constant 1/cols column; else a 4-D spatial mean between two views)."""
+    """Rewrite a mean over a tensor's trailing dims as ops XNNPACK runs (fp32: a matrix product with a constant 1/cols column; else a 4-D spatial mean between two views).
+
+    ``matmul=false``: every mean as the spatial mean (the form before the matrix product, to
+    compare: ``scripts/mean_as_matmul.py``)."""
 
     name = "xnnpack.mean-over-last-dims"
+    matmul: bool = True
 
     rules = (RunStateRule(mean_over_last_dims, aten.mean.dim),)
 
     def patterns(self):
-        rules = (RunStateRule(mean_over_last_dims, aten.mean.dim),)  # (one weight per width and run)
+        rules = (RunStateRule(mean_over_last_dims if self.matmul else spatial_mean_over_last_dims, aten.mean.dim),)
         return rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in rules)

@@ -966,3 +966,19 @@ def test_a_value_read_by_an_op_without_schema_is_kept(pipeline, op_line):
         assert "size=[1, -1, 1, 8]" in print_graph(graph)
     else:
         assert print_graph(graph) == before
+
+
+def test_mean_over_last_dims_matmul_false_keeps_the_spatial_form():
+    check_pipeline("""
+    graph @g {
+      input %x: f32[1,s0,64]
+      %a: f32[1,s0,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      return %a
+    }""", "xnnpack.mean-over-last-dims{matmul=false}", """
+    graph @g {
+      input %x: f32[1,s0,64]
+      %v: f32[1,s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
+      %m: f32[1,s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
+      %a: f32[1,s0,1] = aten.view_copy(%m) {size=[1, -1, 1]}
+      return %a
+    }""")
