@@ -63,7 +63,7 @@ def measure(buffers: dict[str, bytes], rounds: int) -> None:
     cases = {"decode": list(flow.decode_inputs(32)), "prefill 7": list(flow.prefill_inputs(7)),
              "prefill 64": list(flow.prefill_inputs(64))}
     names = list(buffers)
-    logits = {name: loaded[name][1].execute(cases["prefill 7"])[0] for name in names}
+    logits = {name: loaded[name][1].execute(cases["prefill 7"])[0].clone() for name in names}
     for name in names[1:]:
         print(f"  {name}: max |logits - stock's| after a prefill of 7: {float((logits[name] - logits['stock']).abs().max()):.2g}"
               f" (max |logits| {float(logits[name].abs().max()):.3g})")
