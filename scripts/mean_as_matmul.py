@@ -8,6 +8,10 @@ time of each and the median of the per-round ratios to stock, and the max differ
 logits of each xir program from stock's.
 
     .venv/bin/python scripts/mean_as_matmul.py [--recipe fp32 8da4w] [--rounds 400] [--model llama3]
+    .venv/bin/python scripts/mean_as_matmul.py --zoo [--zoo-rounds 15]
+
+``--zoo``: instead, the fp32 zoo models of ``python -m bench --quick`` with means (Llama, ViT,
+SigLIP, BERT), xir with spatial means against xir's default, in interleaved rounds of 10 runs each.
 """
 
 from __future__ import annotations
@@ -86,13 +90,51 @@ def measure(buffers: dict[str, bytes], rounds: int) -> None:
               + "".join(f"{ratios[n]:>25.2f}x" for n in names[1:]), flush=True)
 
 
+def zoo(rounds: int) -> None:
+    from bench import zoo as models
+    from lowering import XnnpackPartitioner
+    from lowering.partitioner import DEFAULT_PIPELINE
+    from xir_tools import harness
+
+    print(f"the zoo (--quick sizes), fp32, xir with spatial means against matrix-product means; {rounds} rounds of 10 runs")
+    for model in models.zoo(True):
+        if model.name not in ("llama", "vit", "siglip", "bert"):
+            continue
+        torch.manual_seed(0)
+        module, inputs = model.make().eval(), model.inputs()
+        with torch.no_grad():
+            expected = module(*inputs)
+        loaded, errors = {}, {}
+        for name, pipeline in (("spatial", DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL)),
+                               ("matmul", DEFAULT_PIPELINE)):
+            edge, _ = harness.lower_edge(torch.export.export(module, inputs), "xir",
+                                         partitioner=XnnpackPartitioner(pipeline=pipeline))
+            loaded[name] = harness.load_method(harness.to_buffer(edge))
+            errors[name] = float((loaded[name][1].execute(list(inputs))[0] - expected).abs().max())
+        times = {name: [] for name in loaded}
+        for _ in range(rounds):
+            for name, (_, method) in loaded.items():
+                start = time.perf_counter()
+                for _ in range(10):
+                    method.execute(list(inputs))
+                times[name].append((time.perf_counter() - start) / 10)
+        spatial, matmul = (statistics.median(times[n]) * 1e3 for n in ("spatial", "matmul"))
+        print(f"  {model.name:<8} spatial {spatial:.3f} ms (err {errors['spatial']:.2g}), matmul {matmul:.3f} ms"
+              f" (err {errors['matmul']:.2g}): {matmul / spatial:.2f}x", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipe", nargs="*", default=["fp32", "8da4w"])
     parser.add_argument("--model", default="llama3", choices=sorted(flow.FAMILIES))
     parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--zoo", action="store_true", help="the zoo's fp32 models with means instead of the flow")
+    parser.add_argument("--zoo-rounds", type=int, default=15)
     args = parser.parse_args(argv)
     torch.manual_seed(0)
+    if args.zoo:
+        zoo(args.zoo_rounds)
+        return 0
     print(f"{args.model}, {', '.join(args.recipe)}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1")
     for recipe in args.recipe:
         measure(lowered_programs(recipe, args.model), args.rounds)
