@@ -335,8 +335,21 @@ def run_decoder(name: str, s: Sizes, dtype_name: str, steps: int, runs: int) -> 
         return Result(name, label, s.layers, failed, failed)
     bf16 = dtype is torch.bfloat16
     decode = measure_decode(model, s, steps, bf16, tag, XIR_ONLY.get(dtype_name))
+    release(decode, keep="xir")  # (xir's decode program runs again in cross_dtype_decode)
     prefill = measure_prefill(model, s, runs, bf16, tag, XIR_ONLY.get(dtype_name))
+    release(prefill)
     return Result(name, label, s.layers, decode, prefill)
+
+
+def release(phase: Phase, keep: str | None = None) -> None:
+    """Drop the loaded programs of ``phase`` that run no more (all but ``keep``'s side): at
+    ``--large`` sizes every program held to the end exhausted 24 GB."""
+    import gc
+
+    for side in phase.sides:
+        if side.which != keep:
+            side.program = side.method = None
+    gc.collect()
 
 
 def run_encoder(name: str, quick: bool, dtype_name: str, runs: int) -> Result:
