@@ -57,9 +57,10 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None
         return rewriter.notify_match_failure(node, "two or more symbolic dims in the result (a view infers one)")
     if rows is None and cols == 0:
         return rewriter.notify_match_failure(node, "symbolic rows of an empty reduction (-1 would be ambiguous)")
+    rows_dim = rows if rows is not None else symbolic_product(x.shape[:x.rank - len(dims)])
     if matmul and x.dtype is DType.f32 and 0 < cols <= MAX_MATMUL_COLS and not _quantized(node):
-        return _as_matmul(node, rewriter, {} if made is None else made, len(dims), cols)
-    square_type = TensorType(x.dtype, (1, rows if rows is not None else symbolic_product(x.shape[:x.rank - len(dims)]), 1, cols))
+        return _as_matmul(node, rewriter, {} if made is None else made, rows_dim, cols, back)
+    square_type = TensorType(x.dtype, (1, rows_dim, 1, cols))
     square = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [square_type],
                                                           {"size": [1, -1 if rows is None else rows, 1, cols]})).result
     mean_type = TensorType(x.dtype, (1, square_type.shape[1], 1, 1))
@@ -81,16 +82,13 @@ def _quantized(node: Node) -> bool:
     return dequantized_source(node.input) is not None or any(use.op in QUANTIZE_OPS for use in node.result.users)
 
 
-def _as_matmul(node: Node, rewriter: Rewriter, made: dict, reduced: int, cols: int) -> bool:
+def _as_matmul(node: Node, rewriter: Rewriter, made: dict, rows, cols: int, back: list[int]) -> bool:
+    """view (rows, cols) -> mm with the (cols, 1) column of 1/cols -> view to the result (``rows``
+    an int, or a symbol written -1; ``back``: the result's view size)."""
     x, result = node.input, node.result.type
-    rows_shape = x.shape[:x.rank - reduced]
-    flat_shape = (symbolic_product(rows_shape) if any(not isinstance(d, int) for d in rows_shape) else _product(rows_shape), cols)
-    back = view_size(result.shape)
-    if back is None:
-        return rewriter.notify_match_failure(node, "two or more symbolic dims in the result (a view infers one)")
-    if x.type.shape != flat_shape:
-        x = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [TensorType(DType.f32, flat_shape)],
-                                                         {"size": [-1 if not isinstance(flat_shape[0], int) else flat_shape[0], cols]})).result
+    if x.type.shape != (rows, cols):
+        x = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [TensorType(DType.f32, (rows, cols))],
+                                                         {"size": [rows if isinstance(rows, int) else -1, cols]})).result
     if cols not in made:
         made[cols] = _float_constant(rewriter, f"mean_weight_{cols}", TensorType(DType.f32, (cols, 1)), 1.0 / cols, (cols, 1))
     mean = rewriter.op_before(node, aten.mm, [x, made[cols]])
@@ -98,13 +96,6 @@ def _as_matmul(node: Node, rewriter: Rewriter, made: dict, reduced: int, cols: i
         mean = rewriter.insert_before(node, rewriter.create(aten.view_copy, [mean], [result], {"size": back})).result
     rewriter.replace_node(node, [mean])
     return True
-
-
-def _product(dims) -> int:
-    product = 1
-    for d in dims:
-        product *= d
-    return product
 
 
 @attrs.frozen
