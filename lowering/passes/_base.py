@@ -44,7 +44,11 @@ class DelegatedDtypeRewrite(PatternRewritePass, register=False):
     enable_bf16: bool = True
 
     def patterns(self):
-        return self.rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in self.rules)
+        return self.gated(self.rules)
+
+    def gated(self, rules: tuple) -> tuple:
+        """``rules`` as they run: each declining bf16 nodes without ``enable_bf16``."""
+        return rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in rules)
 
 
 class RunStateRule(RewritePattern):

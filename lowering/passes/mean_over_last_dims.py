@@ -7,11 +7,11 @@ import attrs
 from passes import Rewriter
 from passes.rewriter import fixed_reader
 from passes.shape_ops_as_views import symbolic_product, view_size
-from xir import DType, Node, TensorType, Value
+from xir import DType, Node, TensorType
 from xir.ops import aten
 
 from ..rules import QUANTIZE_OPS, dequantized_source
-from ._base import DelegatedDtypeRewrite, RunStateRule, _float_constant, _NotBf16
+from ._base import DelegatedDtypeRewrite, RunStateRule, _float_constant
 
 
 MAX_MATMUL_COLS = 16384  # (XNNPACK packs a [cols, 1] weight into a full column tile: 16 x cols floats)
@@ -111,5 +111,4 @@ class MeanOverLastDims(DelegatedDtypeRewrite):
     rules = (RunStateRule(mean_over_last_dims, aten.mean.dim),)
 
     def patterns(self):
-        rules = (RunStateRule(mean_over_last_dims if self.matmul else spatial_mean_over_last_dims, aten.mean.dim),)
-        return rules if self.enable_bf16 else tuple(_NotBf16(rule) for rule in rules)
+        return self.gated((RunStateRule(mean_over_last_dims if self.matmul else spatial_mean_over_last_dims, aten.mean.dim),))
