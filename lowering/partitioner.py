@@ -29,6 +29,7 @@ import xir
 from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
 from xir.ops import aten
 
+from .backend_passes import delegation_specs
 from .capability import Options
 from .linear_rebuild import keep_inexact_matmuls
 from .partition import PartitionPlan, plan_partition
@@ -108,12 +109,17 @@ class XnnpackPartitioner(_base()):
     a value leaves them, instead of converting around every op. Faster for bf16 CNNs and encoders;
     the results are the fp32 computation on the bf16 inputs and weights (not eager's per-op bf16
     rounding), and bf16 weights are stored as fp32.
+
+    A delegate whose ops ExecuTorch's XNNPACK preprocessing passes would leave as they are gets
+    only the one of them that can change it (``lowering.backend_passes``: the same delegate, in
+    less lowering time); ``all_backend_passes=True`` runs all of them on every delegate.
     """
 
     def __init__(self, configs=None, config_precisions=None, per_op_mode: bool = False, verbose: bool = False, *,
                  enable_bf16: bool = False, force_non_static_weights_for_f32_linear: bool = False,
                  pipeline: Sequence[Pass] | str | None = None, instruments: Iterable[Instrument] = (),
-                 bf16_linears_as_f16: bool = False, bf16_activations_in_fp32: bool = False, **kwargs):
+                 bf16_linears_as_f16: bool = False, bf16_activations_in_fp32: bool = False,
+                 all_backend_passes: bool = False, **kwargs):
         from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
         from executorch.exir.backend.partitioner import DelegationSpec
 
@@ -142,6 +148,10 @@ class XnnpackPartitioner(_base()):
         self.pipeline = [_with_partitioner_options(p, self.options) for p in self.pipeline]
         self.instruments = list(instruments)
         self.verbose = verbose
+        self.all_backend_passes = all_backend_passes
+        # why each delegate of the last partition() gets all of XNNPACK's preprocessing passes
+        # (the others get only the linear rebuild: lowering.backend_passes)
+        self.all_passes_reasons: dict[str, str] = {}
         self.last_plan: PartitionPlan | None = None
         self.last_graph: xir.Graph | None = None
         self.rewrites_applied: set[str] = set()
@@ -230,10 +240,11 @@ class XnnpackPartitioner(_base()):
         plan.raise_if_unlowerable()  # (ops that run nowhere else, in a pattern XNNPACK cannot take)
         with self._timed("tags"):
             tags = emit_tags(plan, exported_program, options)
+            specs, self.all_passes_reasons = delegation_specs(exported_program, tags, self.delegation_spec,
+                                                              all_passes=self.all_backend_passes)
         if self.verbose:
             logger.warning("%s", plan.report())
-        return PartitionResult(tagged_exported_program=exported_program,
-                               partition_tags={tag: self.delegation_spec for tag in tags})
+        return PartitionResult(tagged_exported_program=exported_program, partition_tags=specs)
 
     def report(self) -> str:
         """The partition report as text (as a page: ``xir_tools.html_report.write_partitioner_report``)."""

@@ -62,8 +62,9 @@ def drop_identity_permute(node: Node, rewriter: Rewriter) -> bool:
     return _bypass(node, rewriter)
 
 
-@rewrite_pattern(*CONVERT_OPS)
+@rewrite_pattern(*CONVERT_OPS, dim_order_ops._clone_dim_order)
 def drop_identity_convert(node: Node, rewriter: Rewriter) -> bool:
+    """A conversion or a dim-order clone whose result is its operand's type, in the same layout."""
     if not _same_type(node):
         return rewriter.notify_match_failure(node, "changes the dtype")
     change = layout_change(node)
