@@ -255,6 +255,11 @@ class XnnpackPartitioner(_base()):
         if kept:
             text += ("  run as matrix multiplies, not rebuilt into a linear by XNNPACK's preprocessing (part of "
                      f"the linear is outside the delegate, or the rebuild would change its shape): {', '.join(kept)}\n")
+        reasons = self.all_passes_reasons
+        if reasons:
+            text += (f"  ExecuTorch's XNNPACK preprocessing runs all its passes on {len(reasons)} of {len(self.last_plan.groups)} "
+                     "delegates (the others get only its linear rebuild; lowering.backend_passes): "
+                     + "; ".join(f"{tag}: {why}" for tag, why in sorted(reasons.items())) + "\n")
         return text
 
 

@@ -19,7 +19,7 @@ PERMUTE_OPS = (aten.permute_copy, aten.permute)
 CONVERT_OPS = (aten._to_copy, dim_order_ops._to_dim_order_copy)
 
 
-def _bypass(node: Node, rewriter: Rewriter, source=None) -> bool:
+def bypass(node: Node, rewriter: Rewriter, source=None) -> bool:
     """Replace ``node`` by its operand (``source``: its ``input``), unless that would make a graph
     input a graph output."""
     source = node.input if source is None else source
@@ -51,7 +51,7 @@ def drop_identity_reshape(node: Node, rewriter: Rewriter) -> bool:
     """A view/expand/clone whose result has the operand's exact type."""
     if not node.operands or not _same_type(node):
         return rewriter.notify_match_failure(node, "changes the type")
-    return _bypass(node, rewriter)
+    return bypass(node, rewriter)
 
 
 @rewrite_pattern(*PERMUTE_OPS)
@@ -59,18 +59,17 @@ def drop_identity_permute(node: Node, rewriter: Rewriter) -> bool:
     dims = node.attributes.get("dims")
     if dims != list(range(node.results[0].rank)):
         return rewriter.notify_match_failure(node, f"dims {dims} is not the identity")
-    return _bypass(node, rewriter)
+    return bypass(node, rewriter)
 
 
-@rewrite_pattern(*CONVERT_OPS, dim_order_ops._clone_dim_order)
+@rewrite_pattern(*CONVERT_OPS)
 def drop_identity_convert(node: Node, rewriter: Rewriter) -> bool:
-    """A conversion or a dim-order clone whose result is its operand's type, in the same layout."""
     if not _same_type(node):
         return rewriter.notify_match_failure(node, "changes the dtype")
     change = layout_change(node)
     if change:
         return rewriter.notify_match_failure(node, change)
-    return _bypass(node, rewriter)
+    return bypass(node, rewriter)
 
 
 @rewrite_pattern(*VIEW_OPS)
@@ -114,7 +113,7 @@ def drop_widen_then_narrow_back(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, f"{source.dtype.name} -> {middle.dtype.name} may lose information")
     if layout_change(node) or layout_change(inner):
         return rewriter.notify_match_failure(node, "changes the layout")
-    return _bypass(node, rewriter, inner.input)
+    return bypass(node, rewriter, inner.input)
 
 
 def _empty(value) -> bool:
@@ -133,7 +132,7 @@ def drop_empty_cat_inputs(node: Node, rewriter: Rewriter) -> bool:
         result = node.results[0].type
         if kept[0].type != result or not isinstance(result, TensorType):
             return rewriter.notify_match_failure(node, "its one non-empty input has another type than its result")
-        return _bypass(node, rewriter, kept[0])
+        return bypass(node, rewriter, kept[0])
     if len(kept) == len(node.operands):
         return rewriter.notify_match_failure(node, "no empty inputs")
     rewriter.set_operands(node, kept)
@@ -155,7 +154,7 @@ def drop_identity_operation(node: Node, rewriter: Rewriter) -> bool:
             continue
         kept = node.operand("other" if argument == "input" else "input")
         if kept is not None and kept.type == node.results[0].type:
-            return _bypass(node, rewriter, kept)
+            return bypass(node, rewriter, kept)
     return rewriter.notify_match_failure(node, "no operand is the op's identity element, or the result is not the other's type")
 
 

@@ -1,5 +1,5 @@
 """``xnnpack.remove-no-ops``: remove-no-ops, keeping the views around a linear that ``to_edge``
-decomposed.
+decomposed, and dropping the dim-order clones that keep their operand's dim order.
 
 A linear that to_backend decomposed reads ``view -> addmm/mm -> view``; ExecuTorch's XNNPACK
 preprocessing finds those nodes by their source module and rebuilds a linear from the pattern's
@@ -14,12 +14,15 @@ from passes import PatternRewritePass, Rewriter
 from passes.remove_no_ops import (
     VIEW_OPS,
     RemoveNoOps,
+    bypass,
     drop_identity_reshape,
     fold_view_of_view,
 )
-from passes.rewriter import RewritePattern
+from passes.rewriter import RewritePattern, rewrite_pattern
 from xir import Node
-from xir.ops import aten
+from xir.ops import aten, dim_order_ops
+
+from ..rules import dim_order_of
 
 DECOMPOSED_LINEAR_OPS = (aten.addmm, aten.mm)
 KEEPS_VIEW = "a view of a decomposed linear (XNNPACK rebuilds the linear from it)"
@@ -56,9 +59,28 @@ class _KeepingLinearViews(RewritePattern):
 _GUARDS = {drop_identity_reshape: _identity_view_of_a_linear, fold_view_of_view: _view_chain_of_a_linear}
 
 
+@rewrite_pattern(dim_order_ops._clone_dim_order)
+def drop_clone_keeping_dim_order(node: Node, rewriter: Rewriter) -> bool:
+    """A ``_clone_dim_order`` to the dim order its operand has (as torch.export traced it) copies
+    nothing a functional program can tell apart. XNNPACK's preprocessing removes such clones itself
+    (``RemoveCloneOpsTransform``); removed here, the delegate needs none of its other passes
+    (``lowering.backend_passes``). A clone to another dim order, or from an unknown one, stays."""
+    wanted = node.attributes.get("dim_order")
+    if wanted is None or node.results[0].type != node.input.type:
+        return rewriter.notify_match_failure(node, "no dim order, or it changes the type")
+    source = dim_order_of(node.input)
+    if source is None:
+        return rewriter.notify_match_failure(node, "its operand's dim order is unknown")
+    if tuple(wanted) != source:
+        return rewriter.notify_match_failure(node, f"changes the dim order from {list(source)} to {list(wanted)}")
+    return bypass(node, rewriter)
+
+
 @attrs.frozen
 class XnnpackRemoveNoOps(PatternRewritePass):
-    """remove-no-ops, keeping the views of a decomposed linear (XNNPACK's preprocessing rebuilds the linear from them)."""
+    """remove-no-ops, keeping the views of a decomposed linear (XNNPACK's preprocessing rebuilds the
+    linear from them), and dropping dim-order clones that keep their operand's dim order."""
 
     name = "xnnpack.remove-no-ops"
-    rules = tuple(_KeepingLinearViews(rule, _GUARDS[rule]) if rule in _GUARDS else rule for rule in RemoveNoOps.rules)
+    rules = tuple(_KeepingLinearViews(rule, _GUARDS[rule]) if rule in _GUARDS else rule
+                  for rule in RemoveNoOps.rules) + (drop_clone_keeping_dim_order,)

@@ -159,3 +159,29 @@ def _outside(edge):
     from xir_tools.harness import outside_ops
 
     return outside_ops(edge)
+
+
+def test_report_names_the_delegates_that_get_all_passes():
+    ep = torch.export.export(WithRelu().eval(), (torch.randn(2, 16),))
+    _, partitioner = lower_edge(ep, "xir")
+    assert "runs all its passes on 1 of 1 delegates" in partitioner.report()
+    assert "aten.relu" in partitioner.report()
+    ep = torch.export.export(Boundaries().eval(), (torch.randn(1, 5, 32),))
+    _, partitioner = lower_edge(ep, "xir")
+    assert "all its passes" not in partitioner.report()
+
+
+class Clones(torch.nn.Module):
+    def forward(self, x):
+        t = (x * 2).transpose(1, 2).contiguous()  # a copy to the dim order its operand has
+        return x.clone(), t + 1, t.clone()  # the input's clone returned, a clone of a value read twice
+
+
+def test_clones_that_keep_the_dim_order_go():
+    """xnnpack.remove-no-ops drops a ``_clone_dim_order`` that keeps its operand's dim order (XNNPACK's
+    preprocessing would have), except the one that would make the graph input an output."""
+    x = torch.randn(2, 3, 4)
+    ep = torch.export.export(Clones().eval(), (x,))
+    edge, partitioner = check(ep, (x,))
+    clones = delegated_ops(edge)["dim_order_ops._clone_dim_order"] + _outside(edge)["dim_order_ops._clone_dim_order"]
+    assert clones == 1  # (x.clone(): its result is an output and its operand the input)

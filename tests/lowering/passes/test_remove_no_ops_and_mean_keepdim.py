@@ -61,3 +61,17 @@ LINEAR = """
 ])
 def test_views_of_a_decomposed_linear(pipeline, expected):
     check_pipeline(LINEAR, pipeline, expected, changed=True)
+
+
+@pytest.mark.parametrize("order", ["[0, 1]", "[1, 0]"])
+def test_dim_order_clone_of_an_unknown_dim_order_stays(order):
+    """IR text carries no traced dim order: xnnpack.remove-no-ops cannot tell the clone keeps it."""
+    text = f"""
+    graph @g {{
+      input %x: f32[2,3]
+      %a: f32[2,3] = aten.neg(%x)
+      %b: f32[2,3] = dim_order_ops._clone_dim_order(%a) {{dim_order={order}}}
+      %c: f32[2,3] = aten.neg(%b)
+      return %c
+    }}"""
+    check_pipeline(text, "xnnpack.remove-no-ops", text, changed=False)
