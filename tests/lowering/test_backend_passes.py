@@ -185,3 +185,29 @@ def test_clones_that_keep_the_dim_order_go():
     edge, partitioner = check(ep, (x,))
     clones = delegated_ops(edge)["dim_order_ops._clone_dim_order"] + _outside(edge)["dim_order_ops._clone_dim_order"]
     assert clones == 1  # (x.clone(): its result is an output and its operand the input)
+
+
+class PatchEmbedding(torch.nn.Module):
+    """A vision transformer's stem: a convolution with stride = kernel, flattened to tokens, read by
+    a layer norm and a linear, the tokens also returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 32, 4, stride=4)
+        self.norm, self.linear = torch.nn.LayerNorm(32), torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        tokens = self.conv(x).flatten(2).transpose(1, 2)
+        return tokens, self.linear(self.norm(tokens))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_a_patch_embedding_is_a_matrix_product_and_light(dtype):
+    """xnnpack.patch-conv-as-matmul: no convolution left, so the delegate is light; same bytes with all
+    passes, eager's numbers on the runtime."""
+    x = torch.randn(1, 3, 16, 16, dtype=dtype)
+    ep = torch.export.export(PatchEmbedding().eval().to(dtype), (x,))
+    edge, partitioner = check(ep, (x,), kind="bf16" if dtype == torch.bfloat16 else "fp32", light=[True],
+                              enable_bf16=dtype == torch.bfloat16)
+    inside = delegated_ops(edge)
+    assert "aten.convolution" not in inside and inside["aten.mm"] >= 1 and not _outside(edge), (inside, _outside(edge))
