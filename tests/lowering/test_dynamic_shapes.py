@@ -114,6 +114,31 @@ class Rotary(torch.nn.Module):
         return out.view(b, s, -1)
 
 
+class RotateHalf(torch.nn.Module):
+    """The Hugging Face rotary embedding (``rotate_half``: halves swapped, the upper one negated) of
+    q and k of two head counts, one table pair sliced to the length and shared; q also returned."""
+
+    def __init__(self, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, width = heads, kv_heads, WIDTH // heads
+        angles = torch.outer(torch.arange(128.0), 1.0 / 10000 ** (torch.arange(width // 2) / (width // 2)))
+        angles = torch.cat((angles, angles), -1)
+        self.register_buffer("cos", torch.cos(angles))
+        self.register_buffer("sin", torch.sin(angles))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = x.view(b, s, self.heads, -1)
+        k = x[..., : WIDTH // 2].view(b, s, self.kv_heads, -1) * 0.5
+        cos, sin = self.cos[:s].unsqueeze(1), self.sin[:s].unsqueeze(1)
+
+        def rotate_half(t):
+            half = t.shape[-1] // 2
+            return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, q
+
+
 class Slices(torch.nn.Module):
     """Slices of a graph input at its boundaries: one returned and read by two ops, one of a
     negative start, and the first token (of the symbolic dim, a static length)."""
@@ -183,6 +208,7 @@ MODULES = {
     "middle-dims": (MiddleDims, torch.float32, {}),
     "boundaries": (Boundaries, torch.float32, {}),
     "rotary": (Rotary, torch.float32, {}),
+    "rotate-half": (RotateHalf, torch.float32, {}),
     "slices": (Slices, torch.float32, {}),
     "masked-attention": (MaskedAttention, torch.float32, {}),
     "no-ops": (NoOps, torch.float32, {}),
@@ -314,6 +340,20 @@ def test_rotary_is_one_delegate(lowered):
     assert not any(op in program.inside for op in ("aten.select_copy.int", "xir.slice", "aten.cat")), program.inside
     assert program.inside["aten.mm"] == 1
     assert harness.delegate_count(program.edge) == 1
+
+
+def test_rotate_half_without_its_negation(lowered):
+    program = lowered("rotate-half")
+    # rotate_half as cat([x, x]) and one slice, its sign in the shared sine table
+    # (xnnpack.rotate-half-sign-in-sin): no negation, one concatenation and one slice per rotation
+    # (and k's own slice of x)
+    assert "aten.neg" not in program.inside, program.inside
+    assert program.inside["aten.cat"] == 2 and program.inside["xir.slice"] == 3, program.inside
+    assert harness.delegate_count(program.edge) == 1
+    assert program.outside == {"aten.slice_copy.Tensor": 2}, program.outside  # the tables, to the length
+    for length in LENGTHS:  # the same numbers as eager: the sign moved, not rounded
+        actual, expected = program.run(length)
+        assert harness.max_error(actual, expected) == 0, length
 
 
 def test_slices_at_the_boundaries(lowered):
