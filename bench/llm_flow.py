@@ -397,6 +397,66 @@ def _time_interleaved(live: list[Side], inputs: list, runs: int, times, warm: in
             times(s).append(time.perf_counter() - start)
 
 
+def lower_variants(recipe: str, model: str, variants: dict, count: tuple = ()) -> dict[str, bytes]:
+    """The flow's program of ``model`` and ``recipe`` (dynamic shapes, custom SDPA) lowered with each
+    of ``variants`` ({name: a function returning the partitioners}): {name: the .pte bytes}. Prints
+    how many of each op in ``count`` each program has inside its delegates."""
+    import executorch.kernels.quantized  # noqa: F401
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+
+    from lowering.llm import to_edge_transform_and_lower_llama
+    from xir_tools.harness import delegated_ops
+
+    with tempfile.TemporaryDirectory() as directory:
+        params, checkpoint = write_checkpoint(directory, params=FAMILIES[model][2])
+        prepared = prepare(llm_config(recipe, params, checkpoint, directory, True, True, model))
+        buffers = {}
+        for name, partitioners in variants.items():
+            builder = to_edge_transform_and_lower_llama(fresh_builder(prepared.builder), partitioners(), prepared.quantizers)
+            inside = delegated_ops(builder.edge_manager)
+            print(f"  {recipe} {name}: inside {sum(inside.values())} ops"
+                  + "".join(f", {op} x{inside[op]}" for op in count), flush=True)
+            buffers[name] = builder.to_executorch(passes=prepared.additional_passes).export_program.buffer
+    return buffers
+
+
+def random_order_rounds(buffers: dict[str, bytes], rounds: int) -> None:
+    """Run the programs ``buffers`` (the first is the baseline, "stock") in random order in every
+    round: a decode step at position 32, prefills of 7 and 64 tokens; print each one's median time and
+    the median of its per-round ratios to the first, and how far its logits after a prefill of 7 are
+    from the first's (``scripts/mean_as_matmul.py``, ``scripts/flow_pass_ablation.py``)."""
+    import random
+    import statistics
+
+    from xir_tools.harness import load_method
+
+    loaded = {name: load_method(buffer) for name, buffer in buffers.items()}  # (program, method): keep both
+    cases = {"decode": list(decode_inputs(32)), "prefill 7": list(prefill_inputs(7)),
+             "prefill 64": list(prefill_inputs(64))}
+    names = list(buffers)
+    logits = {name: loaded[name][1].execute(cases["prefill 7"])[0].clone() for name in names}
+    for name in names[1:]:
+        print(f"  {name}: max |logits - {names[0]}'s| after a prefill of 7: {float((logits[name] - logits[names[0]]).abs().max()):.2g}"
+              f" (max |logits| {float(logits[name].abs().max()):.3g})")
+    print(f"  {'':<12}" + "".join(f"{n + ' ms':>24}" for n in names) + "".join(f"{n + '/' + names[0]:>26}" for n in names[1:]))
+    rng = random.Random(0)
+    for case, inputs in cases.items():
+        for _, method in loaded.values():
+            for _ in range(10):
+                method.execute(inputs)
+        times = {n: [] for n in names}
+        for _ in range(rounds):
+            order = names[:]
+            rng.shuffle(order)
+            for name in order:
+                start = time.perf_counter()
+                loaded[name][1].execute(inputs)
+                times[name].append(time.perf_counter() - start)
+        ratios = {n: statistics.median(a / b for a, b in zip(times[n], times[names[0]])) for n in names[1:]}
+        print(f"  {case:<12}" + "".join(f"{statistics.median(times[n]) * 1e3:>24.3f}" for n in names)
+              + "".join(f"{ratios[n]:>25.2f}x" for n in names[1:]), flush=True)
+
+
 def profile_decode(side: Side, steps: int) -> None:
     """Where a decode step goes, from the runtime's ETDump: ms per step (each event's median over
     the steps, summed by (category, name)):

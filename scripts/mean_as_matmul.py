@@ -17,10 +17,8 @@ SigLIP, BERT), xir with spatial means against xir's default, in interleaved roun
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 
@@ -35,59 +33,16 @@ SPATIAL = "xnnpack.mean-over-last-dims{matmul=false}"
 
 
 def lowered_programs(recipe: str, model: str) -> dict[str, bytes]:
-    import executorch.kernels.quantized  # noqa: F401
-    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-
     from lowering import XnnpackPartitioner
-    from lowering.llm import llm_partitioners, to_edge_transform_and_lower_llama
+    from lowering.llm import llm_partitioners
     from lowering.partitioner import DEFAULT_PIPELINE
-    from xir_tools.harness import delegated_ops
 
-    with tempfile.TemporaryDirectory() as directory:
-        params, checkpoint = flow.write_checkpoint(directory, params=flow.FAMILIES[model][2])
-        prepared = flow.prepare(flow.llm_config(recipe, params, checkpoint, directory, True, True, model))
-        bf16 = recipe == "bf16"
-        variants = {"stock": llm_partitioners("stock", enable_bf16=bf16),
-                    "xir, spatial means": [XnnpackPartitioner(enable_bf16=bf16, pipeline=DEFAULT_PIPELINE.replace(
-                        "xnnpack.mean-over-last-dims", SPATIAL))],
-                    "xir (matmul means)": llm_partitioners("xir", enable_bf16=bf16)}
-        buffers = {}
-        for name, partitioners in variants.items():
-            builder = to_edge_transform_and_lower_llama(flow.fresh_builder(prepared.builder), partitioners, prepared.quantizers)
-            inside = delegated_ops(builder.edge_manager)
-            print(f"  {recipe} {name}: means inside {inside['aten.mean.dim']}, mm inside {inside['aten.mm']}", flush=True)
-            buffers[name] = builder.to_executorch(passes=prepared.additional_passes).export_program.buffer
-    return buffers
-
-
-def measure(buffers: dict[str, bytes], rounds: int) -> None:
-    from xir_tools.harness import load_method
-
-    loaded = {name: load_method(buffer) for name, buffer in buffers.items()}  # (program, method): keep both
-    cases = {"decode": list(flow.decode_inputs(32)), "prefill 7": list(flow.prefill_inputs(7)),
-             "prefill 64": list(flow.prefill_inputs(64))}
-    names = list(buffers)
-    logits = {name: loaded[name][1].execute(cases["prefill 7"])[0].clone() for name in names}
-    for name in names[1:]:
-        print(f"  {name}: max |logits - stock's| after a prefill of 7: {float((logits[name] - logits['stock']).abs().max()):.2g}"
-              f" (max |logits| {float(logits[name].abs().max()):.3g})")
-    print(f"  {'':<12}" + "".join(f"{n + ' ms':>24}" for n in names) + "".join(f"{n + '/stock':>26}" for n in names[1:]))
-    rng = random.Random(0)
-    for case, inputs in cases.items():
-        for _, method in loaded.values():
-            for _ in range(10):
-                method.execute(inputs)
-        times = {n: [] for n in names}
-        for _ in range(rounds):
-            order = names[:]
-            rng.shuffle(order)
-            for name in order:
-                start = time.perf_counter()
-                loaded[name][1].execute(inputs)
-                times[name].append(time.perf_counter() - start)
-        ratios = {n: statistics.median(a / b for a, b in zip(times[n], times["stock"])) for n in names[1:]}
-        print(f"  {case:<12}" + "".join(f"{statistics.median(times[n]) * 1e3:>24.3f}" for n in names)
-              + "".join(f"{ratios[n]:>25.2f}x" for n in names[1:]), flush=True)
+    bf16 = recipe == "bf16"
+    spatial = DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL)
+    return flow.lower_variants(recipe, model, {
+        "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
+        "xir, spatial means": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=spatial)],
+        "xir (matmul means)": lambda: llm_partitioners("xir", enable_bf16=bf16)}, ("aten.mean.dim", "aten.mm"))
 
 
 def zoo(rounds: int) -> None:
@@ -137,7 +92,7 @@ def main(argv=None) -> int:
         return 0
     print(f"{args.model}, {', '.join(args.recipe)}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1")
     for recipe in args.recipe:
-        measure(lowered_programs(recipe, args.model), args.rounds)
+        flow.random_order_rounds(lowered_programs(recipe, args.model), args.rounds)
     return 0
 
 

@@ -1,0 +1,54 @@
+"""What one of xir's passes buys in ExecuTorch's own LLM flow (``bench.llm_flow``'s tiny two-layer
+models: dynamic shapes, custom SDPA): the program lowered three ways, stock's two partitioners,
+xir's default pipeline without the pass, and xir's default; the three run in random order in every
+round (a decode step at position 32, prefills of 7 and 64 tokens), and the script prints the median
+time of each, the median of the per-round ratios to stock, and how far each program's logits are
+from stock's after a prefill of 7.
+
+    .venv/bin/python scripts/flow_pass_ablation.py [--without xnnpack.rotate-half-sign-in-sin]
+        [--model qwen3] [--recipe fp32 8da4w] [--rounds 400]
+
+The default is Qwen3 (which rotates q and k the Hugging Face way, ``rotate_half``) without
+``xnnpack.rotate-half-sign-in-sin``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+sys.path.insert(0, ".")
+
+from bench import llm_flow as flow  # noqa: E402  (sets OMP_NUM_THREADS=1 before torch loads, as the flow benchmark does)
+
+
+def main(argv=None) -> int:
+    from lowering import XnnpackPartitioner
+    from lowering.llm import llm_partitioners
+    from lowering.partitioner import DEFAULT_PIPELINE
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--without", default="xnnpack.rotate-half-sign-in-sin", help="the pass to leave out")
+    parser.add_argument("--model", default="qwen3", choices=sorted(flow.FAMILIES))
+    parser.add_argument("--recipe", nargs="*", default=["fp32", "8da4w"])
+    parser.add_argument("--rounds", type=int, default=400)
+    args = parser.parse_args(argv)
+    pipeline = [name for name in DEFAULT_PIPELINE.split(",") if name != args.without]
+    if len(pipeline) == len(DEFAULT_PIPELINE.split(",")):
+        parser.error(f"{args.without} is not in xir's default pipeline")
+    print(f"{args.model}, {', '.join(args.recipe)}; xir without {args.without}; {args.rounds} rounds in random order; "
+          "OMP_NUM_THREADS=1")
+    for recipe in args.recipe:
+        bf16 = recipe == "bf16"
+        buffers = flow.lower_variants(recipe, args.model, {
+            "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
+            "xir without": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))],
+            "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)})
+        flow.random_order_rounds(buffers, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
