@@ -6,7 +6,8 @@ Each decoder pass shows here: shape-ops-as-views (no unsqueeze left outside),
 xnnpack.mean-over-last-dims (RMSNorm's mean inside, as a product with a constant column), xnnpack.scalar-operands-as-constants (the
 attention scale inside), xnnpack.casts-as-converts (bf16 <-> f32 casts of RMSNorm and rotary
 embeddings inside, as xir.convert), xnnpack.expand-as-broadcast (grouped-query attention's repeat
-of K/V heads inside), xnnpack.safe-softmax (the masked softmax's fully-masked-row fix-up inside)."""
+of K/V heads inside), xnnpack.safe-softmax (the masked softmax's fully-masked-row fix-up inside),
+xnnpack.rotate-half-sign-in-sin (the rotary embedding's rotate_half without a negation)."""
 
 import functools
 
@@ -63,6 +64,9 @@ def test_one_layer_decoder_step(dtype_name):
     assert not any(node.op == "aten.expand_copy" for node in graph.nodes)
     assert not any("expand_ones" in value.name for value in graph.inputs)
     assert ours.delegated["aten.bmm"] + ours.delegated["xir.bmm_f32out"] == 2
+    # xnnpack.rotate-half-sign-in-sin: rotate_half's negation is in the sine table, for q and k
+    assert "aten.neg" not in ours.delegated and "aten.neg" not in ours.outside
+    assert any(value.name.startswith("rotate_half_sign") for value in graph.inputs)
     if dtype_name == "bfloat16":
         assert ours.delegated["xir.convert"] >= 6  # RMSNorm and rotary embeddings upcast to f32 and back, inside
 
