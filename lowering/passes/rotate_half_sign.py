@@ -16,10 +16,11 @@ middle of x written twice:
 two ops where there were four, the sign's product made once per table (``common-subexpression-
 elimination`` then merges it across layers). Every result is the same number: ``(-a) * s`` and
 ``a * (-s)`` are the same float in any dtype, ``s * 1`` is ``s``, and the slice copies the same
-elements. One layer's q and k rotations (8 and 2 heads of 32, one delegate; a scratch measurement
-of the forms, median of 3,000 interleaved runs): 12.5 -> 11.8 us at one token, 19.2 -> 17.7 us at
-7, 55.9 -> 47.0 us at 64; the same slices concatenated without the negation gave 12.4, 19.0 and
-51.6 us.
+elements. One layer's q and k rotations (8 and 2 heads of 32, one delegate; ``python
+scripts/rope_pair_swap.py --hf``, median of 3,000 interleaved runs): 12.3 -> 11.4 us at one token,
+18.2 -> 16.8 us at 7, 47.9 -> 45.4 us at 64, max error 0 against eager. (Of the forms tried in a
+scratch measurement, the same slices concatenated without the negation were slower at every
+length than the doubled concatenation.)
 
 Matched on a concatenation along the last dim of two slices of one tensor, its upper half negated
 first, in a float dtype, read only by multiplications (the tables); declined otherwise (a
