@@ -20,6 +20,7 @@ Both texts are parsed and printed again, so names of node results in them do not
 from __future__ import annotations
 
 import difflib
+import re
 import textwrap
 from typing import Sequence
 
@@ -28,6 +29,7 @@ from xir import Graph, parse_graph, print_graph
 from .instruments import CheckChanged, VerifyEach
 from .manager import PassManager, PipelineResult
 from .pass_base import Pass
+from .pipeline import parse_pipeline
 
 
 def graph_with_data(text: str, **data) -> Graph:
@@ -59,3 +61,14 @@ def check_pipeline(before: str | Graph, pipeline: Sequence[Pass] | str, expected
     if changed is not None and result.changed != changed:
         raise AssertionError(f"pipeline reported changed={result.changed}, expected {changed}")
     return graph
+
+
+def check_declined(before: str | Graph, pipeline: Sequence[Pass] | str, rule: str, reason: str) -> None:
+    """Run ``pipeline`` on ``before`` as :func:`check_pipeline` does, expecting the IR unchanged, and
+    check that its first pass's rule ``rule`` declined with a reason matching the regex ``reason``."""
+    passes = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+    text = print_graph(before) if isinstance(before, Graph) else before
+    check_pipeline(before, passes, text, changed=False)
+    declined = passes[0].last_stats.declined[rule]
+    if not any(re.search(reason, r) for r in declined):
+        raise AssertionError(f"{rule} declined with {declined}, none matching {reason!r}")

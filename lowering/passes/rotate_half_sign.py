@@ -33,31 +33,24 @@ from __future__ import annotations
 import attrs
 
 from passes import PatternRewritePass, Rewriter
-from xir import DType, Node, TensorType, Value
+from xir import Node, TensorType, Value
 from xir.ops import aten
 
+from ..rules import slice_bounds
 from ._base import _TORCH_DTYPES, RunStateRule
 
 
 def _last_dim_slice(value: Value) -> tuple[Value, int, int] | None:
-    """``value`` is ``x[..., start:end]`` (step 1) of a last dim of static size: (x, start, end)."""
+    """``value`` is ``x[..., start:end]`` (step 1) of a last dim of static size: (x, start, end), the
+    bounds in range (``lowering.rules.slice_bounds``)."""
     node = value.producer
-    if node is None or node.op != aten.slice_copy.Tensor:
+    if node is None or node.op != aten.slice_copy.Tensor or node.attributes.get("step", 1) not in (None, 1):
         return None
     x = node.operands[0]
-    dim = node.attributes.get("dim", 0)
-    size = x.type.shape[-1] if isinstance(x.type, TensorType) and x.rank else None
-    if not isinstance(dim, int) or dim % x.rank != x.rank - 1 or not isinstance(size, int):
+    bounds = slice_bounds(node)
+    if bounds is None or bounds[0] != x.rank - 1 or not isinstance(x.type.shape[-1], int):
         return None
-    if node.attributes.get("step", 1) not in (None, 1):
-        return None
-    start, end = node.attributes.get("start"), node.attributes.get("end")
-    start = 0 if start is None else start
-    end = size if end is None else end
-    if not isinstance(start, int) or not isinstance(end, int):
-        return None
-    start, end = (v + size if v < 0 else v for v in (start, end))
-    return x, min(start, size), min(end, size)
+    return x, bounds[1], bounds[2]
 
 
 def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = None) -> bool:
@@ -82,13 +75,16 @@ def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = 
     width = x.type.shape[-1]
     if start != 0 or h_end != h or end != width or 2 * h != width:
         return rewriter.notify_match_failure(node, "not the upper half then the lower half")
-    if y.is_graph_output() or not y.users:
+    if y.is_graph_output():
         return rewriter.notify_match_failure(node, "the rotated tensor is a graph output")
+    if not y.users:
+        return rewriter.notify_match_failure(node, "the rotated tensor is not read")
     for user in y.users:
         if user.op != aten.mul.Tensor or len(user.operands) != 2 or sum(v is y for v in user.operands) != 1:
             return rewriter.notify_match_failure(node, f"read by {user.op}, not only by products with a table")
         table = user.operands[1] if user.operands[0] is y else user.operands[0]
-        if not isinstance(table.type, TensorType) or table.dtype is not y.dtype or table.type.shape[-1] not in (1, width):
+        if (not isinstance(table.type, TensorType) or table.dtype is not y.dtype
+                or (table.rank and table.type.shape[-1] not in (1, width))):
             return rewriter.notify_match_failure(node, "a product's table is not of the same dtype and head width")
     doubled = rewriter.op_before(node, aten.cat, [x, x], dim=dim)
     swapped = rewriter.op_before(node, aten.slice_copy.Tensor, [doubled], dim=dim, start=h, end=h + width, step=1)
@@ -102,23 +98,26 @@ def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = 
 
 
 def _signed(rewriter: Rewriter, table: Value, width: int, made: dict) -> Value:
-    """``table * [-1]*h + [1]*h``, made once per table and run, placed right after the table."""
+    """``table * [-1]*h + [1]*h``, made once per table and run, placed right after the table
+    (``made["signs"]``: the sign constant of each width and dtype; ``made["tables"]``: the signed
+    table of each table and width)."""
     import torch
 
+    signs, tables = made.setdefault("signs", {}), made.setdefault("tables", {})
     dtype = table.dtype
-    if (width, dtype) not in made:
+    if (width, dtype) not in signs:
         sign = torch.cat([-torch.ones(width // 2), torch.ones(width // 2)]).to(getattr(torch, _TORCH_DTYPES[dtype]))
-        made[(width, dtype)] = rewriter.add_constant(f"rotate_half_sign_{width}", TensorType(dtype, (width,)), sign)
+        signs[(width, dtype)] = rewriter.add_constant(f"rotate_half_sign_{width}", TensorType(dtype, (width,)), sign)
     key = (id(table), width)
-    if key not in made:
+    if key not in tables:
         anchor = table.producer
-        node = rewriter.create(aten.mul.Tensor, [table, made[(width, dtype)]])
+        node = rewriter.create(aten.mul.Tensor, [table, signs[(width, dtype)]])
         if anchor is None:  # a graph input or constant: before the first node
             rewriter.insert_before(next(iter(rewriter.graph)), node)
         else:
             rewriter.insert_after(anchor, node)
-        made[key] = node.result
-    return made[key]
+        tables[key] = node.result
+    return tables[key]
 
 
 @attrs.frozen
