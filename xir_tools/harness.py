@@ -219,12 +219,19 @@ def _runtime_call(error_class, call):
 
 def load_method(buffer, method="forward"):
     """Load ``buffer`` with ExecuTorch's runtime: ``(program, loaded method)`` to run many times
-    (keep both alive; mutable buffers such as a KV cache persist between runs). Raises LoadError."""
+    (mutable buffers such as a KV cache persist between runs). Raises LoadError.
+
+    ExecuTorch's ``Method`` does not keep its ``Program`` alive, and running a method whose program
+    was collected reads freed memory (a segmentation fault, or not, by the allocator's whim: a test
+    that wrote ``ok, message, *_ = compare(...)`` after ``_, method = load_method(...)`` crashed CI).
+    The method returned here holds its program, so dropping the first element is safe."""
     from executorch.runtime import Runtime
 
     def load():
         program = Runtime.get().load_program(buffer)
-        return program, program.load_method(method)
+        loaded = program.load_method(method)
+        loaded._xir_program = program  # (the method keeps its program, and so its buffer, alive)
+        return program, loaded
 
     return _runtime_call(LoadError, load)
 
@@ -236,10 +243,8 @@ def run_method(loaded, inputs) -> list:
 
 def run_pte(buffer, inputs, method="forward") -> list:
     """Load ``buffer`` and run ``method`` once on ``inputs``. Raises LoadError (RunError: the run)."""
-    program, loaded = load_method(buffer, method)
-    outputs = run_method(loaded, inputs)
-    del program  # (alive until the outputs are out)
-    return outputs
+    _, loaded = load_method(buffer, method)
+    return run_method(loaded, inputs)
 
 
 def runtime_reason(log, error):
