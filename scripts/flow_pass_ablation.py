@@ -6,10 +6,12 @@ time of each, the median of the per-round ratios to stock, and how far each prog
 from stock's after a prefill of 7.
 
     .venv/bin/python scripts/flow_pass_ablation.py [--without xnnpack.rotate-half-sign-in-sin]
-        [--model qwen3] [--recipe fp32 8da4w] [--rounds 400]
+        [--instead 'xnnpack.mean-over-last-dims{linear=false}'] [--model qwen3] [--recipe fp32 8da4w]
+        [--rounds 400]
 
 The default is Qwen3 (which rotates q and k the Hugging Face way, ``rotate_half``) without
-``xnnpack.rotate-half-sign-in-sin``.
+``xnnpack.rotate-half-sign-in-sin``. ``--instead`` runs the pass it names with the options given
+in place of the default's, where ``--without`` leaves a pass out.
 """
 
 from __future__ import annotations
@@ -31,20 +33,28 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--without", default="xnnpack.rotate-half-sign-in-sin", help="the pass to leave out")
+    parser.add_argument("--instead", help="a pass with options, e.g. 'xnnpack.mean-over-last-dims{linear=false}', "
+                        "run in place of the default's (instead of --without)")
     parser.add_argument("--model", default="qwen3", choices=sorted(flow.FAMILIES))
     parser.add_argument("--recipe", nargs="*", default=["fp32", "8da4w"])
     parser.add_argument("--rounds", type=int, default=400)
     args = parser.parse_args(argv)
-    pipeline = [name for name in DEFAULT_PIPELINE.split(",") if name != args.without]
-    if len(pipeline) == len(DEFAULT_PIPELINE.split(",")):
-        parser.error(f"{args.without} is not in xir's default pipeline")
-    print(f"{args.model}, {', '.join(args.recipe)}; xir without {args.without}; {args.rounds} rounds in random order; "
-          "OMP_NUM_THREADS=1")
+    names = DEFAULT_PIPELINE.split(",")
+    if args.instead:
+        base = args.instead.split("{")[0]
+        pipeline, label = [args.instead if name == base else name for name in names], f"xir with {args.instead}"
+        missing = base not in names
+    else:
+        pipeline, label = [name for name in names if name != args.without], f"xir without {args.without}"
+        missing = len(pipeline) == len(names)
+    if missing:
+        parser.error(f"{args.instead or args.without} is not in xir's default pipeline")
+    print(f"{args.model}, {', '.join(args.recipe)}; {label}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1")
     for recipe in args.recipe:
         bf16 = recipe == "bf16"
         buffers = flow.lower_variants(recipe, args.model, {
             "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
-            "xir without": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))],
+            "xir with" if args.instead else "xir without": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))],
             "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)})
         flow.random_order_rounds(buffers, args.rounds)
     return 0

@@ -1,17 +1,18 @@
 """What ``xnnpack.mean-over-last-dims`` buys by writing an fp32 mean as a matrix product: ExecuTorch's
 own LLM flow (``bench.llm_flow``'s Llama 3, 2 layers, dim 256, dynamic shapes, custom SDPA) lowered
-three ways: stock's two partitioners, xir with its means as XNNPACK's spatial mean (the pass's
-``matmul=false``: views, and a channels-last transpose each way), and xir's default (a product with
-a constant ``1/cols`` column between views). The programs run in random order in every round (one
-decode step at position 32, one prefill of 7 and of 64 tokens each); the script prints the median
-time of each and the median of the per-round ratios to stock, and the max difference of the
-logits of each xir program from stock's.
+four ways: stock's two partitioners, xir with its means as XNNPACK's spatial mean (the pass's
+``matmul=false``: views, and a channels-last transpose each way), xir with a product with a
+constant ``1/cols`` column between views (``linear=false``), and xir's default (in a program that
+keeps linears, a ``linear`` with a ``1/cols`` row: no views). The programs run in random order in
+every round (one decode step at position 32, one prefill of 7 and of 64 tokens each); the script
+prints the median time of each and the median of the per-round ratios to stock, and the max
+difference of the logits of each xir program from stock's.
 
     .venv/bin/python scripts/mean_as_matmul.py [--recipe fp32 8da4w] [--rounds 400] [--model llama3]
     .venv/bin/python scripts/mean_as_matmul.py --zoo [--zoo-rounds 15]
 
 ``--zoo``: instead, the fp32 zoo models of ``python -m bench --quick`` with means (Llama, ViT,
-SigLIP, BERT), xir with spatial means against xir's default, in interleaved rounds of 10 runs each.
+SigLIP, BERT), xir's three forms, in interleaved rounds of 10 runs each.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bench import llm_flow as flow  # noqa: E402  (sets OMP_NUM_THREADS=1 before
 import torch  # noqa: E402
 
 SPATIAL = "xnnpack.mean-over-last-dims{matmul=false}"
+MM = "xnnpack.mean-over-last-dims{linear=false}"
 
 
 def lowered_programs(recipe: str, model: str) -> dict[str, bytes]:
@@ -39,10 +41,13 @@ def lowered_programs(recipe: str, model: str) -> dict[str, bytes]:
 
     bf16 = recipe == "bf16"
     spatial = DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL)
+    mm = DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", MM)
     return flow.lower_variants(recipe, model, {
         "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
         "xir, spatial means": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=spatial)],
-        "xir (matmul means)": lambda: llm_partitioners("xir", enable_bf16=bf16)}, ("aten.mean.dim", "aten.mm"))
+        "xir, mm means": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=mm)],
+        "xir (linear means)": lambda: llm_partitioners("xir", enable_bf16=bf16)},
+        ("aten.mean.dim", "aten.mm", "aten.linear", "aten.view_copy"))
 
 
 def zoo(rounds: int) -> None:
@@ -51,7 +56,10 @@ def zoo(rounds: int) -> None:
     from lowering.partitioner import DEFAULT_PIPELINE
     from xir_tools import harness
 
-    print(f"the zoo (--quick sizes), fp32, xir with spatial means against matrix-product means; {rounds} rounds of 10 runs")
+    print(f"the zoo (--quick sizes), fp32, xir's means spatial, as mm between views, and as linear (the default); "
+          f"{rounds} rounds of 10 runs")
+    forms = {"spatial": DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL),
+             "mm": DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", MM), "linear": DEFAULT_PIPELINE}
     for model in models.zoo(True):
         if model.name not in ("llama", "vit", "siglip", "bert"):
             continue
@@ -59,11 +67,11 @@ def zoo(rounds: int) -> None:
         module, inputs = model.make().eval(), model.inputs()
         with torch.no_grad():
             expected = module(*inputs)
-        loaded, errors = {}, {}
-        for name, pipeline in (("spatial", DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL)),
-                               ("matmul", DEFAULT_PIPELINE)):
+        loaded, errors, ops = {}, {}, {}
+        for name, pipeline in forms.items():
             edge, _ = harness.lower_edge(torch.export.export(module, inputs), "xir",
                                          partitioner=XnnpackPartitioner(pipeline=pipeline))
+            ops[name] = sum(harness.delegated_ops(edge).values())
             loaded[name] = harness.load_method(harness.to_buffer(edge))
             errors[name] = float((loaded[name][1].execute(list(inputs))[0] - expected).abs().max())
         times = {name: [] for name in loaded}
@@ -73,9 +81,10 @@ def zoo(rounds: int) -> None:
                 for _ in range(10):
                     method.execute(list(inputs))
                 times[name].append((time.perf_counter() - start) / 10)
-        spatial, matmul = (statistics.median(times[n]) * 1e3 for n in ("spatial", "matmul"))
-        print(f"  {model.name:<8} spatial {spatial:.3f} ms (err {errors['spatial']:.2g}), matmul {matmul:.3f} ms"
-              f" (err {errors['matmul']:.2g}): {matmul / spatial:.2f}x", flush=True)
+        median = {name: statistics.median(times[name]) * 1e3 for name in loaded}
+        cells = ", ".join(f"{name} {median[name]:.3f} ms ({ops[name]} ops, err {errors[name]:.2g})" for name in loaded)
+        print(f"  {model.name:<8} {cells}; linear/mm {median['linear'] / median['mm']:.2f}x, "
+              f"mm/spatial {median['mm'] / median['spatial']:.2f}x", flush=True)
 
 
 def main(argv=None) -> int:

@@ -124,10 +124,13 @@ def delegated_ops(edge, method="forward") -> Counter:
     return counts
 
 
-def delegated_linear_dtypes(edge, method="forward") -> list:
-    """(result dtype, weight dtype) of every linear inside the delegates, in program order."""
+def delegated_linear_dtypes(edge, method="forward", means=False) -> list:
+    """(result dtype, weight dtype) of every linear inside the delegates, in program order; the
+    means ``xnnpack.mean-over-last-dims`` wrote as linears (a ``mean_row_*`` weight) only with
+    ``means``."""
     return [(node.meta["val"].dtype, node.args[1].meta["val"].dtype) for graph in delegated_graphs(edge, method)
-            for node in graph.nodes if node.op == "call_function" and "linear" in str(node.target)]
+            for node in graph.nodes if node.op == "call_function" and "linear" in str(node.target)
+            and (means or not str(node.args[1].target).startswith("mean_row_"))]
 
 
 def delegated_bf16_ops(edge, method="forward") -> list[str]:

@@ -183,6 +183,22 @@ class NoOps(torch.nn.Module):
         return torch.relu(torch.cat([a, x[..., :0]], dim=-1))
 
 
+class LinearMeans(torch.nn.Module):
+    """In a program that keeps linears, fp32 means over the last dim are linears with a 1/cols row
+    (xnnpack.mean-over-last-dims): RMSNorm's, of the graph input, returned; and one without
+    keepdim of a linear's output that is also returned (a view after it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(WIDTH, WIDTH)
+        self.scale = torch.nn.Parameter(torch.rand(WIDTH) + 0.5)
+
+    def forward(self, x):
+        m = x.pow(2).mean(-1, keepdim=True)
+        h = self.proj(x * torch.rsqrt(m + 1e-6) * self.scale)
+        return h, m, h.mean(-1)
+
+
 class Means(torch.nn.Module):
     """fp32 means over trailing dims at the boundaries (xnnpack.mean-over-last-dims makes each a
     product with a constant 1/cols column): of the graph input, returned and read by two ops; per
@@ -202,6 +218,7 @@ class Means(torch.nn.Module):
 MODULES = {
     "rms-norm": (RMSNorm, torch.float32, {}),
     "means": (Means, torch.float32, {}),
+    "linear-means": (LinearMeans, torch.float32, {}),
     "rms-norm-bf16": (RMSNormBf16, torch.bfloat16, {"enable_bf16": True}),
     "qkv": (QKV, torch.float32, {}),
     "cast-pair": (CastPair, torch.float32, {"enable_bf16": True}),
@@ -291,6 +308,15 @@ def test_fp32_means_are_products_with_a_column_inside(lowered):
     assert not program.outside, program.outside
     assert harness.delegate_count(program.edge) == 1
     assert program.inside["aten.mm"] == 2 and program.inside["aten.mean.dim"] == 1  # (the 4-D spatial one)
+
+
+def test_means_in_a_program_with_linears_are_linears_inside(lowered):
+    program = lowered("linear-means")
+    assert not program.outside, program.outside
+    assert harness.delegate_count(program.edge) == 1
+    assert program.inside["aten.linear"] == 3 and "aten.mm" not in program.inside, program.inside
+    assert "aten.mean.dim" not in program.inside
+    assert program.inside["aten.view_copy"] == 1  # (only the mean without keepdim: [1, s, 1] -> [1, s])
 
 
 def test_bf16_rms_norm_converts_inside(lowered):

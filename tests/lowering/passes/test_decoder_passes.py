@@ -432,6 +432,72 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f32[3,1] = aten.mm(%x, %mean_weight_16)
       return %a
     }"""),
+    # a program that keeps linears: a mean over the last dim is a linear with a 1/cols row, no views
+    case("linear-program-rms-norm-mean-is-a-linear-the-linear-output-read-twice", """
+    graph @g {
+      input %x: f32[1,5,64]
+      param %w: f32[64,64]
+      %l: f32[1,5,64] = aten.linear(%x, %w)
+      %a: f32[1,5,1] = aten.mean.dim(%l) {dim=[-1], keepdim=true}
+      %b: f32[1,5,1] = aten.rsqrt(%a)
+      return %b, %l
+    }""", """
+    graph @g {
+      input %x: f32[1,5,64]
+      param %w: f32[64,64]
+      param %mean_row_64: f32[1,64]
+      %l: f32[1,5,64] = aten.linear(%x, %w)
+      %a: f32[1,5,1] = aten.linear(%l, %mean_row_64)
+      %b: f32[1,5,1] = aten.rsqrt(%a)
+      return %b, %l
+    }"""),
+    case("linear-program-symbolic-mean-of-an-input-is-an-output", """
+    graph @g {
+      input %x: f32[1,s0,64]
+      param %w: f32[8,64]
+      %l: f32[1,s0,8] = aten.linear(%x, %w)
+      %a: f32[1,s0,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
+      %c: f32[1,s0,1] = aten.mean.dim(%x) {dim=[2], keepdim=true}
+      return %a, %l, %c
+    }""", """
+    graph @g {
+      input %x: f32[1,s0,64]
+      param %w: f32[8,64]
+      param %mean_row_64: f32[1,64]
+      %l: f32[1,s0,8] = aten.linear(%x, %w)
+      %a: f32[1,s0,1] = aten.linear(%x, %mean_row_64)
+      %c: f32[1,s0,1] = aten.linear(%x, %mean_row_64)
+      return %a, %l, %c
+    }"""),
+    case("linear-program-no-keepdim-one-view-two-dims-and-a-vector-as-products", """
+    graph @g {
+      input %x: f32[2,3,4]
+      param %w: f32[4,4]
+      param %v: f32[4]
+      %l: f32[2,3,4] = aten.linear(%x, %w)
+      %a: f32[2,3] = aten.mean.dim(%l) {dim=[-1]}
+      %b: f32[2] = aten.mean.dim(%l) {dim=[1, 2]}
+      %c: f32[1] = aten.mean.dim(%v) {dim=[0], keepdim=true}
+      return %a, %b, %c
+    }""", """
+    graph @g {
+      input %x: f32[2,3,4]
+      param %w: f32[4,4]
+      param %v: f32[4]
+      param %mean_row_4: f32[1,4]
+      param %mean_weight_12: f32[12,1]
+      param %mean_weight_4: f32[4,1]
+      %l: f32[2,3,4] = aten.linear(%x, %w)
+      %m: f32[2,3,1] = aten.linear(%l, %mean_row_4)
+      %a: f32[2,3] = aten.view_copy(%m) {size=[2, 3]}
+      %v2: f32[2,12] = aten.view_copy(%l) {size=[2, 12]}
+      %m2: f32[2,1] = aten.mm(%v2, %mean_weight_12)
+      %b: f32[2] = aten.view_copy(%m2) {size=[2]}
+      %v3: f32[1,4] = aten.view_copy(%v) {size=[1, 4]}
+      %m3: f32[1,1] = aten.mm(%v3, %mean_weight_4)
+      %c: f32[1] = aten.view_copy(%m3) {size=[1]}
+      return %a, %b, %c
+    }"""),
     case("declined-f16-two-symbolic-dims-in-the-result", """
     graph @g {
       input %x: f16[s0,s1,64]
@@ -457,9 +523,31 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
 def test_mean_over_last_dims(before, expected, changed):
     graph = check_pipeline(before, "xnnpack.mean-over-last-dims", expected, changed=changed)
     for value in graph.inputs:
-        if value.name.startswith("mean_weight_"):
-            cols = value.type.shape[0]
-            assert value.data.shape == (cols, 1) and bool((value.data == 1.0 / cols).all())
+        if value.name.startswith(("mean_weight_", "mean_row_")):
+            cols = max(value.type.shape)
+            shape = (cols, 1) if value.name.startswith("mean_weight_") else (1, cols)
+            assert value.data.shape == shape and bool((value.data == 1.0 / cols).all())
+
+
+def test_mean_over_last_dims_linear_false_keeps_the_product_between_views():
+    check_pipeline("""
+    graph @g {
+      input %x: f32[1,5,64]
+      param %w: f32[64,64]
+      %l: f32[1,5,64] = aten.linear(%x, %w)
+      %a: f32[1,5,1] = aten.mean.dim(%l) {dim=[-1], keepdim=true}
+      return %a
+    }""", "xnnpack.mean-over-last-dims{linear=false}", """
+    graph @g {
+      input %x: f32[1,5,64]
+      param %w: f32[64,64]
+      param %mean_weight_64: f32[64,1]
+      %l: f32[1,5,64] = aten.linear(%x, %w)
+      %v: f32[5,64] = aten.view_copy(%l) {size=[5, 64]}
+      %m: f32[5,1] = aten.mm(%v, %mean_weight_64)
+      %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
+      return %a
+    }""")
 
 
 CASTS = [
