@@ -234,3 +234,61 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     actual = decode_method.execute([torch.tensor([[3]]), torch.tensor([7])])[0]
     scale = max(1.0, expected.float().abs().max().item())
     assert (actual.float() - expected.float()).abs().max().item() <= 2 ** -5 * scale
+
+
+def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch):
+    """``python -m lowering.llm ... quantization.qmode=8da4w quantization.group_size=32``, the phone
+    recipe, on a 1-layer model: xir's partitioner alone takes every dynamically quantized linear
+    into the layer's two delegates and the head's (the flow's stock stages make one delegate per
+    linear), and one
+    program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three decode steps on its
+    own KV cache, against the flow's eager quantized model."""
+    import copy
+
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
+    from bench.llm_flow import write_checkpoint
+    from lowering.llm import parse_args, run
+    from xir_tools.harness import delegate_count, delegated_ops, load_method, outside_ops
+
+    monkeypatch.chdir(tmp_path)
+    params = dict(TINY_PARAMS, n_layers=1)
+    params_path, checkpoint = write_checkpoint(str(tmp_path), params=params, max_seq_len=TINY_SEQ_LEN)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY_YAML.format(params=params_path, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
+                      + "quantization:\n  qmode: 8da4w\n  group_size: 32\n")
+    argv = ["--config", str(config)]
+    builder = run(argv)
+    edge = builder.edge_manager
+    inside, outside = delegated_ops(edge), outside_ops(edge)
+    # the layer before the custom SDPA and cache update, the layer after it, and the final norm and
+    # head after the last token's pick (a select at -1 of the symbolic length, outside): 2 per layer + 1
+    assert delegate_count(edge) == 3, (inside, outside)
+    # q, k, v, o, w1, w2, w3 and the head, each with its activation quantized dynamically inside
+    assert inside["torchao.choose_qparams_affine"] == 8 and inside["torchao.quantize_affine"] == 8, inside
+    assert not any(op.startswith(("aten.linear", "aten.mm", "aten.addmm", "torchao.")) for op in outside), outside
+    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
+    assert not unexpected, unexpected
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    buffer = open(builder.get_saved_pte_filename(), "rb").read()
+
+    def close(actual, expected, what):
+        # (the activations' int8 rounding in XNNPACK and in torchao's eager emulation can differ
+        # by a step: the flow's own error for this recipe, the same for stock's program)
+        scale = max(1.0, expected.float().abs().max().item())
+        error = (actual.float() - expected.float()).abs().max().item()
+        assert error <= 0.02 * scale, f"{what}: max error {error:.3g} (max |logit| {scale:.3g})"
+
+    for length, actual, expected in _prefills(eager, buffer, lengths=(1, 7, 20)):
+        close(actual[0], expected, f"prefill of {length}")
+    _, method = load_method(buffer)
+    stateful = copy.deepcopy(eager)
+    tokens = torch.randint(0, params["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
+    calls = [(tokens, 0)] + [(torch.tensor([[token]]), 7 + i) for i, token in enumerate((3, 11, 5))]
+    for step, (ids, position) in enumerate(calls):
+        with torch.no_grad():
+            expected = stateful(ids, {"input_pos": torch.tensor([position])})
+        close(method.execute([ids, torch.tensor([position])])[0], expected, f"call {step} at position {position}")
