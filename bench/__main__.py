@@ -4,11 +4,12 @@
 
 For every zoo model (fp32, bf16, and statically quantized for the CNNs) both partitioners lower
 the same exported program; the table gives partition() time and whole-lowering time (xir's
-split by pass), delegation coverage, the ops left outside, warm latency (median, the two
-programs run interleaved), max error against eager, and load failures with the runtime's reason.
-Below each pair, what a user would run instead, on the same inputs (``bench/alternatives.py``):
-eager PyTorch on one thread and on every core, and ONNX Runtime's CPU provider with one thread
-per core, as ExecuTorch's XNNPACK threadpool has. ``xir/this`` is xir's latency over the row's. The scaling run times partition() on synthetic stacks of growing size and
+split by pass), delegation coverage, the ops left outside, warm latency, max error against eager,
+and load failures with the runtime's reason. Below each pair, what a user would run instead, on
+the same inputs (``bench/alternatives.py``): eager PyTorch on one thread and on every core, and
+ONNX Runtime's CPU provider with one thread per core, as ExecuTorch's XNNPACK threadpool has.
+Latency is the median of ``--runs`` warm runs of each, all five timed in turns (rounds of two
+runs each, the order rotated every round), so that a machine whose speed drifts slows them alike. ``xir/this`` is xir's latency over the row's. The scaling run times partition() on synthetic stacks of growing size and
 fits the exponent of time against node count.
 """
 
@@ -99,31 +100,41 @@ def measure_model(name, ep, inputs, reference, enable_bf16, runs, lowerings=1):
         serialized = [t["to_executorch_s"] for t in tries[r["which"]] if t.get("to_executorch_s") is not None]
         if serialized:
             r["to_executorch_s"] = min(serialized)
-    times = {r["which"]: [] for r in results if "method" in r}
-    for _ in range(runs if times else 0):
-        for r in results:
-            if "method" in r:
-                start = time.perf_counter()
-                r["method"].execute(list(inputs))
-                times[r["which"]].append(time.perf_counter() - start)
     for r in results:
-        if r["which"] in times:
-            r["latency_s"] = sorted(times[r["which"]])[len(times[r["which"]]) // 2]
+        if "method" in r:
             r["max_err"] = max_error(r["outputs"], reference)
     return results
 
 
-def alternative_rows(module, inputs, runs) -> list[dict]:
-    """Eager on one thread and on every core, and ONNX Runtime, as rows of the table."""
+def alternative_rows(module, inputs) -> tuple[list[dict], dict]:
+    """Eager on one thread and on every core, and ONNX Runtime, as rows of the table (an error
+    where one cannot run), and {row: (run, setting)} for those that can, to time."""
     from bench import alternatives
 
-    rows = []
-    for which, measure in (("eager 1 thread", lambda: alternatives.eager(module, inputs, runs, 1)),
-                           (f"eager {alternatives.CORES} threads", lambda: alternatives.eager(module, inputs, runs, alternatives.CORES)),
-                           ("onnxruntime", lambda: alternatives.onnxruntime(module, inputs, runs))):
-        latency, error = measure()
-        rows.append({"which": which, "latency_s": latency, "error": error})
-    return rows
+    rows, runners = [], {}
+    for which, make in (("eager 1 thread", lambda: alternatives.eager_runner(module, inputs, 1)),
+                        (f"eager {alternatives.CORES} threads", lambda: alternatives.eager_runner(module, inputs, alternatives.CORES)),
+                        ("onnxruntime", lambda: alternatives.onnxruntime_runner(module, inputs))):
+        runner, error = make()
+        rows.append({"which": which, "latency_s": None, "error": error})
+        if runner is not None:
+            runners[which] = runner
+    return rows, runners
+
+
+def time_all(results: list[dict], runners: dict, inputs, runs: int) -> None:
+    """Every program that loaded (stock's, xir's) and every alternative that runs, timed in turns
+    (``alternatives.interleaved``): each result's ``latency_s``."""
+    from contextlib import nullcontext
+
+    from bench import alternatives
+
+    programs = {r["which"]: ((lambda method=r["method"]: method.execute(list(inputs))), nullcontext())
+                for r in results if "method" in r}
+    latencies = alternatives.interleaved({**programs, **runners}, runs)
+    for r in results:
+        if r["which"] in latencies:
+            r["latency_s"] = latencies[r["which"]]
 
 
 def _coverage(r) -> str:
@@ -200,10 +211,13 @@ def run_zoo(args):
             reference = list(reference) if isinstance(reference, (list, tuple)) else [reference]
             print(f"[{model.name} {label}] lowering with stock and xir ...", file=sys.stderr, flush=True)
             results = measure_model(model.name, ep, inputs, reference, dtype == torch.bfloat16, args.runs, args.lowerings)
-            xir_latency = results[1].get("latency_s")
+            runners = {}
             if not args.no_alternatives:
                 print(f"[{model.name} {label}] eager and ONNX Runtime ...", file=sys.stderr, flush=True)
-                results += alternative_rows(module, inputs, args.runs)
+                rows_of_alternatives, runners = alternative_rows(module, inputs)
+                results += rows_of_alternatives
+            time_all(results, runners, inputs, args.runs)
+            xir_latency = results[1].get("latency_s")
             for r in results[:2]:
                 if r.get("lower_s") is not None:
                     lowering_rows.append(_lowering_row(model.name, label, r, export_s))
