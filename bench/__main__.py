@@ -9,8 +9,9 @@ and load failures with the runtime's reason. Below each pair, what a user would 
 the same inputs (``bench/alternatives.py``): eager PyTorch on one thread and on every core, and
 ONNX Runtime's CPU provider with one thread per core, as ExecuTorch's XNNPACK threadpool has.
 Latency is the median of ``--runs`` warm runs of each, all five timed in turns (rounds of two
-runs each, the order rotated every round), so that a machine whose speed drifts slows them alike. ``xir/this`` is xir's latency over the row's. The scaling run times partition() on synthetic stacks of growing size and
-fits the exponent of time against node count.
+runs each, the order rotated every round), so that a machine whose speed drifts slows them alike.
+``xir/this`` is xir's latency over the row's. The scaling run times partition() on synthetic
+stacks of growing size and fits the exponent of time against node count.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def lower_once(ep, inputs, which: str, enable_bf16: bool):
     return record
 
 
-def measure_model(name, ep, inputs, reference, enable_bf16, runs, lowerings=1):
+def measure_model(name, ep, inputs, reference, enable_bf16, lowerings=1):
     """Lower with stock and with xir ``lowerings`` times each, in turns (stock first, then xir
     first, ...), keeping each partitioner's fastest lowering: one lowering is at the mercy of
     whatever else the machine does, and the first of a run pays one-time costs."""
@@ -210,7 +211,7 @@ def run_zoo(args):
                 continue
             reference = list(reference) if isinstance(reference, (list, tuple)) else [reference]
             print(f"[{model.name} {label}] lowering with stock and xir ...", file=sys.stderr, flush=True)
-            results = measure_model(model.name, ep, inputs, reference, dtype == torch.bfloat16, args.runs, args.lowerings)
+            results = measure_model(model.name, ep, inputs, reference, dtype == torch.bfloat16, args.lowerings)
             runners = {}
             if not args.no_alternatives:
                 print(f"[{model.name} {label}] eager and ONNX Runtime ...", file=sys.stderr, flush=True)

@@ -469,6 +469,26 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %c: f32[1,s0,1] = aten.linear(%x, %mean_row_64)
       return %a, %l, %c
     }"""),
+    case("linear-program-mean-read-by-two-ops-and-returned", """
+    graph @g {
+      input %x: f32[1,5,64]
+      param %w: f32[64,64]
+      %l: f32[1,5,64] = aten.linear(%x, %w)
+      %a: f32[1,5,1] = aten.mean.dim(%l) {dim=[-1], keepdim=true}
+      %b: f32[1,5,1] = aten.rsqrt(%a)
+      %c: f32[1,5,64] = aten.mul.Tensor(%l, %a)
+      return %b, %c, %a
+    }""", """
+    graph @g {
+      input %x: f32[1,5,64]
+      param %w: f32[64,64]
+      param %mean_row_64: f32[1,64]
+      %l: f32[1,5,64] = aten.linear(%x, %w)
+      %a: f32[1,5,1] = aten.linear(%l, %mean_row_64)
+      %b: f32[1,5,1] = aten.rsqrt(%a)
+      %c: f32[1,5,64] = aten.mul.Tensor(%l, %a)
+      return %b, %c, %a
+    }"""),
     case("linear-program-no-keepdim-one-view-two-dims-and-a-vector-as-products", """
     graph @g {
       input %x: f32[2,3,4]
