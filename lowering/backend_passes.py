@@ -23,7 +23,12 @@ bf16 programs). A delegate is "light" when:
   and padding (the layout pass and Q/DQ insertion), ``relu`` and ``hardtanh`` (fused into the op
   before), batch norm, PReLU, clones and ``_to_copy`` (removed or merged), ``max_pool`` getitems;
 * no node in it has ``meta["custom"]`` (external constant data: ``PropagateCustomMetaPass`` copies
-  that tag onto Q/DQ nodes).
+  that tag onto Q/DQ nodes);
+* every tensor it reads from outside (and every constant it owns) is in contiguous dim order. A
+  delegate input in another dim order (``x.to(memory_format=torch.channels_last)`` left outside)
+  is what the channels-last layout pass converts at the delegate's entry; without it XNNPACK reads
+  the NHWC bytes as NCHW (ExecuTorch's ``test_to_copy``: a linear after an int16 -> fp32
+  channels-last copy gave wrong numbers with the light path).
 
 ``XnnpackPartitioner(all_backend_passes=True)`` gives every delegate all the passes.
 """
@@ -56,14 +61,33 @@ def op_name(fx_node: Any) -> str:
     return getattr(fx_node.target, "__name__", str(fx_node.target))
 
 
+def _not_contiguous(fx_node: Any) -> bool:
+    """The tensor ``fx_node`` makes is laid out in a dim order other than the contiguous one."""
+    val = fx_node.meta.get("val")
+    dim_order = getattr(val, "dim_order", None)
+    if dim_order is None or not callable(dim_order):
+        return False
+    try:
+        return tuple(dim_order()) != tuple(range(val.dim()))
+    except (RuntimeError, ValueError):  # (an ambiguous layout: the passes decide)
+        return True
+
+
 def why_all_passes(fx_nodes: Iterable[Any]) -> str | None:
     """Why a delegate of these FX nodes (its ops and the constants it owns) needs all of XNNPACK's
     preprocessing passes, or None when the linear rebuild is the only one that can change it."""
+    fx_nodes = list(fx_nodes)
+    members = set(fx_nodes)
     for fx_node in fx_nodes:
         if "custom" in fx_node.meta:
             return f"{fx_node.name} has meta['custom'] (external constant data)"
         if fx_node.op != "call_function":
+            if _not_contiguous(fx_node):
+                return f"{fx_node.name} is not in contiguous dim order"
             continue
+        for arg in fx_node.all_input_nodes:
+            if arg not in members and _not_contiguous(arg):
+                return f"{fx_node.name} reads {arg.name}, which is not in contiguous dim order"
         name = op_name(fx_node)
         if name not in LIGHT_OPS:
             return f"{fx_node.name}: {name}"

@@ -108,11 +108,24 @@ class LongCat(torch.nn.Module):
         return torch.cat([x * (i + 1) for i in range(6)], dim=-1) + 1
 
 
+class ChannelsLastInput(torch.nn.Module):
+    """ExecuTorch's test_to_copy: the int16 -> fp32 channels-last copy stays outside, so the
+    delegate's input is NHWC in memory; the layout pass converts it at the delegate's entry."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.linear(x.to(torch.float, memory_format=torch.channels_last))
+
+
 @pytest.mark.parametrize("module, inputs, reason", [
     (WithRelu(), (torch.randn(2, 16),), "aten.relu"),  # fused into the linear before it
     (WithConv(), (torch.randn(1, 3, 8, 8),), "aten.convolution"),  # channels-last layout
     (LongCat(), (torch.randn(2, 4),), "a concatenation of 6 tensors"),  # split into two
-], ids=["relu", "conv", "cat6"])
+    (ChannelsLastInput(), (torch.randint(0, 10, (1, 3, 3, 3), dtype=torch.int16),), "not in contiguous dim order"),
+], ids=["relu", "conv", "cat6", "channels-last-input"])
 def test_ops_a_pass_rewrites_get_all_passes(module, inputs, reason):
     ep = torch.export.export(module.eval(), inputs)
     edge, partitioner = check(ep, inputs, light=[False])
