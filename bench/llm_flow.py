@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.llm_flow [--model llama3|qwen3|smollm2|phi4mini] [--quick]
                                        [--recipe fp32|bf16|8da4w|8da4w-g128|8da8w|int8|4w ...] [--sets stock,xir,dq+xir]
-                                       [--no-custom-sdpa] [--static] [--bare] [--report] [--profile]
+                                       [--no-custom-sdpa] [--static] [--bare] [--report] [--profile] [--floor]
 
 A 2-layer model of the family (``FAMILIES``: Llama 3 dim 256, 8 heads, 2 KV heads; Qwen3 with
 q/k norms and head_dim 64; SmolLM2 with one KV head; Phi-4-mini with partial rotary; vocab 512,
@@ -28,7 +28,9 @@ with the source-transformed (quantized) eager module before export, from a fresh
 inputs, and a whole generation (a prefill of 7 tokens, then 16 decode steps) on one method. The
 decode step and prefills of 7 and 64 tokens are timed (median of --runs, the sets interleaved);
 ``--profile`` adds where a decode step goes (the runtime's ETDump: XNNPACK operators by kind,
-delegate-call overhead, each op outside). A summary line checks issue 30's targets for xir against
+delegate-call overhead, each op outside); ``--floor`` adds the row "linears only": the model's
+own linears alone on its embedding, one xir delegate, timed with the others (what a step costs
+with nothing but its GEMMs), and how far above it each program is. A summary line checks issue 30's targets for xir against
 stock. Failures are caught per phase, printed in the table and in full (traceback tail, runtime
 stderr) after it.
 """
@@ -323,6 +325,54 @@ def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None
         _fail(side, "to_executorch", e)
 
 
+class LinearsOnly(torch.nn.Module):
+    """The model's own linears alone, in the order a layer runs them (q, k, v, o; gate, up, down;
+    then the head), on its embedding: what a step costs with nothing but the GEMMs (and the
+    token lookup). Same signature as the flow's model (tokens, input_pos), so the same inputs time it."""
+
+    def __init__(self, eager: torch.nn.Module):
+        super().__init__()
+        self.embedding = eager.tok_embeddings
+        self.layers = torch.nn.ModuleList(torch.nn.ModuleList([layer.attention.wq, layer.attention.wk, layer.attention.wv,
+                                                               layer.attention.wo, layer.feed_forward.w1,
+                                                               layer.feed_forward.w3, layer.feed_forward.w2])
+                                          for layer in eager.layers)
+        self.head = eager.output
+
+    def forward(self, tokens, input_pos):
+        x, kept = self.embedding(tokens), []
+        for wq, wk, wv, wo, gate, up, down in self.layers:
+            kept += [wk(x), wv(x)]
+            x = wo(wq(x))
+            x = down(gate(x) + up(x))
+        return (self.head(x), *kept)
+
+
+def lower_linears_only(prepared: Prepared, side: Side, enable_bf16: bool) -> None:
+    """``--floor``: :class:`LinearsOnly` of the flow's (quantized) eager model, exported with the
+    flow's dynamic sequence length and lowered by xir; its buffer is timed with the others."""
+    import executorch.kernels.quantized  # noqa: F401
+
+    import lowering
+
+    try:
+        module = LinearsOnly(copy.deepcopy(prepared.eager)).eval()
+        seq = torch.export.Dim("seq", min=1, max=MAX_SEQ_LEN - 1)
+        start = time.perf_counter()
+        with torch.no_grad():
+            exported = torch.export.export(module, prefill_inputs(7), dynamic_shapes=({1: seq}, None), strict=False)
+        edge = lowering.to_edge_transform_and_lower(exported, partitioner=[lowering.XnnpackPartitioner(enable_bf16=enable_bf16)])
+        side.lower_s = time.perf_counter() - start
+        from xir_tools.harness import delegate_count, outside_ops
+
+        side.delegates, side.outside = delegate_count(edge), outside_ops(edge)
+        side.buffer = edge.to_executorch().buffer
+        side.pte_bytes = len(side.buffer)
+        side.decode_method = load(side.buffer)
+    except BaseException as e:  # noqa: BLE001
+        _fail(side, "linears only", e)
+
+
 def _collect_reports(side: Side, partitioners, lowering) -> None:
     from lowering.report import is_compute
 
@@ -552,6 +602,32 @@ def print_table(sides: list[Side]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+def print_floor(sides: list[Side]) -> None:
+    """``--floor``: each program's time above the linears alone (what its other ops, delegate
+    calls and custom ops cost), and the ratio to stock that xir would reach with that part at 0."""
+    for recipe in dict.fromkeys(s.recipe for s in sides):
+        floor = next((s for s in sides if s.recipe == recipe and s.kind == "linears only" and s.times), None)
+        stock = next((s for s in sides if s.recipe == recipe and s.kind == "stock" and s.times), None)
+        if floor is None:
+            continue
+        cases = [(f"prefill{n}", lambda s, n=n: s.prefill_ms(n)) for n in TIMED_PREFILLS] + [("decode", lambda s: s.ms)]
+        print(f"\nabove the linears alone, {recipe} (ms; the linears alone: "
+              + ", ".join(f"{label} {_num(get(floor), '.3f')}" for label, get in cases) + ")")
+        for s in sides:
+            if s.recipe != recipe or s is floor or not s.times:
+                continue
+            cells = []
+            for label, get in cases:
+                ours, base = get(s), get(floor)
+                if ours is None or base is None:
+                    continue
+                cell = f"{label} +{ours - base:.3f}"
+                if stock is not None and s is not stock and get(stock):
+                    cell += f" (at 0: {base / get(stock):.2f}x stock)"
+                cells.append(cell)
+            print(f"  {s.kind:<14}" + ", ".join(cells))
+
+
 def print_outside(sides: list[Side]) -> None:
     print("\nops outside delegates (edge ops; 'outside' counts the tensor ops, not the scalar ones):")
     for s in sides:
@@ -671,6 +747,8 @@ def parse_args(argv):
     parser.add_argument("--runs", type=int, default=20, help="timed decode steps per program (median)")
     parser.add_argument("--report", action="store_true", help="also print xir's full partition reports")
     parser.add_argument("--profile", action="store_true", help="also profile a decode step of each program (ETDump)")
+    parser.add_argument("--floor", action="store_true", help="also time the model's linears alone (the row 'linears only': "
+                        "one xir delegate of the same GEMMs on the same inputs, the floor a step cannot go below)")
     args = parser.parse_args(argv)
     args.recipes = tuple(args.recipe or (QUICK_RECIPES if args.quick else RECIPES))
     args.sets = tuple(s for s in args.sets.split(",") if s)
@@ -711,6 +789,11 @@ def main(argv=None) -> int:
                 lower(prepared, s, enable_bf16=(RECIPE_SETTINGS[recipe][2] == "bf16"), bare=args.bare)
                 if s.buffer is not None:
                     run_and_compare(s, refs)
+            if args.floor:
+                floor = Side(recipe, "linears only")
+                print(f"[{recipe}] lowering the linears alone ...", file=sys.stderr, flush=True)
+                lower_linears_only(prepared, floor, enable_bf16=(RECIPE_SETTINGS[recipe][2] == "bf16"))
+                recipe_sides.append(floor)
             time_decode(recipe_sides, args.runs, prefills=() if args.static else TIMED_PREFILLS)
             for s in recipe_sides:
                 if args.profile and s.buffer is not None and not s.error:
@@ -729,6 +812,7 @@ def main(argv=None) -> int:
           f"{SEQUENCE[0]} tokens{' (one by one)' if args.static else ''} and {SEQUENCE[1]} decode steps; "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} (see the module's comment)\n")
     print_table(sides)
+    print_floor(sides)
     print_outside(sides)
     print_reasons(sides)
     if args.report:

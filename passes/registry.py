@@ -34,6 +34,7 @@ BUILTIN = {
     "common-subexpression-elimination": "passes.common_subexpressions:common_subexpression_elimination",
     "dead-code-elimination": "passes.dead_code_elimination:dead_code_elimination",
     "fold-batch-norm": "passes.fold_batch_norm:FoldBatchNorm",
+    "fold-scale-shift-into-linears": "passes.fold_scale_shift:FoldScaleShiftIntoLinears",
     "remove-no-ops": "passes.remove_no_ops:RemoveNoOps",
     "shape-ops-as-views": "passes.shape_ops_as_views:ShapeOpsAsViews",
 }

@@ -12,6 +12,12 @@ from stock's after a prefill of 7.
 The default is Qwen3 (which rotates q and k the Hugging Face way, ``rotate_half``) without
 ``xnnpack.rotate-half-sign-in-sin``. ``--instead`` runs the pass it names with the options given
 in place of the default's, where ``--without`` leaves a pass out.
+
+``--zoo [NAME ...]``: instead of the flow, the fp32 models of ``python -m bench --quick``'s zoo
+(``--full``: of ``python -m bench``'s)
+(``bench.zoo``: llama, vit, siglip, bert, resnet, mobilenetv2; all when no name is given), each
+lowered the same three ways and run in random order in every round of ``--rounds // 10``, with
+each program's max error against eager.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default="qwen3", choices=sorted(flow.FAMILIES))
     parser.add_argument("--recipe", nargs="*", default=["fp32", "8da4w"])
     parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--zoo", nargs="*", help="the zoo's fp32 models (bench.zoo, --quick sizes) instead of the flow")
+    parser.add_argument("--full", action="store_true", help="with --zoo: the zoo's full sizes (python -m bench's), not --quick's")
     args = parser.parse_args(argv)
     names = DEFAULT_PIPELINE.split(",")
     if args.instead:
@@ -49,6 +57,8 @@ def main(argv=None) -> int:
         missing = len(pipeline) == len(names)
     if missing:
         parser.error(f"{args.instead or args.without} is not in xir's default pipeline")
+    if args.zoo is not None:
+        return zoo(args.zoo, pipeline, label, max(args.rounds // 10, 5), quick=not args.full)
     print(f"{args.model}, {', '.join(args.recipe)}; {label}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1")
     for recipe in args.recipe:
         bf16 = recipe == "bf16"
@@ -57,6 +67,53 @@ def main(argv=None) -> int:
             "xir with" if args.instead else "xir without": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))],
             "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)})
         flow.random_order_rounds(buffers, args.rounds)
+    return 0
+
+
+def zoo(names: list[str], pipeline: list[str], label: str, rounds: int, quick: bool = True) -> int:
+    """The zoo's fp32 models lowered by stock, by xir with ``pipeline`` and by xir's default; the
+    three run in random order in every round (10 runs each); median ms, ratio to stock, max error."""
+    import random
+    import statistics
+    import time
+
+    import torch
+
+    from bench import zoo as models
+    from lowering import XnnpackPartitioner
+    from xir_tools import harness
+
+    name_of = " ".join(label.split()[:2])  # "xir with" or "xir without"
+    print(f"the zoo ({'--quick' if quick else 'full'} sizes), fp32; {label}; {rounds} rounds of 10 runs in random order")
+    rng = random.Random(0)
+    for model in models.zoo(quick):
+        if names and model.name not in names:
+            continue
+        torch.manual_seed(0)
+        module, inputs = model.make().eval(), model.inputs()
+        with torch.no_grad():
+            expected = module(*inputs)
+        loaded, errors, ops = {}, {}, {}
+        for name, partitioner in (("stock", None), (name_of, XnnpackPartitioner(pipeline=",".join(pipeline))),
+                                  ("xir", XnnpackPartitioner())):
+            which = "stock" if partitioner is None else "xir"
+            edge, _ = harness.lower_edge(torch.export.export(module, inputs), which, partitioner=partitioner)
+            ops[name] = sum(harness.delegated_ops(edge).values())
+            loaded[name] = harness.load_method(harness.to_buffer(edge))
+            errors[name] = float((loaded[name][1].execute(list(inputs))[0] - expected).abs().max())
+        times = {name: [] for name in loaded}
+        for _ in range(rounds):
+            order = list(loaded)
+            rng.shuffle(order)
+            for name in order:
+                start = time.perf_counter()
+                for _ in range(10):
+                    loaded[name][1].execute(list(inputs))
+                times[name].append((time.perf_counter() - start) / 10)
+        ratio = {name: statistics.median(a / b for a, b in zip(times[name], times["stock"])) for name in loaded}
+        print(f"  {model.name:<12}" + ", ".join(
+            f"{name} {statistics.median(times[name]) * 1e3:.3f} ms ({ratio[name]:.2f}x, {ops[name]} ops, err {errors[name]:.2g})"
+            for name in loaded), flush=True)
     return 0
 
 

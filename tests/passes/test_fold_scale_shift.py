@@ -1,0 +1,307 @@
+"""IR-text tests of ``fold-scale-shift-into-linears``: a per-feature scale and shift (RMSNorm's
+weight, a layer norm's weight and bias) read only by fp32 linears goes into their weights and
+biases. At the boundaries: the normalized value a graph input with a symbolic row count, several
+linears reading the result (each its own scaled weight), a linear with a bias, a scale of one
+number; declined: a result that is a graph output or read by another op (a residual add), a
+dequantized (computed) weight, a tied weight, bf16, a constant that broadcasts the input, a
+result used as a linear's weight. The numbers are checked against the unfolded graph run by torch."""
+
+from __future__ import annotations
+
+import torch
+
+from passes.testing import check_declined, check_pipeline, graph_with_data
+
+PASS = "fold-scale-shift-into-linears,dead-code-elimination"
+
+torch.manual_seed(0)
+WQ, WK, WO = torch.randn(4, 4), torch.randn(2, 4), torch.randn(3, 4)
+SCALE, SHIFT, BIAS = torch.randn(4), torch.randn(4), torch.randn(3)
+
+
+def test_rmsnorm_weight_into_three_linears_symbolic_rows():
+    before = graph_with_data("""
+    graph @g {
+      input %n: f32[1,s0,4]
+      param %w: f32[4]
+      param %wq: f32[4,4]
+      param %wk: f32[2,4]
+      %y: f32[1,s0,4] = aten.mul.Tensor(%n, %w)
+      %q: f32[1,s0,4] = aten.linear(%y, %wq)
+      %k: f32[1,s0,2] = aten.linear(%y, %wk)
+      %v: f32[1,s0,2] = aten.linear(%y, %wk)
+      return %q, %k, %v
+    }""", w=SCALE, wq=WQ, wk=WK)
+    # (%wk read by two of the linears: one scaled copy)
+    graph = check_pipeline(before, PASS, """
+    graph @g {
+      input %n: f32[1,s0,4]
+      param %w: f32[4]
+      param %wq: f32[4,4]
+      param %wk: f32[2,4]
+      param %wq_scaled: f32[4,4]
+      param %wk_scaled: f32[2,4]
+      %q: f32[1,s0,4] = aten.linear(%n, %wq_scaled)
+      %k: f32[1,s0,2] = aten.linear(%n, %wk_scaled)
+      %v: f32[1,s0,2] = aten.linear(%n, %wk_scaled)
+      return %q, %k, %v
+    }""", changed=True)
+    assert torch.equal(graph.input_named("wq_scaled").data, WQ * SCALE)
+    x = torch.randn(1, 5, 4)
+    assert torch.allclose(torch.nn.functional.linear(x, graph.input_named("wk_scaled").data),
+                          torch.nn.functional.linear(x * SCALE, WK), atol=1e-6)
+
+
+def test_layer_norm_weight_and_bias_into_a_linear_with_a_bias():
+    before = graph_with_data("""
+    graph @g {
+      input %n: f32[6,4]
+      param %w: f32[4]
+      param %b: f32[4]
+      param %wo: f32[3,4]
+      param %c: f32[3]
+      %s: f32[6,4] = aten.mul.Tensor(%w, %n)
+      %y: f32[6,4] = aten.add.Tensor(%s, %b)
+      %o: f32[6,3] = aten.linear(%y, %wo, %c)
+      return %o
+    }""", w=SCALE, b=SHIFT, wo=WO, c=BIAS)
+    graph = check_pipeline(before, PASS, """
+    graph @g {
+      input %n: f32[6,4]
+      param %w: f32[4]
+      param %b: f32[4]
+      param %wo: f32[3,4]
+      param %c: f32[3]
+      param %wo_scaled: f32[3,4]
+      param %c_shifted: f32[3]
+      %o: f32[6,3] = aten.linear(%n, %wo_scaled, %c_shifted)
+      return %o
+    }""", changed=True)
+    x = torch.randn(6, 4)
+    folded = torch.nn.functional.linear(x, graph.input_named("wo_scaled").data, graph.input_named("c_shifted").data)
+    assert torch.allclose(folded, torch.nn.functional.linear(x * SCALE + SHIFT, WO, BIAS), atol=1e-5)
+
+
+def test_a_shift_alone_and_a_scale_of_one_number():
+    before = graph_with_data("""
+    graph @g {
+      input %n: f32[6,4]
+      param %b: f32[1,4]
+      param %t: f32[]
+      param %wo: f32[3,4]
+      param %wq: f32[4,4]
+      %y: f32[6,4] = aten.add.Tensor(%n, %b)
+      %o: f32[6,3] = aten.linear(%y, %wo)
+      %z: f32[6,4] = aten.mul.Tensor(%n, %t)
+      %p: f32[6,4] = aten.linear(%z, %wq)
+      return %o, %p
+    }""", b=SHIFT.reshape(1, 4), t=torch.tensor(0.5), wo=WO, wq=WQ)
+    graph = check_pipeline(before, PASS, """
+    graph @g {
+      input %n: f32[6,4]
+      param %b: f32[1,4]
+      param %t: f32[]
+      param %wo: f32[3,4]
+      param %wq: f32[4,4]
+      param %wo_shifted: f32[3]
+      param %wq_scaled: f32[4,4]
+      %o: f32[6,3] = aten.linear(%n, %wo, %wo_shifted)
+      %p: f32[6,4] = aten.linear(%n, %wq_scaled)
+      return %o, %p
+    }""", changed=True)
+    assert torch.equal(graph.input_named("wq_scaled").data, WQ * 0.5)
+    assert torch.allclose(graph.input_named("wo_shifted").data, WO @ SHIFT, atol=1e-6)
+
+
+DECLINED = """
+    graph @g {{
+      input %n: {dtype}[6,4]
+      param %w: {dtype}[{scale}]
+      {weight}
+      %y: {dtype}[6,4] = aten.mul.Tensor(%n, %w)
+      %o: {dtype}[6,3] = aten.linear(%y, %wo)
+      {extra}
+      return %o{outputs}
+    }}"""
+
+
+def _declined(reason, dtype="f32", scale="4", weight="param %wo: f32[3,4]", extra="", outputs=""):
+    text = DECLINED.format(dtype=dtype, scale=scale, weight=weight.replace("f32", dtype), extra=extra, outputs=outputs)
+    torch_dtype = torch.float32 if dtype == "f32" else torch.bfloat16
+    data = {"w": SCALE[:int(scale.split(",")[-1])].reshape([int(d) for d in scale.split(",")]).to(torch_dtype)}
+    if weight.startswith("param"):
+        data["wo"] = WO.to(torch_dtype)
+    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_scale_shift_into_linears", reason)
+
+
+def test_declined_a_graph_output():
+    _declined("graph output", outputs=", %y")
+
+
+def test_declined_read_by_a_residual_add():
+    _declined("read by aten.add.Tensor", extra="%r: f32[6,4] = aten.add.Tensor(%y, %n)", outputs=", %r")
+
+
+def test_declined_a_dequantized_weight():
+    _declined("weight is computed", weight="""input %q: i8[3,4]
+      %wo: f32[3,4] = quantized_decomposed.dequantize_per_tensor.default(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}""")
+
+
+def test_declined_a_tied_weight():
+    _declined("tied weight", extra="%e: f32[3,4] = aten.mul.Tensor(%wo, %wo)", outputs=", %e")
+
+
+def test_declined_bf16():
+    _declined("not an fp32", dtype="bf16")
+
+
+def test_declined_a_scale_that_broadcasts_the_input():
+    text = """
+    graph @g {
+      input %n: f32[6,1]
+      param %w: f32[4]
+      param %wo: f32[3,4]
+      %y: f32[6,4] = aten.mul.Tensor(%n, %w)
+      %o: f32[6,3] = aten.linear(%y, %wo)
+      return %o
+    }"""
+    check_declined(graph_with_data(text, w=SCALE, wo=WO), "fold-scale-shift-into-linears",
+                   "fold_scale_shift_into_linears", "broadcasts the input")
+
+
+def test_declined_a_result_used_as_a_weight():
+    text = """
+    graph @g {
+      input %n: f32[3,4]
+      param %w: f32[4]
+      input %x: f32[6,4]
+      %y: f32[3,4] = aten.mul.Tensor(%n, %w)
+      %o: f32[6,3] = aten.linear(%x, %y)
+      return %o
+    }"""
+    check_declined(graph_with_data(text, w=SCALE), "fold-scale-shift-into-linears",
+                   "fold_scale_shift_into_linears", "not only as the input of linears")
+
+
+# the other way round: a linear's output times one number (attention's q and k scale), through
+# views and permutes, or times one number per output feature right after it (a layer scale)
+
+def test_attention_scale_into_the_linear_through_a_view_and_a_permute_result_returned():
+    before = graph_with_data("""
+    graph @g {
+      input %x: f32[1,s0,4]
+      param %wq: f32[4,4]
+      param %c: f32[4]
+      param %s: f32[]
+      %q: f32[1,s0,4] = aten.linear(%x, %wq, %c)
+      %v: f32[1,s0,2,2] = aten.view_copy(%q) {size=[1, -1, 2, 2]}
+      %p: f32[1,2,s0,2] = aten.permute_copy(%v) {dims=[0, 2, 1, 3]}
+      %m: f32[1,2,s0,2] = aten.mul.Tensor(%p, %s)
+      return %m
+    }""", wq=WQ, c=SHIFT, s=torch.tensor(0.42))
+    graph = check_pipeline(before, PASS, """
+    graph @g {
+      input %x: f32[1,s0,4]
+      param %wq: f32[4,4]
+      param %c: f32[4]
+      param %s: f32[]
+      param %wq_scaled: f32[4,4]
+      param %c_scaled: f32[4]
+      %q: f32[1,s0,4] = aten.linear(%x, %wq_scaled, %c_scaled)
+      %v: f32[1,s0,2,2] = aten.view_copy(%q) {size=[1, -1, 2, 2]}
+      %p: f32[1,2,s0,2] = aten.permute_copy(%v) {dims=[0, 2, 1, 3]}
+      return %p
+    }""", changed=True)
+    x = torch.randn(1, 3, 4)
+    assert torch.allclose(torch.nn.functional.linear(x, graph.input_named("wq_scaled").data, graph.input_named("c_scaled").data),
+                          torch.nn.functional.linear(x, WQ, SHIFT) * 0.42, atol=1e-6)
+
+
+def test_a_layer_scale_per_feature_right_after_the_linear():
+    before = graph_with_data("""
+    graph @g {
+      input %x: f32[6,4]
+      param %wo: f32[3,4]
+      param %g: f32[3]
+      %o: f32[6,3] = aten.linear(%x, %wo)
+      %m: f32[6,3] = aten.mul.Tensor(%g, %o)
+      %r: f32[6,3] = aten.relu(%m)
+      return %r
+    }""", wo=WO, g=BIAS)
+    graph = check_pipeline(before, PASS, """
+    graph @g {
+      input %x: f32[6,4]
+      param %wo: f32[3,4]
+      param %g: f32[3]
+      param %wo_scaled: f32[3,4]
+      %o: f32[6,3] = aten.linear(%x, %wo_scaled)
+      %r: f32[6,3] = aten.relu(%o)
+      return %r
+    }""", changed=True)
+    assert torch.equal(graph.input_named("wo_scaled").data, WO * BIAS.reshape(3, 1))
+
+
+PRODUCER = """
+    graph @g {{
+      input %x: f32[6,4]
+      {weight}
+      param %s: f32[{scale}]
+      %o: f32[6,3] = aten.linear(%x, %wo)
+      {between}
+      %m: {mtype} = aten.mul.Tensor({read}, %s)
+      return %m{outputs}
+    }}"""
+
+
+def _producer_declined(reason, weight="param %wo: f32[3,4]", scale="", between="", mtype="f32[6,3]", read="%o",
+                       outputs=""):
+    text = PRODUCER.format(weight=weight, scale=scale, between=between, mtype=mtype, read=read, outputs=outputs)
+    data = {"s": torch.tensor(0.5) if not scale else BIAS}
+    if weight.startswith("param"):
+        data["wo"] = WO
+    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_scale_into_producing_linear", reason)
+
+
+def test_producer_declined_a_linear_output_read_by_another_op_or_returned():
+    _producer_declined("not made by a linear", outputs=", %o")
+
+
+def test_producer_declined_a_scale_per_feature_after_a_permute():
+    _producer_declined("per feature after views", scale="3", between="%t: f32[1,6,3] = aten.view_copy(%o) {size=[1, 6, 3]}",
+                       mtype="f32[1,6,3]", read="%t")
+
+
+def test_producer_declined_a_dequantized_weight():
+    _producer_declined("not an f32 \\[out, in\\] constant", weight="""input %q: i8[3,4]
+      %wo: f32[3,4] = quantized_decomposed.dequantize_per_tensor.default(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}""")
+
+
+def test_producer_declined_a_tied_weight():
+    _producer_declined("tied weight", between="%e: f32[3,4] = aten.relu(%wo)", outputs=", %e")
+
+
+def test_producer_chain_with_a_dead_view_an_earlier_rewrite_left():
+    # (%d reads the view but nothing reads %d: dead-code-elimination removes it after the fold)
+    before = graph_with_data("""
+    graph @g {
+      input %x: f32[6,4]
+      param %wq: f32[4,4]
+      param %s: f32[]
+      %q: f32[6,4] = aten.linear(%x, %wq)
+      %v: f32[6,2,2] = aten.view_copy(%q) {size=[6, 2, 2]}
+      %d: f32[2,6,2] = aten.permute_copy(%v) {dims=[1, 0, 2]}
+      %p: f32[2,2,6] = aten.permute_copy(%v) {dims=[1, 2, 0]}
+      %m: f32[2,2,6] = aten.mul.Tensor(%p, %s)
+      return %m
+    }""", wq=WQ, s=torch.tensor(0.25))
+    check_pipeline(before, PASS, """
+    graph @g {
+      input %x: f32[6,4]
+      param %wq: f32[4,4]
+      param %s: f32[]
+      param %wq_scaled: f32[4,4]
+      %q: f32[6,4] = aten.linear(%x, %wq_scaled)
+      %v: f32[6,2,2] = aten.view_copy(%q) {size=[6, 2, 2]}
+      %p: f32[2,2,6] = aten.permute_copy(%v) {dims=[1, 2, 0]}
+      return %p
+    }""", changed=True)
