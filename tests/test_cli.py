@@ -211,8 +211,9 @@ def test_lower_quantize_dynamic_without_saved_inputs(xir):
 def test_explain_prints_the_partition_report(xir):
     result = ok(xir("explain"))
     lines = result.stdout.splitlines()
-    assert lines[0] == "xir partition: 12 node(s) delegated to XNNPACK in 1 group(s); 0 left outside"
-    assert "tag0: 12 node(s): aten.linear x2, aten.relu, aten.mul.Tensor x6, aten.add.Tensor x2, aten.tanh" in result.stdout
+    assert lines[0] == "xir partition: 11 node(s) delegated to XNNPACK in 1 group(s); 0 left outside"
+    # (gelu-tanh's final product with 0.5 goes into the second linear: fold-scale-shift-into-linears)
+    assert "tag0: 11 node(s): aten.linear x2, aten.relu, aten.mul.Tensor x5, aten.add.Tensor x2, aten.tanh" in result.stdout
     assert not list(xir.folder.glob("gelu.pte"))  # explain writes nothing
     assert "[gelu.pt2] XNNPACK preprocessing delegate 1 of 1" in result.stderr  # progress (plain lines: not a tty)
 
