@@ -143,6 +143,27 @@ def zoo(quick: bool) -> list[Model]:
     return [f(quick) for f in (llama, vit, siglip, bert, resnet, mobilenet)]
 
 
+def lowered_forms(model: Model, partitioners: dict) -> tuple[tuple, dict, dict, dict]:
+    """``model`` (seeded, eval) exported once and lowered with each of ``partitioners`` ({name:
+    an xir ``XnnpackPartitioner``, or None for stock's}), each loaded: (the inputs, {name:
+    (program, method)}, {name: max error of the first output against eager}, {name: ops inside
+    its delegates})."""
+    from xir_tools import harness
+
+    torch.manual_seed(0)
+    module, inputs = model.make().eval(), model.inputs()
+    with torch.no_grad():
+        expected = module(*inputs)
+    loaded, errors, ops = {}, {}, {}
+    for name, partitioner in partitioners.items():
+        which = "stock" if partitioner is None else "xir"
+        edge, _ = harness.lower_edge(torch.export.export(module, inputs), which, partitioner=partitioner)
+        ops[name] = sum(harness.delegated_ops(edge).values())
+        loaded[name] = harness.load_method(harness.to_buffer(edge))
+        errors[name] = float((loaded[name][1].execute(list(inputs))[0] - expected).abs().max())
+    return inputs, loaded, errors, ops
+
+
 # ------------------------------------------------------------------ synthetic stacks for scaling
 
 class LinearStack(torch.nn.Module):

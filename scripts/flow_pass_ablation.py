@@ -77,11 +77,8 @@ def zoo(names: list[str], pipeline: list[str], label: str, rounds: int, quick: b
     import statistics
     import time
 
-    import torch
-
     from bench import zoo as models
     from lowering import XnnpackPartitioner
-    from xir_tools import harness
 
     name_of = " ".join(label.split()[:2])  # "xir with" or "xir without"
     print(f"the zoo ({'--quick' if quick else 'full'} sizes), fp32; {label}; {rounds} rounds of 10 runs in random order")
@@ -89,18 +86,8 @@ def zoo(names: list[str], pipeline: list[str], label: str, rounds: int, quick: b
     for model in models.zoo(quick):
         if names and model.name not in names:
             continue
-        torch.manual_seed(0)
-        module, inputs = model.make().eval(), model.inputs()
-        with torch.no_grad():
-            expected = module(*inputs)
-        loaded, errors, ops = {}, {}, {}
-        for name, partitioner in (("stock", None), (name_of, XnnpackPartitioner(pipeline=",".join(pipeline))),
-                                  ("xir", XnnpackPartitioner())):
-            which = "stock" if partitioner is None else "xir"
-            edge, _ = harness.lower_edge(torch.export.export(module, inputs), which, partitioner=partitioner)
-            ops[name] = sum(harness.delegated_ops(edge).values())
-            loaded[name] = harness.load_method(harness.to_buffer(edge))
-            errors[name] = float((loaded[name][1].execute(list(inputs))[0] - expected).abs().max())
+        forms = {"stock": None, name_of: XnnpackPartitioner(pipeline=",".join(pipeline)), "xir": XnnpackPartitioner()}
+        inputs, loaded, errors, ops = models.lowered_forms(model, forms)
         times = {name: [] for name in loaded}
         for _ in range(rounds):
             order = list(loaded)

@@ -54,7 +54,6 @@ def zoo(rounds: int) -> None:
     from bench import zoo as models
     from lowering import XnnpackPartitioner
     from lowering.partitioner import DEFAULT_PIPELINE
-    from xir_tools import harness
 
     print(f"the zoo (--quick sizes), fp32, xir's means spatial, as mm between views, and as linear (the default); "
           f"{rounds} rounds of 10 runs")
@@ -63,17 +62,8 @@ def zoo(rounds: int) -> None:
     for model in models.zoo(True):
         if model.name not in ("llama", "vit", "siglip", "bert"):
             continue
-        torch.manual_seed(0)
-        module, inputs = model.make().eval(), model.inputs()
-        with torch.no_grad():
-            expected = module(*inputs)
-        loaded, errors, ops = {}, {}, {}
-        for name, pipeline in forms.items():
-            edge, _ = harness.lower_edge(torch.export.export(module, inputs), "xir",
-                                         partitioner=XnnpackPartitioner(pipeline=pipeline))
-            ops[name] = sum(harness.delegated_ops(edge).values())
-            loaded[name] = harness.load_method(harness.to_buffer(edge))
-            errors[name] = float((loaded[name][1].execute(list(inputs))[0] - expected).abs().max())
+        inputs, loaded, errors, ops = models.lowered_forms(model, {name: XnnpackPartitioner(pipeline=pipeline)
+                                                           for name, pipeline in forms.items()})
         times = {name: [] for name in loaded}
         for _ in range(rounds):
             for name, (_, method) in loaded.items():
