@@ -125,6 +125,11 @@ DECLINED = """
     }}"""
 
 
+# an int8 weight dequantized in the graph: computed, not a constant
+DEQUANTIZED_WEIGHT = """input %q: i8[3,4]
+      %wo: f32[3,4] = quantized_decomposed.dequantize_per_tensor.default(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}"""
+
+
 def _declined(reason, dtype="f32", scale="4", weight="param %wo: f32[3,4]", extra="", outputs=""):
     text = DECLINED.format(dtype=dtype, scale=scale, weight=weight.replace("f32", dtype), extra=extra, outputs=outputs)
     torch_dtype = torch.float32 if dtype == "f32" else torch.bfloat16
@@ -143,8 +148,7 @@ def test_declined_read_by_a_residual_add():
 
 
 def test_declined_a_dequantized_weight():
-    _declined("weight is computed", weight="""input %q: i8[3,4]
-      %wo: f32[3,4] = quantized_decomposed.dequantize_per_tensor.default(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}""")
+    _declined("weight is computed", weight=DEQUANTIZED_WEIGHT)
 
 
 def test_declined_a_tied_weight():
@@ -272,8 +276,7 @@ def test_producer_declined_a_scale_per_feature_after_a_permute():
 
 
 def test_producer_declined_a_dequantized_weight():
-    _producer_declined("not an f32 \\[out, in\\] constant", weight="""input %q: i8[3,4]
-      %wo: f32[3,4] = quantized_decomposed.dequantize_per_tensor.default(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}""")
+    _producer_declined("not an f32 \\[out, in\\] constant", weight=DEQUANTIZED_WEIGHT)
 
 
 def test_producer_declined_a_tied_weight():
