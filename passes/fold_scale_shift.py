@@ -16,9 +16,8 @@ Matched on ``mul(n, w)``, ``add(n, b)`` and ``add(mul(n, w), b)`` (the multiply 
 add), in fp32 only, with ``w``/``b`` constants of one element or of the last dim's size (shape
 (K,) or (1, ..., K)) that do not broadcast ``n`` to a bigger shape, and the result read only by
 ``aten.linear`` as its input, each with a constant fp32 [out, K] weight read by nothing else
-(a copy would store a tied weight twice; several of
-the linears may share one) and a constant bias or none. Declined otherwise, with
-the reason: a result that is also a graph output or read by another op (a residual add, a
+(a copy would store a tied weight twice; several of the linears may share one) and a constant
+bias or none. Declined otherwise, with the reason: a result that is also a graph output or read by another op (a residual add, a
 rotary embedding), a weight that is computed (a dequantized int4 or int8 weight: scaling it
 would need requantizing), bf16 (the scaled weight would round once more than eager does).
 
@@ -57,10 +56,16 @@ def _per_feature(value: Value, n: Value, what: str) -> str | None:
     return None
 
 
+def _constant_and_other(node: Node) -> tuple[Value | None, Value | None]:
+    """A binary ``node``'s constant operand (the second when both are) and its other operand;
+    (None, None) when neither is a constant."""
+    a, b = node.operands[:2]
+    return (b, a) if b.is_constant else (a, b) if a.is_constant else (None, None)
+
+
 def _split(node: Node) -> tuple[Value, Value | None, Value | None] | str:
     """``node`` as (n, scale, shift): ``mul(n, w)``, ``add(n, b)`` or ``add(mul(n, w), b)``; or why not."""
-    a, b = node.operands[:2]
-    constant, other = (b, a) if b.is_constant else (a, b) if a.is_constant else (None, None)
+    constant, other = _constant_and_other(node)
     if constant is None:
         return "neither operand is a constant"
     if node.op == aten.mul.Tensor:
@@ -112,17 +117,14 @@ def fold_scale_shift_into_linears(node: Node, rewriter: Rewriter) -> bool:
     scaled: dict[int, Value] = {}  # one scaled copy per weight (read by several of the linears)
     for linear in readers:
         weight, bias = linear.operands[1], linear.operand("bias")
-        w = weight.data.float()
-        new_weight, new_bias = w, None if bias is None else bias.data.float()
-        if scale is not None:
-            new_weight = w * scale.data.float().reshape(-1)  # (one number broadcasts; K numbers scale columns)
-        if shift is not None:
-            moved = (w.double() @ shift.data.double().reshape(-1).expand(w.shape[1])).float()
-            new_bias = moved if new_bias is None else (new_bias.double() + moved.double()).float()
-        if scale is not None and id(weight) not in scaled:
-            scaled[id(weight)] = rewriter.add_constant(f"{weight.name}_scaled", weight.type, new_weight.contiguous())
+        if scale is not None and id(weight) not in scaled:  # (one number broadcasts; K numbers scale columns)
+            scaled[id(weight)] = rewriter.add_constant(f"{weight.name}_scaled", weight.type,
+                                                       (weight.data.float() * scale.data.float().reshape(-1)).contiguous())
         operands = [n, weight if scale is None else scaled[id(weight)]]
         if shift is not None:
+            w = weight.data.double()
+            moved = w @ shift.data.double().reshape(-1).expand(w.shape[1])
+            new_bias = (moved if bias is None else bias.data.double() + moved).float()
             operands.append(rewriter.add_constant(f"{(bias or weight).name}_shifted", TensorType(DType.f32, (w.shape[0],)),
                                                   new_bias.contiguous()))
         elif bias is not None:
@@ -171,8 +173,7 @@ def fold_scale_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
     y = node.result
     if len(node.operands) != 2 or not isinstance(y.type, TensorType) or y.dtype is not DType.f32:
         return rewriter.notify_match_failure(node, "not an fp32 product of two operands")
-    a, b = node.operands
-    constant, v = (b, a) if b.is_constant else (a, b) if a.is_constant else (None, None)
+    constant, v = _constant_and_other(node)
     if constant is None or v.is_constant:
         return rewriter.notify_match_failure(node, "not a product of a computed value and a constant")
     if v.type.shape != y.type.shape or v.dtype is not DType.f32:
