@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import attrs
 
-from xir import Node, TensorType
+from xir import DType, Node, TensorType, Value
 from xir.ops import aten, dim_order_ops, ops_with
 
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
@@ -142,14 +142,30 @@ def drop_empty_cat_inputs(node: Node, rewriter: Rewriter) -> bool:
 IDENTITY_OPS = tuple(sorted(ops_with("identity")))
 
 
+def _filled_with(node: Node, argument: str, number) -> bool:
+    """Whether the operand ``argument`` is a constant tensor every element of which is ``number``
+    (an attention mask of zeros that constant folding made of a mask with nothing masked)."""
+    if not node.definition.has_operand(argument):
+        return False
+    value = node.operand(argument)
+    if not isinstance(value, Value) or not value.is_constant or value.data is None or not isinstance(value.type, TensorType):
+        return False
+    if value.type.numel() == 0 or value.dtype is DType.bool:
+        return False
+    return bool((value.data == number).all())  # (numpy or torch data alike)
+
+
 @rewrite_pattern(*IDENTITY_OPS)
 def drop_identity_operation(node: Node, rewriter: Rewriter) -> bool:
     """x * 1, 1 * x, x + 0, x - 0, x / 1, x ** 1 -> x: by the identity elements of the op's
     definition (``OpDef.identity``), read with ``node.scalar`` however the number is spelt (an
-    attribute, or a one-element constant). Only where the result is x's type exactly (no broadcast
+    attribute, or a one-element constant), or a constant tensor of that number in every element
+    (a folded all-zero attention mask). Only where the result is x's type exactly (no broadcast
     to a larger shape, no type promotion)."""
     for argument, neutral in node.definition.identity.items():
         value = node.scalar(argument)
+        if value is None and _filled_with(node, argument, neutral):
+            value = neutral
         if value is None or value != neutral or isinstance(value, bool):
             continue
         kept = node.operand("other" if argument == "input" else "input")

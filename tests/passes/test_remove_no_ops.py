@@ -142,7 +142,10 @@ def _with_data(text: str, **data):
     ("%y: f32[2,3] = aten.add.Tensor(%zero, %x)", False),  # 0 + alpha * x: not x unless alpha is 1
     ("%y: f32[2,3] = aten.div.Tensor(%one, %x)", False),   # 1 / x
     ("%y: f32[2,3] = aten.mul.Tensor(%x, %two)", False),
-    ("%y: f32[2,3] = aten.mul.Tensor(%x, %w)", False),     # a constant of more than one element
+    ("%y: f32[2,3] = aten.mul.Tensor(%x, %w)", False),     # a constant of more than one element, not all 1
+    ("%y: f32[2,3] = aten.mul.Tensor(%x, %ones)", True),   # ... all 1
+    ("%y: f32[2,3] = aten.add.Tensor(%x, %mask)", True),   # a folded attention mask of zeros, broadcast
+    ("%y: f32[2,3] = aten.add.Tensor(%x, %ones)", False),
     ("%y: f32[2,3] = aten.mul.Tensor(%x, %x)", False),     # computed, not a known number
 ])
 def test_an_operation_by_its_identity_element_is_dropped(line, dropped):
@@ -153,11 +156,13 @@ def test_an_operation_by_its_identity_element_is_dropped(line, dropped):
       param %zero: f32[]
       param %two: f32[]
       param %w: f32[2,3]
+      param %ones: f32[2,3]
+      param %mask: f32[1,3]
       {line}
       %r: f32[2,3] = aten.relu(%y)
       return %r
     }}"""
-    graph = _with_data(text, one=1.0, zero=0.0, two=2.0, w=[[1.0] * 3] * 2)
+    graph = _with_data(text, one=1.0, zero=0.0, two=2.0, w=[[1.0, 1.0, 2.0]] * 2, ones=[[1.0] * 3] * 2, mask=[[0.0] * 3])
     expected = text.replace(line + "\n", "").replace("aten.relu(%y)", "aten.relu(%x)") if dropped else text
     check_pipeline(graph, "remove-no-ops", expected, changed=dropped)
 
@@ -202,6 +207,33 @@ def test_identity_operations_at_the_boundaries():
 ])
 def test_an_identity_operation_that_changes_the_type_stays(text):
     check_pipeline(_with_data(text, ones=[[1.0] * 3] * 2), "remove-no-ops", text, changed=False)
+
+
+def test_a_mask_of_zeros_at_the_boundaries():
+    """A folded all-zero mask added to attention scores: the sum is dropped where the scores are
+    read by one op and by several, and where the mask is read by two sums (each goes); kept where
+    the sum is a graph output and the scores a graph input (the input would become an output)."""
+    text = """
+    graph @g {
+      input %x: f32[1,2,3,3]
+      param %mask: f32[1,1,3,3]
+      %s: f32[1,2,3,3] = aten.relu(%x)
+      %a: f32[1,2,3,3] = aten.add.Tensor(%s, %mask)
+      %b: f32[1,2,3,3] = aten.add.Tensor(%x, %mask)
+      %p: f32[1,2,3,3] = aten._softmax(%a) {dim=-1, half_to_float=false}
+      %q: f32[1,2,3,3] = aten.neg(%a)
+      return %p, %q, %b
+    }"""
+    check_pipeline(_with_data(text, mask=[[[[0.0] * 3] * 3]]), "remove-no-ops", """
+    graph @g {
+      input %x: f32[1,2,3,3]
+      param %mask: f32[1,1,3,3]
+      %s: f32[1,2,3,3] = aten.relu(%x)
+      %b: f32[1,2,3,3] = aten.add.Tensor(%x, %mask)
+      %p: f32[1,2,3,3] = aten._softmax(%s) {dim=-1, half_to_float=false}
+      %q: f32[1,2,3,3] = aten.neg(%s)
+      return %p, %q, %b
+    }""", changed=True)
 
 
 def test_symbolic_shapes_alias_and_one_input_cat_go():
