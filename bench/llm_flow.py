@@ -30,7 +30,11 @@ decode step and prefills of 7 and 64 tokens are timed (median of --runs, the set
 ``--profile`` adds where a decode step goes (the runtime's ETDump: XNNPACK operators by kind,
 delegate-call overhead, each op outside); ``--floor`` adds the row "linears only": the model's
 own linears alone on its embedding, one xir delegate, timed with the others (what a step costs
-with nothing but its GEMMs), and how far above it each program is. A summary line checks issue 30's targets for xir against
+with nothing but its GEMMs), and how far above it each program is. For a bf16 recipe a line
+below the table gives each program's error over the generation against the same bf16 weights run
+in fp32 (eager bf16's included): the table's errors are against eager bf16, whose rounding after
+every op no program inside XNNPACK repeats bit for bit, so this line says which program is
+nearer the model it rounds. A summary line checks issue 30's targets for xir against
 stock. Failures are caught per phase, printed in the table and in full (traceback tail, runtime
 stderr) after it.
 """
@@ -234,6 +238,11 @@ def eager_references(eager: torch.nn.Module, static: bool = False) -> dict:
     ("sequence") the logits of every call of :func:`sequence_inputs` on one copy."""
     refs = {}
     with torch.no_grad():
+        if next(eager.parameters()).dtype is torch.bfloat16:
+            # the same (bf16-rounded) weights, buffers and tables computed in fp32: how far each
+            # bf16 program's arithmetic takes it from the model it rounds, eager bf16's included
+            model = copy.deepcopy(eager).float()
+            refs["fp32 sequence"] = [model(*_kw(call)) for call in sequence_inputs(static)]
         for length in PREFILLS:
             model = copy.deepcopy(eager)
             tokens, pos = prefill_inputs(length)
@@ -242,7 +251,15 @@ def eager_references(eager: torch.nn.Module, static: bool = False) -> dict:
                 refs["decode"] = model(*_kw(decode_inputs(length)))
         model = copy.deepcopy(eager)
         refs["sequence"] = [model(*_kw(call)) for call in sequence_inputs(static)]
+    if "fp32 sequence" in refs:
+        refs["eager bf16 err_fp32"] = _generation_error(refs["sequence"], refs["fp32 sequence"])
     return refs
+
+
+def _generation_error(outputs: list, references: list) -> float:
+    from xir_tools.harness import max_error
+
+    return max(max_error(out, ref) for out, ref in zip(outputs, references))
 
 
 def _kw(inputs):
@@ -269,7 +286,8 @@ class Side:
     details: list = field(default_factory=list)  # full failure texts
     xir_reports: list = field(default_factory=list)
     xir_reasons: list = field(default_factory=list)
-    xir_rewrites: list = field(default_factory=list)  # per xir partitioner: the passes of its pipeline that changed the program  # per xir partitioner: Counter of (op, rule, reason)
+    xir_rewrites: list = field(default_factory=list)  # per xir partitioner: the passes of its pipeline that changed the program
+    err_fp32: float | None = None  # bf16 recipes: max abs error of the generation against the same weights run in fp32
     buffer: bytes | None = None
     decode_method: object = None
 
@@ -417,8 +435,10 @@ def run_and_compare(side: Side, refs: dict) -> None:
     calls = sequence_inputs(static=PREFILLS == (1,))
     try:
         program, method = load(side.buffer)
-        side.errs["sequence"] = max(max_error(list(method.execute(list(call))), [ref])
-                                    for call, ref in zip(calls, refs["sequence"]))
+        outputs = [list(method.execute(list(call))) for call in calls]
+        side.errs["sequence"] = _generation_error(outputs, refs["sequence"])
+        if "fp32 sequence" in refs:
+            side.err_fp32 = _generation_error(outputs, refs["fp32 sequence"])
     except BaseException as e:  # noqa: BLE001
         _fail(side, "run the sequence", e)
 
@@ -610,6 +630,18 @@ def print_table(sides: list[Side]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+def print_fp32_errors(sides: list[Side], eager_errors: dict) -> None:
+    """bf16 recipes: each program's error over the generation against the same bf16 weights run in
+    fp32 (``eager_errors``: eager bf16's own, per recipe). The table's errors are against eager
+    bf16, whose per-op rounding no program inside XNNPACK reproduces bit for bit; this one says
+    which program is nearer the model it rounds."""
+    for recipe, eager_error in eager_errors.items():
+        cells = [f"eager bf16 {eager_error:.2g}"] + [f"{s.kind} {s.err_fp32:.2g}" for s in sides
+                                                       if s.recipe == recipe and s.err_fp32 is not None]
+        print(f"\n{recipe} against its weights in fp32 (max abs logits error over the {SEQUENCE[0]}+{SEQUENCE[1]} generation): "
+              + ", ".join(cells))
+
+
 def print_floor(sides: list[Side]) -> None:
     """``--floor``: each program's time above the linears alone (what its other ops, delegate
     calls and custom ops cost), and the ratio to stock that xir would reach with that part at 0."""
@@ -774,6 +806,7 @@ def main(argv=None) -> int:
     if args.static:
         PREFILLS = (1,)
     sides: list[Side] = []
+    eager_errors = {}  # bf16 recipe -> eager bf16's error against its weights in fp32
     with tempfile.TemporaryDirectory(prefix="llm_flow_") as directory:
         params, checkpoint = write_checkpoint(directory)
         for recipe in args.recipes:
@@ -785,6 +818,8 @@ def main(argv=None) -> int:
             try:
                 prepared = prepare(cfg)
                 refs = eager_references(prepared.eager, static=args.static)
+                if "eager bf16 err_fp32" in refs:
+                    eager_errors[recipe] = refs["eager bf16 err_fp32"]
             except BaseException as e:  # noqa: BLE001
                 for s in recipe_sides:
                     _fail(s, "flow export", e)
@@ -820,6 +855,7 @@ def main(argv=None) -> int:
           f"{SEQUENCE[0]} tokens{' (one by one)' if args.static else ''} and {SEQUENCE[1]} decode steps; "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} (see the module's comment)\n")
     print_table(sides)
+    print_fp32_errors(sides, eager_errors)
     print_floor(sides)
     print_outside(sides)
     print_reasons(sides)
