@@ -152,7 +152,8 @@ def _filled_with(node: Node, argument: str, number) -> bool:
         return False
     if value.type.numel() == 0 or value.dtype is DType.bool:
         return False
-    return bool((value.data == number).all())  # (numpy or torch data alike)
+    data = value.data  # (numpy or torch alike)
+    return bool(data.reshape(-1)[0] == number) and bool((data == number).all())  # (the first element: a quick no)
 
 
 @rewrite_pattern(*IDENTITY_OPS)
