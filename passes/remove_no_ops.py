@@ -162,7 +162,9 @@ def drop_identity_operation(node: Node, rewriter: Rewriter) -> bool:
     definition (``OpDef.identity``), read with ``node.scalar`` however the number is spelt (an
     attribute, or a one-element constant), or a constant tensor of that number in every element
     (a folded all-zero attention mask). Only where the result is x's type exactly (no broadcast
-    to a larger shape, no type promotion)."""
+    to a larger shape, no type promotion). One difference stays: where x is -0.0, x + 0 is +0.0
+    and the result of the rewrite -0.0, equal numbers that only a sign test or a division by
+    them tells apart."""
     for argument, neutral in node.definition.identity.items():
         value = node.scalar(argument)
         if value is None and _filled_with(node, argument, neutral):
