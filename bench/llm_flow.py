@@ -632,17 +632,28 @@ def print_table(sides: list[Side]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+def _stock_of(sides: list[Side], recipe: str) -> Side | None:
+    return next((o for o in sides if o.recipe == recipe and o.kind == "stock"), None)
+
+
+def latency_ratios(side: Side, stock: Side) -> list[tuple[str, float, float]]:
+    """(label, ``side``'s median ms, the median of its per-round ratios to ``stock``) for each
+    timed prefill and the decode step, where both were timed in the same rounds."""
+    pairs = [(f"prefill{n}", side.prefill_times.get(n), stock.prefill_times.get(n)) for n in TIMED_PREFILLS]
+    pairs.append(("decode", side.times, stock.times))
+    return [(label, statistics.median(ours) * 1e3, round_ratio(ours, theirs))
+            for label, ours, theirs in pairs if ours and theirs and len(ours) == len(theirs)]
+
+
 def print_ratios(sides: list[Side]) -> None:
     """Each program's latency over stock's on the same recipe, as the median of the per-round
     ratios (:func:`round_ratio`; the summary checks these)."""
     lines = []
     for s in sides:
-        stock = next((o for o in sides if o.recipe == s.recipe and o.kind == "stock"), None)
-        if s is stock or stock is None or not s.times or len(s.times) != len(stock.times):
-            continue
-        cells = [f"prefill{n} {round_ratio(s.prefill_times[n], stock.prefill_times[n]):.2f}x" for n in TIMED_PREFILLS
-                 if s.prefill_times.get(n) and len(s.prefill_times[n]) == len(stock.prefill_times.get(n, ()))]
-        lines.append(f"  {s.recipe:<8}{s.kind:<14}" + ", ".join(cells + [f"decode {round_ratio(s.times, stock.times):.2f}x"]))
+        stock = _stock_of(sides, s.recipe)
+        ratios = [] if s is stock or stock is None else latency_ratios(s, stock)
+        if ratios:
+            lines.append(f"  {s.recipe:<8}{s.kind:<14}" + ", ".join(f"{label} {ratio:.2f}x" for label, _, ratio in ratios))
     if lines:
         print("\nlatency over stock's (median of the per-round ratios, the rounds shuffled):")
         print("\n".join(lines))
@@ -741,18 +752,15 @@ def summary(sides: list[Side], layers: int, custom_sdpa: bool) -> tuple[int, int
     for s in sides:
         if s.kind not in XIR_SET_OPTIONS or s.delegates is None:
             continue
-        stock = next((o for o in sides if o.recipe == s.recipe and o.kind == "stock"), None)
+        stock = _stock_of(sides, s.recipe)
         name = f"{s.recipe} {s.kind}"
         check(s.delegates <= 2 * layers + 1, f"{name}: {s.delegates} delegates > {2 * layers + 1}")
         check(not s.error, f"{name}: {s.error}")
         if stock is None or stock.error:
             continue
-        for label, ours, theirs in [(f"prefill{n}", s.prefill_times.get(n), stock.prefill_times.get(n)) for n in TIMED_PREFILLS] + [
-                ("decode", s.times, stock.times)]:
-            if ours and theirs and len(ours) == len(theirs):
-                ratio = round_ratio(ours, theirs)
-                check(ratio <= target, f"{name}: {label} {statistics.median(ours) * 1e3:.3f} ms, {ratio:.2f}x stock "
-                      f"(median of the per-round ratios; target {target}x)")
+        for label, ms, ratio in latency_ratios(s, stock):
+            check(ratio <= target, f"{name}: {label} {ms:.3f} ms, {ratio:.2f}x stock "
+                  f"(median of the per-round ratios; target {target}x)")
         for key, err in s.errs.items():
             other = stock.errs.get(key)
             if other is not None:
