@@ -49,7 +49,7 @@ LIGHT_OPS = frozenset("""
     aten.linear.default aten.mm.default aten.bmm.default aten.addmm.default
     aten.view_copy.default aten.permute_copy.default aten.slice_copy.Tensor aten.cat.default
     aten.unsqueeze_copy.default aten.squeeze_copy.dims aten.squeeze_copy.dim aten._softmax.default
-    xir.convert.default xir.slice.default xir.bmm_f32out.default
+    xir.convert.default xir.slice.default xir.bmm_f32out.default xir.linear_f16w.default
     torchao.choose_qparams_affine.default torchao.quantize_affine.default torchao.dequantize_affine.default
     quantized_decomposed.choose_qparams_per_token_asymmetric.default
     quantized_decomposed.quantize_per_token.default quantized_decomposed.dequantize_per_token.default

@@ -108,7 +108,8 @@ class XnnpackPartitioner(_base()):
     the bf16 ops XNNPACK defines in fp32 run as fp32 ops on fp32 values, rounded to bf16 only where
     a value leaves them, instead of converting around every op. Faster for bf16 CNNs and encoders;
     the results are the fp32 computation on the bf16 inputs and weights (not eager's per-op bf16
-    rounding), and bf16 weights are stored as fp32.
+    rounding); a linear's bf16 weight is stored as fp16 (exact but below 2**-14, within 2**-25),
+    which XNNPACK widens to fp32 when the program loads, other constants as fp32.
 
     A delegate whose ops ExecuTorch's XNNPACK preprocessing passes would leave as they are gets
     only the one of them that can change it (``lowering.backend_passes``: the same delegate, in

@@ -239,7 +239,7 @@ def _mean_dim(node: Node, options=None) -> str | None:
 
 # ops whose constant operands must be static tensors inside XNNPACK (weights, biases, statistics);
 # other 0-D constants are passed to the delegate as inputs (lowering.partitioner.emit_tags)
-STATIC_OPERAND_OPS = (aten.linear, aten.addmm, aten.mm, aten.convolution, aten.prelu,
+STATIC_OPERAND_OPS = (aten.linear, xir_ops.linear_f16w, aten.addmm, aten.mm, aten.convolution, aten.prelu,
                       quantized_decomposed.dequantize_per_channel, quantized_decomposed.dequantize_per_tensor,
                       aten._native_batch_norm_legit_no_training, aten.permute_copy)
 
@@ -251,7 +251,7 @@ STATIC_OPERAND_OPS = (aten.linear, aten.addmm, aten.mm, aten.convolution, aten.p
 CHANNELS_LAST_OPS = (aten.convolution, aten.avg_pool2d, aten.max_pool2d, aten.max_pool2d_with_indices,
                      aten.max.dim, aten.upsample_bilinear2d.vec, aten.mean.dim, aten.prelu,
                      aten._native_batch_norm_legit_no_training)
-LAYOUT_RESET_OPS = (aten.view_copy, aten.squeeze_copy, aten.unsqueeze_copy, aten.linear, aten.mm,
+LAYOUT_RESET_OPS = (aten.view_copy, aten.squeeze_copy, aten.unsqueeze_copy, aten.linear, xir_ops.linear_f16w, aten.mm,
                     aten.addmm, aten.bmm, xir_ops.bmm_f32out)
 
 
@@ -547,6 +547,7 @@ RULES: dict[str, OpRule] = {r.op: r for r in [
     OpRule(aten.prelu, _F, check=_prelu, constraint="4-D input, constant weight"),
     # xir's own ops (lowering/xnnpack_ops.py)
     OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
+    OpRule(xir_ops.linear_f16w, _F, constraint="f32 input and bias, f16 constant weight"),
     OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16, or bf16 and f16"),
     OpRule(xir_ops.slice, _F, check=_xir_slice, constraint="not empty"),
     OpRule(aten._to_copy, _F, check=_cast, constraint="never: xnnpack.casts-as-converts writes it as xir.convert"),

@@ -8,13 +8,16 @@ xir defines:
 * ``xir::bmm_f32out(a, b)``: batched matmul of bf16 (or f32) matrices with an fp32 result,
   written as XNNPACK's batch-matrix-multiply node;
 * ``xir::convert(x, dtype)``: a dtype conversion, written as XNNPACK's convert node;
+* ``xir::linear_f16w(x, w, b)``: a linear of an fp32 input on an fp16 constant weight (fp32 bias),
+  written as XNNPACK's fully connected node, which takes fp16 static weights with fp32 activations
+  (an edge ``aten.linear`` with mixed dtypes fails ExecuTorch's verifier);
 * ``xir::slice(x, dim, start, end)``: ``x[start:end]`` along ``dim`` (a static dim) of a tensor
   whose other dims may be symbolic, written as XNNPACK's static slice with size 0 for every dim
   but ``dim``: XNNPACK takes the whole of a size-0 dim that starts at 0, at the size it has at run
   time. Stock's slice visitor writes the upper bound of a symbolic dim as its size, which fails
   at any other size (``lowering/passes/slices_as_xir_slices.py`` makes these).
 
-Both register node visitors in ExecuTorch's XNNPACK visitor registry (no ExecuTorch code is
+They register node visitors in ExecuTorch's XNNPACK visitor registry (no ExecuTorch code is
 patched). They have no portable kernel: xir only creates them where they will be delegated.
 Importing this module registers everything.
 """
@@ -42,6 +45,16 @@ def convert(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 @convert.register_fake
 def _convert_fake(x, dtype):
     return torch.empty_like(x, dtype=dtype)
+
+
+@torch.library.custom_op("xir::linear_f16w", mutates_args=())
+def linear_f16w(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:  # noqa: A002
+    return torch.nn.functional.linear(input, weight.to(input.dtype), bias)
+
+
+@linear_f16w.register_fake
+def _linear_f16w_fake(input, weight, bias=None):  # noqa: A002
+    return input.new_empty((*input.shape[:-1], weight.shape[0]))
 
 
 @torch.library.custom_op("xir::slice", mutates_args=())
@@ -72,10 +85,12 @@ def _register_visitors() -> None:
     from executorch.backends.xnnpack.serialization.xnnpack_graph_schema import (
         XNNBatchMatrixMultiply,
         XNNConvert,
+        XNNFullyConnected,
         XNNStaticSlice,
         XNode,
     )
     from executorch.backends.xnnpack.utils.utils import PERM_NCHW_TO_NHWC, get_input_node
+    from executorch.backends.xnnpack.utils.xnnpack_constants import XNN_INVALID_VALUE_ID
 
     class BmmF32OutVisitor(NodeVisitor):
         target = "xir.bmm_f32out.default"
@@ -86,6 +101,20 @@ def _register_visitors() -> None:
                 xnode_union=XNNBatchMatrixMultiply(input1_id=vals_to_ids[get_input_node(node, 0)],
                                                    input2_id=vals_to_ids[get_input_node(node, 1)],
                                                    output_id=vals_to_ids[node], flags=0),
+                debug_handle=debug_handle))
+
+    class LinearF16wVisitor(NodeVisitor):
+        target = "xir.linear_f16w.default"
+
+        def define_node(self, node, xnn_graph, vals_to_ids, debug_handle):
+            # (input, weight, bias as the stock linear's; the weight an fp16 static tensor)
+            self.define_nodes_tensor_inputs_outputs(node, xnn_graph, vals_to_ids)
+            bias = get_input_node(node, 2) if len(node.args) > 2 and node.args[2] is not None else None
+            xnn_graph.xnodes.append(XNode(
+                xnode_union=XNNFullyConnected(input1_id=vals_to_ids[get_input_node(node, 0)],
+                                              filter_id=vals_to_ids[get_input_node(node, 1)],
+                                              bias_id=vals_to_ids[bias] if bias is not None else XNN_INVALID_VALUE_ID,
+                                              output_id=vals_to_ids[node], flags=0),
                 debug_handle=debug_handle))
 
     class ConvertVisitor(NodeVisitor):
@@ -115,6 +144,7 @@ def _register_visitors() -> None:
                 debug_handle=debug_handle))
 
     register_node_visitor(BmmF32OutVisitor)
+    register_node_visitor(LinearF16wVisitor)
     register_node_visitor(ConvertVisitor)
     register_node_visitor(SliceVisitor)
 

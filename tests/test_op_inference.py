@@ -168,6 +168,7 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
                                                                "dtype": DType.i8})],
     "xir.bmm_f32out": [([T(BF, 2, 3, 4), T(BF, 2, 4, 5)], {})],
     "xir.convert": [([F(2, 3)], {"dtype": BF}), ([T(BF, 2)], {"dtype": DType.f32})],
+    "xir.linear_f16w": [([F(2, 5, 3), T(DType.f16, 4, 3)], {}), ([F(2, 3), T(DType.f16, 4, 3), F(4)], {})],
     "xir.slice": [([F(2, 6)], {"dim": 1, "start": 2, "end": 5}), ([F(3, 2)], {"dim": 0, "start": 0, "end": 3})],
 }
 
@@ -175,6 +176,7 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
 XIR_OPS = {
     "xir.bmm_f32out": lambda node, a, b: torch.bmm(a.float(), b.float()),
     "xir.convert": lambda node, x: x.to(DTYPE_TO_TORCH[node.attribute("dtype")]),
+    "xir.linear_f16w": lambda node, x, w, b=None: torch.nn.functional.linear(x, w.float(), b),
     "xir.slice": lambda node, x: x.narrow(node.attribute("dim"), node.attribute("start"),
                                           node.attribute("end") - node.attribute("start")),
 }

@@ -78,3 +78,27 @@ def test_batch_norm_rule_names_the_channel_dim():
 """
     with pytest.raises(VerificationError, match="1-D with 4 elements"):
         verify(parse_graph(text))
+
+
+@pytest.mark.parametrize("weight, bias, message", [
+    ("f16[8,4]", "f32[8]", None),
+    ("f32[8,4]", "f32[8]", "input must be f32 and weight f16, got f32 and f32"),
+    ("f16[8,4]", "f16[8]", "bias must be an f32 tensor"),
+    ("f16[8,5]", "f32[8]", "does not match the weight's in-features 5"),
+    ("f16[8,4]", "f32[7]", "bias must be 1-D with 8 elements"),
+])
+def test_linear_on_an_fp16_weight_checks_its_dtypes_and_shapes(weight, bias, message):
+    graph = parse_graph(f"""graph @g {{
+  param %w: {weight}
+  param %b: {bias}
+  input %x: f32[2,4]
+  %0: f32[2,8] = xir.linear_f16w(%x, %w, %b)
+  return %0
+}}
+""")
+    if message is None:
+        verify(graph)
+        return
+    with pytest.raises(VerificationError, match="xir.linear_f16w") as info:
+        verify(graph)
+    assert message in str(info.value)

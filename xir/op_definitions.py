@@ -893,6 +893,26 @@ def _check_linear(node) -> str | None:
     return _same_dtype(node)
 
 
+def _check_linear_f16w(node) -> str | None:
+    """xir.linear_f16w: a linear's shapes, an f32 input and bias, an f16 weight."""
+    x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
+    if x is None or w is None:
+        return "an operand is not a tensor"
+    if x.dtype is not DType.f32 or w.dtype is not DType.f16:
+        return f"input must be f32 and weight f16, got {x.dtype} and {w.dtype}"
+    if len(node.operands) > 2 and (_tensor(node.operands[2]) is None or _tensor(node.operands[2]).dtype is not DType.f32):
+        return "bias must be an f32 tensor"
+    if w.rank != 2:
+        return f"weight must be 2-D, got {w}"
+    if x.rank < 1 or not dims_agree(x.shape[-1], w.shape[1]):
+        return f"input's last dim {x.shape[-1] if x.rank else '?'} does not match the weight's in-features {w.shape[1]}"
+    if len(node.operands) > 2:
+        b = _tensor(node.operands[2])
+        if b.rank != 1 or not dims_agree(b.shape[0], w.shape[0]):
+            return f"bias must be 1-D with {w.shape[0]} elements"
+    return None
+
+
 def _check_matrices(first: int):
     def check(node) -> str | None:
         a, b = _tensor(node.operands[first]), _tensor(node.operands[first + 1])
@@ -1222,6 +1242,9 @@ define_op("quantized_decomposed.choose_qparams", overloads=("tensor",), operands
 # xir's own ops (their XNNPACK serialization is in lowering/xnnpack_ops.py)
 define_op("xir.bmm_f32out", operands=("input", "mat2"), traits=PURE, infer=_bmm(DType.f32), check=_check_bmm,
           doc="batched matmul of bf16 (or f32) matrices with an f32 result, as XNNPACK computes it")
+define_op("xir.linear_f16w", operands=("input", "weight", "bias?"), traits=PURE, weights=("weight", "bias"),
+          infer=_linear, check=_check_linear_f16w,
+          doc="linear of an f32 input on an f16 weight (f32 bias and result), as XNNPACK's fully connected takes it")
 define_op("xir.convert", operands=("input",), attributes={"dtype": REQUIRED}, traits=PURE | ELEMENTWISE, infer=_to_dtype,
           doc="a dtype conversion XNNPACK runs (f32 <-> bf16)")
 define_op("xir.slice", operands=("input",), attributes={"dim": REQUIRED, "start": REQUIRED, "end": REQUIRED}, traits=PURE,

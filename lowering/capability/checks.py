@@ -19,7 +19,7 @@ import attrs
 
 from passes.fold_batch_norm import fold_target
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, quantized_decomposed
+from xir.ops import aten, quantized_decomposed, xir_ops
 
 from ..rules import (
     AFFINE_DEQUANTIZE,
@@ -258,7 +258,14 @@ def _dtype_not_allowed(s) -> str | None:
     return f"dtype {', '.join(sorted(d.value for d in bad))} (XNNPACK runs f32, f16 and bf16 float ops)" if bad else None
 
 
+# ops whose definitions take operands of different dtypes (and check them): an fp32 linear on an
+# fp16 weight (XNNPACK's fully connected widens the weight when the program loads)
+MIXED_DTYPE_OPS = (xir_ops.linear_f16w,)
+
+
 def _mixed_operand_dtypes(s) -> str | None:
+    if s.node.op in MIXED_DTYPE_OPS:
+        return None
     dtypes = {v.dtype for v in s.node.operands if isinstance(v.type, TensorType)}
     return f"mixed operand dtypes {', '.join(sorted(d.value for d in dtypes))}" if len(dtypes) > 1 else None
 

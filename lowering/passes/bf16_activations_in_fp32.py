@@ -21,9 +21,17 @@ weights: as close to the fp32 model as eager bf16 is or closer, and within bf16'
 eager's bf16 result per op (the tests check both). That is why it is an option, not the
 default: ``XnnpackPartitioner(enable_bf16=True, bf16_activations_in_fp32=True)``.
 
-Bytes: a bf16 weight becomes an fp32 constant in the program (twice its bytes in the .pte; at run
-time XNNPACK 1.5.1 holds bf16 GEMM weights unpacked to fp32 either way, and convolutions'
-weights are fp32 already with ``xnnpack.bf16-in-fp32``).
+Bytes: a linear's bf16 weight becomes an fp16 constant read by ``xir.linear_f16w`` (an fp32
+linear on an fp16 weight; XNNPACK's fully connected widens the weight to fp32 when the program
+loads, as it does a bf16 GEMM's weights), so the .pte keeps the bf16 weights' bytes:
+
+    y = linear(a, w, b)  =>  y32 = xir.linear_f16w(a32, w16, b32)
+
+Every bf16 value within fp16's range is an fp16 value, but those below 2**-14 become fp16
+subnormals (|error| <= 2**-25, against the bf16 weight's own rounding of 2**-9 of its size). A
+weight beyond +-65504 or not finite, a bias and every other bf16 constant become fp32 constants
+(twice their bytes; convolutions' weights are fp32 already with ``xnnpack.bf16-in-fp32``).
+``f16_weights=false`` makes the linears' weights fp32 constants too.
 
 Left in bf16, each with its reason in the pass's stats: an op XNNPACK would not take in fp32
 either (an embedding lookup, a rank beyond 6, ...), an op with a dtype attribute (a cast, a
@@ -44,6 +52,7 @@ from xir import DType, Node, TensorType, Value
 from xir.ops import aten, xir_ops
 
 from ._base import Bf16Rewrite
+from .bf16_linear_as_f16 import _as_f16, _f16_problem
 
 
 def _is_bf16(value: Value) -> bool:
@@ -110,8 +119,10 @@ class _InFp32(RewritePattern):
     ops = ()
     name = "bf16_activations_in_fp32"
 
-    def __init__(self):
+    def __init__(self, f16_weights: bool = True):
         self.made: dict = {}
+        self.f16_weights = f16_weights
+        self.made_f16: dict = {}  # the fp16 twins of linears' bf16 weights made in this run
         # each node's reason to stay in bf16 (or None), decided on the graph as the run found it:
         # a node the run made has no torch.fx origin, and its readers' checks would ask in vain
         # what it was (a clone's check reads its input's dim order from there)
@@ -155,9 +166,19 @@ class _InFp32(RewritePattern):
         problem = self.problems[node] if node in self.problems else _problem(node)
         if problem:
             return rewriter.notify_match_failure(node, problem)
-        operands = [self._fp32(v, node, rewriter) for v in node.operands]
+        op, operands = node.op, None
+        if node.op == aten.linear and self.f16_weights:
+            weight = node.weight
+            if weight.is_constant and weight.data is not None and _f16_problem(weight, "weight") is None:
+                # an fp16 constant holds the bf16 weight in half the bytes of fp32 (XNNPACK widens it
+                # when the program loads): see the module's docstring
+                op = xir_ops.linear_f16w
+                operands = [self._fp32(node.input, node, rewriter), _as_f16(weight, rewriter, self.made_f16)]
+                operands += [self._fp32(v, node, rewriter) for v in node.operands[2:]]
+        if operands is None:
+            operands = [self._fp32(v, node, rewriter) for v in node.operands]
         result_types = [r.type.with_dtype(DType.f32) if _is_bf16(r) else r.type for r in node.results]
-        wide = rewriter.insert_before(node, rewriter.create(node.op, operands, result_types, dict(node.attributes)))
+        wide = rewriter.insert_before(node, rewriter.create(op, operands, result_types, dict(node.attributes)))
         narrow = rewriter.insert_before(node, rewriter.create(xir_ops.convert, [wide.results[0]], attributes={"dtype": DType.bf16}))
         rewriter.replace_node(node, [narrow.result] + [None] * (len(node.results) - 1))
         return True
@@ -224,6 +245,7 @@ class Bf16ActivationsInFp32(Bf16Rewrite):
 
     name = "xnnpack.bf16-activations-in-fp32"
     rules = (_InFp32(), _BmmInFp32(), _RoundTrip(), _UnreadConvert())
+    f16_weights: bool = True
 
     def patterns(self):
-        return (_InFp32(), _BmmInFp32(), _RoundTrip(), _UnreadConvert()) if self.enable_bf16 else ()
+        return (_InFp32(self.f16_weights), _BmmInFp32(), _RoundTrip(), _UnreadConvert()) if self.enable_bf16 else ()

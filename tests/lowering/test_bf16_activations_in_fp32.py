@@ -114,3 +114,59 @@ def test_the_option_needs_enable_bf16_and_is_placed_after_the_converts():
     at = names.index("xnnpack.bf16-activations-in-fp32")
     assert at > max(names.index(n) for n in ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.layer-norm-in-fp32"))
     assert "xnnpack.bf16-activations-in-fp32" not in [p.name for p in lowering.XnnpackPartitioner(enable_bf16=True).pipeline]
+
+
+class TiedHead(torch.nn.Module):
+    """An embedding whose table the head linear shares (tied), a projection whose result is a
+    graph output and read again, and a linear with a weight beyond fp16's range."""
+
+    def __init__(self, vocab=128, dim=64):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, dim)
+        self.proj, self.big = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim, bias=False)
+        self.head = torch.nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.emb.weight
+        with torch.no_grad():
+            self.big.weight[0, 0] = 2.0 ** 17  # (fp16 holds up to 65504)
+
+    def forward(self, tokens, x):
+        y = self.proj(x + self.emb(tokens))
+        return y, self.head(torch.relu(self.big(y)) * 1e-3)
+
+
+def test_linear_weights_stored_in_fp16_at_the_boundaries():
+    """With the option, the linears' bf16 weights are fp16 constants in the program (half the
+    bytes of fp32; XNNPACK's fully connected widens them when the program loads): the tied head
+    reads its own fp16 twin while the embedding outside keeps the bf16 table; the weight beyond
+    fp16's range stays fp32. The program matches eager bf16, and the one with fp32 weights
+    (``f16_weights=false``) within a bf16 rounding, at fewer bytes by 2 per fp16 weight."""
+    import attrs
+
+    import lowering
+
+    torch.manual_seed(0)
+    model = TiedHead().eval().to(torch.bfloat16)
+    tokens, x = torch.randint(0, 128, (1, 5)), torch.randn(1, 5, 64).to(torch.bfloat16)
+    ep = torch.export.export(model, (tokens, x))
+    outputs, sizes = {}, {}
+    for f16 in (True, False):
+        partitioner = lowering.XnnpackPartitioner(enable_bf16=True, bf16_activations_in_fp32=True)
+        partitioner.pipeline = [attrs.evolve(p, f16_weights=f16) if p.name == "xnnpack.bf16-activations-in-fp32" else p
+                                for p in partitioner.pipeline]
+        edge, _ = harness.lower_edge(ep, partitioner=partitioner)
+        inside = harness.delegated_ops(edge)
+        if f16:
+            assert inside["xir.linear_f16w"] == 2 and inside["aten.linear"] == 1  # (proj and head; big)
+            assert set(harness.outside_ops(edge)) == {"aten.embedding"}
+        else:
+            assert inside["xir.linear_f16w"] == 0 and inside["aten.linear"] == 3
+        buffer = harness.to_buffer(edge)
+        sizes[f16] = len(buffer)
+        _, method = harness.load_method(buffer)
+        outputs[f16] = harness.run_method(method, [tokens, x])
+    eager = harness.as_list(model(tokens, x))
+    assert harness.max_error(outputs[True], eager) <= harness.allowed_error(eager, "bf16")
+    ulp = max(t.float().abs().max().item() for t in eager) * 2 ** -8
+    assert harness.max_error(outputs[True], outputs[False]) <= ulp
+    fp16_weights = model.proj.weight.numel() + model.head.weight.numel()
+    assert sizes[False] - sizes[True] >= 2 * fp16_weights * 0.95

@@ -176,15 +176,15 @@ def test_unsupported_option_is_named(tmp_path, monkeypatch):
 
 # each of xir's bf16 options in the flow: (linear, weight) dtypes inside the delegates
 BF16_OPTIONS = {"bf16_linears_as_f16": (torch.float16, torch.float16),
-                "bf16_activations_in_fp32": (torch.float32, torch.float32)}
+                "bf16_activations_in_fp32": (torch.float32, torch.float16)}
 
 
 @pytest.mark.parametrize("option", sorted(BF16_OPTIONS))
 def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     """``python -m lowering.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true
     xir.OPTION=true``: the flow's bf16 program with every linear run as XNNPACK's fp16 GEMM (fp16
-    weights inside the delegates), or with the delegated ops in fp32 (fp32 linears and weights, no
-    bf16 op inside but converts), loaded on the runtime, within bf16's tolerance of the eager bf16
+    weights inside the delegates), or with the delegated ops in fp32 (fp32 linears on fp16 weights,
+    no bf16 op inside but converts), loaded on the runtime, within bf16's tolerance of the eager bf16
     model at prefill lengths 1 and 7 and a decode step; refused for stock's partitioners."""
     import copy
 

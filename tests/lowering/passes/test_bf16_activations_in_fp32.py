@@ -34,9 +34,9 @@ def test_a_chain_in_fp32_an_input_read_twice_an_output_read_again():
     graph @g {
       input %x: bf16[s0,4]
       param %w: bf16[3,4]
-      param %w_f32: f32[3,4]
+      param %w_f16: f16[3,4]
       %0: f32[s0,4] = xir.convert(%x) {dtype=f32}
-      %1: f32[s0,3] = aten.linear(%0, %w_f32)
+      %1: f32[s0,3] = xir.linear_f16w(%0, %w_f16)
       %2: f32[s0,3] = aten.relu(%1)
       %3: bf16[s0,3] = xir.convert(%2) {dtype=bf16}
       %4: f32[s0,3] = aten.mul.Tensor(%2, %2)
@@ -47,8 +47,81 @@ def test_a_chain_in_fp32_an_input_read_twice_an_output_read_again():
       return %3, %6, %8
     }""", changed=True)
     # (the bf16 weight no longer read stays in the IR; the write-back deletes it from the program)
-    assert torch.equal(graph.input_named("w_f32").data, W.float())
-    assert graph.input_named("w_f32").data.dtype is torch.float32
+    # the linear's weight is held in fp16, half the bytes of fp32: every value of W but 1e-6 (an
+    # fp16 subnormal, within 2**-25) exactly
+    w16 = graph.input_named("w_f16").data
+    assert w16.dtype is torch.float16
+    assert (w16.float() - W.float()).abs().max() <= 2 ** -25
+    assert torch.equal(w16.float()[W.float().abs() >= 2 ** -14], W.float()[W.float().abs() >= 2 ** -14])
+
+
+def test_a_linears_weight_in_fp16_shared_tied_beyond_range_with_a_bias_and_off():
+    """Linears read their bf16 weights as fp16 constants: one twin for a weight two linears share,
+    the bf16 original kept for an embedding reading it too (a tied head); a weight beyond fp16's
+    range and a bias stay fp32 twins; ``f16_weights=false`` gives fp32 weights throughout."""
+    text = """
+    graph @g {
+      input %t: i64[2]
+      input %x: bf16[2,4]
+      param %w: bf16[3,4]
+      param %big: bf16[4,3]
+      param %b: bf16[4]
+      %e: bf16[2,4] = aten.embedding(%w, %t)
+      %s: bf16[2,4] = aten.add.Tensor(%x, %e)
+      %y1: bf16[2,3] = aten.linear(%s, %w)
+      %y2: bf16[2,3] = aten.linear(%x, %w)
+      %y: bf16[2,3] = aten.add.Tensor(%y1, %y2)
+      %z: bf16[2,4] = aten.linear(%y, %big, %b)
+      return %y, %z
+    }"""
+    big = torch.full((4, 3), 2.0 ** 17, dtype=torch.bfloat16)
+    bias = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.bfloat16)
+    graph = check_pipeline(graph_with_data(text, w=W, big=big, b=bias), PASS, """
+    graph @g {
+      input %t: i64[2]
+      input %x: bf16[2,4]
+      param %w: bf16[3,4]
+      param %big: bf16[4,3]
+      param %b: bf16[4]
+      param %w_f16: f16[3,4]
+      param %big_f32: f32[4,3]
+      param %b_f32: f32[4]
+      %0: f32[2,4] = xir.convert(%x) {dtype=f32}
+      %e: bf16[2,4] = aten.embedding(%w, %t)
+      %1: f32[2,4] = xir.convert(%e) {dtype=f32}
+      %2: f32[2,4] = aten.add.Tensor(%0, %1)
+      %3: f32[2,3] = xir.linear_f16w(%2, %w_f16)
+      %4: f32[2,3] = xir.linear_f16w(%0, %w_f16)
+      %5: f32[2,3] = aten.add.Tensor(%3, %4)
+      %6: bf16[2,3] = xir.convert(%5) {dtype=bf16}
+      %7: f32[2,4] = aten.linear(%5, %big_f32, %b_f32)
+      %8: bf16[2,4] = xir.convert(%7) {dtype=bf16}
+      return %6, %8
+    }""", changed=True)
+    assert graph.input_named("b_f32").data.dtype is torch.float32
+    off = "xnnpack.bf16-activations-in-fp32{enable_bf16=true,f16_weights=false},dead-code-elimination"
+    graph = check_pipeline(graph_with_data(text, w=W, big=big, b=bias), off, """
+    graph @g {
+      input %t: i64[2]
+      input %x: bf16[2,4]
+      param %w: bf16[3,4]
+      param %big: bf16[4,3]
+      param %b: bf16[4]
+      param %w_f32: f32[3,4]
+      param %big_f32: f32[4,3]
+      param %b_f32: f32[4]
+      %0: f32[2,4] = xir.convert(%x) {dtype=f32}
+      %e: bf16[2,4] = aten.embedding(%w, %t)
+      %1: f32[2,4] = xir.convert(%e) {dtype=f32}
+      %2: f32[2,4] = aten.add.Tensor(%0, %1)
+      %3: f32[2,3] = aten.linear(%2, %w_f32)
+      %4: f32[2,3] = aten.linear(%0, %w_f32)
+      %5: f32[2,3] = aten.add.Tensor(%3, %4)
+      %6: bf16[2,3] = xir.convert(%5) {dtype=bf16}
+      %7: f32[2,4] = aten.linear(%5, %big_f32, %b_f32)
+      %8: bf16[2,4] = xir.convert(%7) {dtype=bf16}
+      return %6, %8
+    }""", changed=True)
 
 
 def test_an_op_left_in_bf16_a_value_rounded_from_fp32_a_weight_layout_and_a_cast():
