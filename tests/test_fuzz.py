@@ -415,3 +415,33 @@ def _execute_without_speed_ups(key):
 
     kind, seed = key
     return execute({"seed": seed, "kind": kind, "max_ops": SAMPLE_MAX_OPS, "min_ops": 2})
+
+
+def test_a_bf16_option_reaches_xirs_side_of_bf16_programs_and_their_repros(tmp_path):
+    """``--bf16-option`` (``xir_options``): xir's side of a bf16 program lowers with the option, a
+    float program and stock's side without it; a repro file carries the option."""
+    from xir_tools.fuzz.cli import parser, xir_options
+
+    assert xir_options(parser().parse_args(["--bf16-option", "activations-in-fp32"])) == {"bf16_activations_in_fp32": True}
+    assert xir_options(parser().parse_args([])) == {}
+    bf16, fp32 = generate(1007, "bf16", max_ops=4, min_ops=2), generate(1007, "fp32", max_ops=4, min_ops=2)
+    assert "linear" in [op.kind for op in bf16.ops]  # (the option's fp16 weights)
+
+    def run(program, options, sides=("xir",)):
+        module_class, make_inputs = instantiate(program.module_source())
+        return case.run_case(module_class, make_inputs, program.kind, program.via, program.per_channel, program.lowp(),
+                             sides=sides, xir_options=options)
+
+    wrong = {"bf16_activations_in_fp32": True, "no_such_option": True}  # (the partitioner refuses it by name)
+    outcome = run(bf16, wrong, sides=("xir", "stock"))
+    assert outcome["xir"]["status"] == "lower-failed" and "no_such_option" in outcome["xir"]["error"]
+    assert outcome["stock"]["status"] == "ok"
+    assert run(fp32, wrong)["xir"]["status"] == "ok"
+    assert run(bf16, {"bf16_activations_in_fp32": True})["xir"]["status"] == "ok"
+
+    outcome = {"xir": {"status": "ok", "error": ""}, "stock": {"status": "ok", "error": ""}}
+    path = write_repro(tmp_path, bf16, outcome, "ok", xir_options={"bf16_activations_in_fp32": True})
+    assert "XIR_OPTIONS = {'bf16_activations_in_fp32': True}" in path.read_text()
+    child = subprocess.run([sys.executable, str(path), "--side", "xir"], capture_output=True, text=True, cwd=ROOT,
+                           timeout=300)
+    assert child.returncode == 0 and '"status": "ok"' in child.stdout, child.stderr[-2000:]

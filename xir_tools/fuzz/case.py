@@ -181,15 +181,17 @@ def conditioning(make_module, make_inputs, kind, ref):
 
 # ------------------------------------------------------------------------------ one side
 
-def run_side(make_program, inputs, ref, which, kind, via, lowp, cond):
+def run_side(make_program, inputs, ref, which, kind, via, lowp, cond, xir_options=None):
     """Lower, serialize, load, run and compare one side. ``make_program()`` gives a fresh
-    ExportedProgram (each side lowers its own export)."""
+    ExportedProgram (each side lowers its own export). ``xir_options``: xir's bf16 options
+    (``bf16_activations_in_fp32``, ``bf16_linears_as_f16``), for xir's side of a bf16 program."""
     result = {"status": "ok", "error": "", "max_err": None, "ratio": None, "delegated": None, "outside": None}
     start = time.perf_counter()
     try:
         try:
             ep = make_program()
-            edge, _ = lower_edge(ep, which, via, enable_bf16=kind == "bf16")
+            options = dict(xir_options or {}) if which == "xir" and kind == "bf16" else {}
+            edge, _ = lower_edge(ep, which, via, enable_bf16=kind == "bf16", **options)
             result.update(delegation(edge))
             buffer = to_buffer(edge)
         except Exception as error:
@@ -215,7 +217,7 @@ def run_side(make_program, inputs, ref, which, kind, via, lowp, cond):
 
 
 def run_case(make_module, make_inputs, kind, via, per_channel, lowp, sides=("xir", "stock"), on_phase=None,
-             on_side=None):
+             on_side=None, xir_options=None):
     """Run one program: {"prepare": {...}, "xir": {...}, "stock": {...}}. ``on_phase(name)`` is
     called before each phase (prepare, xir, stock), ``on_side(name, result)`` after each side."""
     on_phase = on_phase or (lambda name: None)
@@ -251,7 +253,7 @@ def run_case(make_module, make_inputs, kind, via, per_channel, lowp, sides=("xir
 
     for side in sides:
         on_phase(side)
-        outcome[side] = run_side(make_program, inputs, ref, side, kind, via, lowp, cond)
+        outcome[side] = run_side(make_program, inputs, ref, side, kind, via, lowp, cond, xir_options)
         on_side(side, outcome[side])
     return outcome
 

@@ -309,7 +309,15 @@ def source_code_id() -> str | None:
     return code + ("+dirty" if dirty else "")
 
 
-RESUMABLE_ARGS = ("max_ops", "min_ops", "timeout")
+RESUMABLE_ARGS = ("max_ops", "min_ops", "timeout", "bf16_option")
+
+# --bf16-option: xir's partitioner option its side of every bf16 program lowers with
+BF16_OPTIONS = {"activations-in-fp32": "bf16_activations_in_fp32", "linears-as-f16": "bf16_linears_as_f16"}
+
+
+def xir_options(args) -> dict:
+    """xir's partitioner options for bf16 programs (``--bf16-option``)."""
+    return {BF16_OPTIONS[args.bf16_option]: True} if getattr(args, "bf16_option", None) else {}
 
 
 class CampaignError(Exception):
@@ -479,7 +487,7 @@ def campaign(args) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
     from .pool import Pool
 
-    with Pool(args.jobs, args.timeout, out / "logs") as pool:
+    with Pool(args.jobs, args.timeout, out / "logs", xir_options=xir_options(args)) as pool:
         run.run_programs(pool)
         run_seconds = time.monotonic() - start
         run.write_repros(pool)
@@ -506,6 +514,7 @@ class _Run:
         return (f"xir fuzz: {self.total} programs ({', '.join(self.kinds)}; seeds {seeds[0]}..{seeds[-1]}{rerun}), "
                 f"{args.jobs} workers, timeout {args.timeout:g} s per phase, output in {self.out}/, "
                 f"xir at {commit or 'an unknown commit'} (code {code})"
+                + (f"; xir's bf16 programs with {xir_options(args)}" if xir_options(args) else "")
                 + (f"; resumed: {self.done} ran before" if self.done else ""))
 
     def run_programs(self, pool) -> None:
@@ -552,9 +561,11 @@ class _Run:
                                                              log=lambda text: print(text, flush=True))
                 record["shrunk"] = {"ops": len(small.ops), "outputs": len(small.outputs), "runs": evals,
                                     "xir": small_outcome.get("xir"), "stock": small_outcome.get("stock")}
-            path = write_repro(self.out, small, small_outcome, record["label"], original=program, timeout=timeout)
+            path = write_repro(self.out, small, small_outcome, record["label"], original=program, timeout=timeout,
+                               xir_options=xir_options(self.args))
             if small is not program:
-                write_repro(self.out / "original", program, outcome, record["label"], timeout=timeout)
+                write_repro(self.out / "original", program, outcome, record["label"], timeout=timeout,
+                            xir_options=xir_options(self.args))
             record["repro"] = str(path)
 
     def summarize(self, commit, code, run_seconds: float, total_seconds: float) -> int:
@@ -675,7 +686,7 @@ def replay(args) -> int:
     print(f"# {program.describe()}; rebuilt at code {source_code_id() or 'unknown'} (a journal made at another "
           "code id may hold another program for this seed)")
     print(program.module_source())
-    with Pool(1, args.timeout, Path(args.out) / "logs") as pool:
+    with Pool(1, args.timeout, Path(args.out) / "logs", xir_options=xir_options(args)) as pool:
         outcome = pool.map([{"program": program.to_json(), "sides": list(SIDES)}])[0]
         result = label(outcome)
         print(f"xir:   {case.describe(outcome['xir'])}")
@@ -683,13 +694,13 @@ def replay(args) -> int:
         print(f"=> {result}")
         if result not in ("ok", "invalid") and (args.shrink != "none"):
             small, small_outcome, evals = shrink_failure(pool, program, outcome, args)
-            path = write_repro(args.out, small, small_outcome, result, original=program)
+            path = write_repro(args.out, small, small_outcome, result, original=program, xir_options=xir_options(args))
             print(f"shrunk to {len(small.ops)} ops in {evals} runs:\n{small.module_source()}")
             print(f"xir:   {case.describe(small_outcome['xir'])}")
             print(f"stock: {case.describe(small_outcome['stock'])}")
             print(f"repro: {path}")
         elif result not in ("ok", "invalid"):
-            print(f"repro: {write_repro(args.out, program, outcome, result)}")
+            print(f"repro: {write_repro(args.out, program, outcome, result, xir_options=xir_options(args))}")
     return 0
 
 
@@ -703,6 +714,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="fuzz-out", help="folder for repros, logs and summary.json (default: fuzz-out)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds per phase (prepare, xir, stock) of one program (default: 60)")
+    p.add_argument("--bf16-option", choices=sorted(BF16_OPTIONS), default=None,
+                   help="xir lowers every bf16 program with this option of its partitioner (activations-in-fp32: "
+                        "bf16_activations_in_fp32=True; linears-as-f16: bf16_linears_as_f16=True); default: none")
     p.add_argument("--max-ops", type=int, default=12, help="ops per program at most (default: 12)")
     p.add_argument("--min-ops", type=int, default=3, help="ops per program at least (default: 3)")
     p.add_argument("--shrink", choices=["own", "xir", "all", "none"], default="xir",

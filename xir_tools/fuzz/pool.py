@@ -105,7 +105,8 @@ def execute(task: dict, on_phase=None, on_side=None) -> dict:
         warm_up_quantization()
     module_class, make_inputs = instantiate(program.module_source(), f"<xir_fuzz {program.kind} seed {program.seed}>")
     outcome = case.run_case(module_class, make_inputs, program.kind, program.via, program.per_channel, program.lowp(),
-                            sides=tuple(task.get("sides", SIDES)), on_phase=on_phase, on_side=on_side)
+                            sides=tuple(task.get("sides", SIDES)), on_phase=on_phase, on_side=on_side,
+                            xir_options=task.get("xir_options"))
     outcome["program"] = program.to_json()
     return outcome
 
@@ -192,8 +193,10 @@ class _Job:
 class Pool:
     """``jobs`` persistent workers; ``run(tasks)`` yields (key, outcome) as tasks finish."""
 
-    def __init__(self, jobs: int = 2, timeout: float = 60.0, log_dir: str | Path = "fuzz-out"):
+    def __init__(self, jobs: int = 2, timeout: float = 60.0, log_dir: str | Path = "fuzz-out",
+                 xir_options: dict | None = None):
         self.jobs = max(1, jobs)
+        self.xir_options = dict(xir_options or {})  # (xir's partitioner options for bf16 programs)
         self.timeout = timeout
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -274,6 +277,7 @@ class Pool:
         task = dict(job.task)
         task["program"] = job.program
         task["sides"] = job.remaining()
+        task.setdefault("xir_options", self.xir_options)
         job.phase = "start"
         job.started = job.started or time.monotonic()
         job.deadline = time.monotonic() + self.timeout

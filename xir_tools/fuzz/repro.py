@@ -46,13 +46,13 @@ def main(argv):
     parser.add_argument("--isolate", action="store_true", help="run each side in a child process")
     args = parser.parse_args(argv)
     if args.side:
-        outcome = run_case(Program, make_inputs, KIND, VIA, PER_CHANNEL, LOWP, sides=(args.side,))
+        outcome = run_case(Program, make_inputs, KIND, VIA, PER_CHANNEL, LOWP, sides=(args.side,), xir_options=XIR_OPTIONS)
         print("RESULT " + json.dumps({args.side: outcome[args.side]}))
         return 0
     if args.isolate or ISOLATE:
         outcome = {side: _run_isolated(side) for side in ("xir", "stock")}
     else:
-        outcome = run_case(Program, make_inputs, KIND, VIA, PER_CHANNEL, LOWP)
+        outcome = run_case(Program, make_inputs, KIND, VIA, PER_CHANNEL, LOWP, xir_options=XIR_OPTIONS)
     print(f"kind {KIND}, lowering via {VIA}" + (f", per-channel {PER_CHANNEL}" if KIND == "static" else ""))
     print("xir:  ", describe(outcome["xir"]))
     print("stock:", describe(outcome["stock"]))
@@ -87,7 +87,7 @@ def case_source() -> str:
 
 
 def repro_source(program: Program, outcome: dict, label: str, original: Program | None = None,
-                 timeout: float = 600.0) -> str:
+                 timeout: float = 600.0, xir_options: dict | None = None) -> str:
     xir, stock = outcome.get("xir") or {}, outcome.get("stock") or {}
     observed = {"xir": xir.get("status"), "stock": stock.get("status")}
     isolate = any(s in ("crashed", "timeout") for s in observed.values())
@@ -123,6 +123,7 @@ def repro_source(program: Program, outcome: dict, label: str, original: Program 
         OBSERVED = {observed!r}
         ISOLATE = {isolate!r}  # the fuzzer saw a crash or a timeout: run the sides in child processes
         TIMEOUT = {timeout!r}
+        XIR_OPTIONS = {dict(xir_options or {})!r}  # xir's partitioner options for a bf16 program (--bf16-option)
         ''')
     parts = [header,
              "# ================================================================== harness (xir_tools/harness.py)\n",
@@ -142,10 +143,10 @@ def repro_name(program: Program, outcome: dict, label: str) -> str:
 
 
 def write_repro(out_dir: str | Path, program: Program, outcome: dict, label: str, original: Program | None = None,
-                timeout: float = 600.0) -> Path:
+                timeout: float = 600.0, xir_options: dict | None = None) -> Path:
     """Write the repro file of ``program`` in ``out_dir`` (atomically: an earlier repro of the same
     name stays whole if the write fails); returns its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = repro_source(program, outcome, label, original, timeout)
+    text = repro_source(program, outcome, label, original, timeout, xir_options)
     return write_atomic(out / repro_name(program, outcome, label), text)
