@@ -1,0 +1,123 @@
+"""``executorch.eager-scalar-promotion``: give a 0-D bf16 or fp16 tensor combined with a Python number
+the dtype eager PyTorch gives it, which ExecuTorch 1.5.1's ``to_edge`` makes fp32.
+
+In eager PyTorch ``t / 2.0``, ``t`` a 0-D bf16 tensor, is bf16: a Python number takes no part in
+type promotion; the op computes in fp32 and rounds. ExecuTorch's ``ScalarToTensorPass`` first makes
+the number a 0-D fp32 tensor (a constant named ``_lifted_tensor_constant<N>``), then its
+``RemoveMixedTypeOperators`` promotes two 0-D tensors, bf16 and fp32, to fp32: it casts ``t`` to
+fp32, and the op's result is fp32. A graph output then comes out fp32 where eager returns bf16, and
+an op reading the result reads a value eager would have rounded. Stock's programs are the same;
+``xir fuzz`` found it (bf16 seeds 9212 and 7000).
+
+    c = _to_dim_order_copy(t, f32)        t: bf16[] or f16[]; c made for this op by the promotion
+    r = op(c, k)                          k: ExecuTorch's scalar constant, f32[]; op add, sub, mul, div
+ => r = op(c, k)
+    t2 = _to_dim_order_copy(r, bf16)      eager's result: fp32 arithmetic rounded to t's dtype
+    r2 = _to_dim_order_copy(t2, f32)
+    a graph output of r is t2; the other readers of r read r2
+
+so a graph output has eager's dtype and value, and a reader the promotion built for fp32 reads
+eager's rounded value in fp32 (``t / 2.0 / 3.0`` is rewritten op by op: the second op reads ``r2``).
+
+Recognized by provenance, not by shape alone: the cast must be the one ExecuTorch made for this op
+(it gives the cast the op's ``from_node`` metadata), and the constant one ExecuTorch made from a
+number (a ``_lifted_tensor_constant``). Left alone, as eager computes them in fp32 too: a user's own
+cast (``t.float() + 2.0``: the cast's metadata is the ``float`` call's), a 0-D fp32 tensor the user
+wrote (``t * torch.tensor(2.0)``, which torch.export lifts as ``c_lifted_tensor_<N>``). A node the IR
+did not import from a program (no FX node to ask) is declined. Runs first in the default pipeline,
+before any pass rewrites the casts.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from passes import PatternRewritePass, Rewriter
+from xir import DType, Node, TensorType, Value
+from xir.ops import aten, dim_order_ops
+
+from ._base import RunStateRule
+
+CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)
+# the ops ExecuTorch's RemoveMixedTypeOperators promotes that take a number (not aten.minimum; and
+# not div.Tensor_mode, a division with a rounding mode, which xir.ops does not define)
+PROMOTED_OPS = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor)
+SCALAR_CONSTANT = "_lifted_tensor_constant"  # ExecuTorch's name for a number made a tensor
+LOW_PRECISION = (DType.bf16, DType.f16)
+
+
+def _scalar(value: Value) -> bool:
+    return isinstance(value.type, TensorType) and value.type.rank == 0
+
+
+def _provenance(node: Node):
+    """The first ``from_node`` entry of ``node``'s FX node (name, target), or None."""
+    fx = getattr(node, "fx_node", None)
+    sources = fx.meta.get("from_node") if fx is not None else None
+    if not sources:
+        return None
+    return getattr(sources[0], "name", None), str(getattr(sources[0], "target", None))
+
+
+def _number_constant(value: Value) -> bool:
+    """``value`` is a 0-D fp32 constant ExecuTorch made from a Python number."""
+    return (value.is_constant and _scalar(value) and value.type.dtype is DType.f32
+            and (value.name or "").startswith(SCALAR_CONSTANT))
+
+
+def _eager_dtype(value: Value, reader: Node, made: dict) -> DType | None:
+    """The dtype eager PyTorch gives ``value`` where ``reader`` reads it, when that is a low
+    precision the promotion lost: a cast ExecuTorch made for ``reader`` from a 0-D bf16/fp16 tensor,
+    or a value this pass rounded (``made``); None otherwise."""
+    if value in made:
+        return made[value]
+    cast = value.producer
+    if cast is None or cast.op not in CASTS or not _scalar(value) or value.type.dtype is not DType.f32:
+        return None
+    source = cast.operands[0]
+    if not _scalar(source) or source.type.dtype not in LOW_PRECISION:
+        return None
+    mine = _provenance(cast)
+    if mine is None or mine != _provenance(reader):
+        return None  # (a cast the user wrote, or one we cannot place)
+    return source.type.dtype
+
+
+def eager_scalar_promotion(node: Node, rewriter: Rewriter, made: dict) -> bool:
+    """op(cast(t, f32), number) with t a 0-D bf16/fp16 tensor, the cast ExecuTorch's promotion =>
+    the op, then its result rounded to t's dtype for the graph outputs and back to fp32 for the
+    other readers (``made``: the rounded fp32 values of this run, by value, with their eager dtype)."""
+    result = node.results[0]
+    if not _scalar(result) or result.type.dtype is not DType.f32:
+        return rewriter.notify_match_failure(node, "not a 0-D fp32 result")
+    operands = [v for v in node.operands if isinstance(v.type, TensorType)]
+    if len(operands) != 2:
+        return rewriter.notify_match_failure(node, "not two tensor operands")
+    dtypes = [_eager_dtype(v, node, made) for v in operands]
+    numbers = [_number_constant(v) for v in operands]
+    if not ((dtypes[0] and numbers[1]) or (dtypes[1] and numbers[0])):
+        return rewriter.notify_match_failure(node, "not a low-precision 0-D tensor promoted by ExecuTorch with a number")
+    low = dtypes[0] or dtypes[1]
+    readers = [user for user in result.users if not user.is_return]
+    outputs = [i for i, value in enumerate(rewriter.graph.outputs) if value is result]
+    rounded = rewriter.insert_after(node, rewriter.create(CASTS[0], [result], attributes={"dtype": low, "dim_order": []}))
+    wide = rewriter.insert_after(rounded, rewriter.create(CASTS[0], [rounded.result], attributes={"dtype": DType.f32, "dim_order": []}))
+    made[wide.result] = low
+    for reader in readers:
+        for index, operand in enumerate(reader.operands):
+            if operand is result:
+                rewriter.set_operand(reader, index, wide.result)
+    for index in outputs:
+        rewriter.graph.set_output(index, rounded.result)
+    return True
+
+
+@attrs.frozen
+class EagerScalarPromotion(PatternRewritePass):
+    """Give a 0-D bf16/fp16 tensor combined with a Python number eager's dtype (ExecuTorch's to_edge
+    makes it fp32), rounding the op's result as eager does."""
+
+    name = "executorch.eager-scalar-promotion"
+
+    def patterns(self):
+        return (RunStateRule(eager_scalar_promotion, *PROMOTED_OPS),)
