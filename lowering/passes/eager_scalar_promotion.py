@@ -1,4 +1,4 @@
-"""``executorch.eager-scalar-promotion``: give a 0-D bf16 or fp16 tensor combined with a Python number
+"""``xnnpack.eager-scalar-promotion``: give a 0-D bf16 or fp16 tensor combined with a Python number
 the dtype eager PyTorch gives it, which ExecuTorch 1.5.1's ``to_edge`` makes fp32.
 
 In eager PyTorch ``t / 2.0``, ``t`` a 0-D bf16 tensor, is bf16: a Python number takes no part in
@@ -117,7 +117,7 @@ class EagerScalarPromotion(PatternRewritePass):
     """Give a 0-D bf16/fp16 tensor combined with a Python number eager's dtype (ExecuTorch's to_edge
     makes it fp32), rounding the op's result as eager does."""
 
-    name = "executorch.eager-scalar-promotion"
+    name = "xnnpack.eager-scalar-promotion"
 
     def patterns(self):
         return (RunStateRule(eager_scalar_promotion, *PROMOTED_OPS),)

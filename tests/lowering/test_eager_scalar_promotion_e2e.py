@@ -1,5 +1,5 @@
 """End to end: a 0-D bf16 tensor combined with a Python number keeps eager's dtype and value with
-xir (``executorch.eager-scalar-promotion``), where ExecuTorch's to_edge makes it fp32 (stock's
+xir (``xnnpack.eager-scalar-promotion``), where ExecuTorch's to_edge makes it fp32 (stock's
 program returns fp32). Lowered through to_edge_transform_and_lower and through to_edge().to_backend
 (xir's transform passes first), run on the runtime and compared with eager to the bit."""
 
@@ -33,7 +33,7 @@ def case():
 def test_xir_keeps_eagers_dtype_and_value(case, via):
     ep, inputs, eager = case
     edge, partitioner = harness.lower_edge(ep, "xir", via, enable_bf16=True)
-    assert "executorch.eager-scalar-promotion" in partitioner.rewrites_applied
+    assert "xnnpack.eager-scalar-promotion" in partitioner.rewrites_applied
     inside = harness.delegated_ops(edge)
     assert inside["aten.relu"] == 1 and inside["aten.mul.Tensor"] == 2 and inside["aten.div.Tensor"] == 2
     # (outside: the sum, and the casts: the rounding's, and the promotion's, 0-D, which XNNPACK converts only from 1-D)

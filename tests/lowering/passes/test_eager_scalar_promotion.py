@@ -1,4 +1,4 @@
-"""IR-text tests of ``executorch.eager-scalar-promotion``: a 0-D bf16/fp16 tensor that ExecuTorch's
+"""IR-text tests of ``xnnpack.eager-scalar-promotion``: a 0-D bf16/fp16 tensor that ExecuTorch's
 to_edge cast to fp32 for an op with a Python number gets the op's result rounded to its dtype, for a
 graph output (eager's dtype) and for the op's other readers (eager's value, in fp32). At the
 boundaries: a result that is a graph output and read again, a chain of two such ops, the number on
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 from passes.testing import check_pipeline, graph_with_data
 
-PASS = "executorch.eager-scalar-promotion,dead-code-elimination"
+PASS = "xnnpack.eager-scalar-promotion,dead-code-elimination"
 
 
 def _with_provenance(graph, *sources):
