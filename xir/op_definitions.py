@@ -878,7 +878,9 @@ def _same_dtype(node, count=None) -> str | None:
     return None
 
 
-def _check_linear(node) -> str | None:
+def _linear_shapes(node) -> str | None:
+    """A linear's operand shapes: a 2-D weight, the input's last dim its in-features, a 1-D bias
+    of its out-features."""
     x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
     if x is None or w is None:
         return "an operand is not a tensor"
@@ -890,11 +892,15 @@ def _check_linear(node) -> str | None:
         b = _tensor(node.operands[2])
         if b is None or b.rank != 1 or not dims_agree(b.shape[0], w.shape[0]):
             return f"bias must be 1-D with {w.shape[0]} elements"
-    return _same_dtype(node)
+    return None
+
+
+def _check_linear(node) -> str | None:
+    return _linear_shapes(node) or _same_dtype(node)
 
 
 def _check_linear_f16w(node) -> str | None:
-    """xir.linear_f16w: a linear's shapes, an f32 input and bias, an f16 weight."""
+    """xir.linear_f16w: an f32 input and bias, an f16 weight, a linear's shapes."""
     x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
     if x is None or w is None:
         return "an operand is not a tensor"
@@ -902,15 +908,7 @@ def _check_linear_f16w(node) -> str | None:
         return f"input must be f32 and weight f16, got {x.dtype} and {w.dtype}"
     if len(node.operands) > 2 and (_tensor(node.operands[2]) is None or _tensor(node.operands[2]).dtype is not DType.f32):
         return "bias must be an f32 tensor"
-    if w.rank != 2:
-        return f"weight must be 2-D, got {w}"
-    if x.rank < 1 or not dims_agree(x.shape[-1], w.shape[1]):
-        return f"input's last dim {x.shape[-1] if x.rank else '?'} does not match the weight's in-features {w.shape[1]}"
-    if len(node.operands) > 2:
-        b = _tensor(node.operands[2])
-        if b.rank != 1 or not dims_agree(b.shape[0], w.shape[0]):
-            return f"bias must be 1-D with {w.shape[0]} elements"
-    return None
+    return _linear_shapes(node)
 
 
 def _check_matrices(first: int):

@@ -168,12 +168,11 @@ class _InFp32(RewritePattern):
             return rewriter.notify_match_failure(node, problem)
         op, operands = node.op, None
         if node.op == aten.linear and self.f16_weights:
-            weight = node.weight
-            if weight.is_constant and weight.data is not None and _f16_problem(weight, "weight") is None:
+            if _f16_problem(node.weight, "weight") is None:  # (a bf16 constant fp16 holds)
                 # an fp16 constant holds the bf16 weight in half the bytes of fp32 (XNNPACK widens it
                 # when the program loads): see the module's docstring
                 op = xir_ops.linear_f16w
-                operands = [self._fp32(node.input, node, rewriter), _as_f16(weight, rewriter, self.made_f16)]
+                operands = [self._fp32(node.input, node, rewriter), _as_f16(node.weight, rewriter, self.made_f16)]
                 operands += [self._fp32(v, node, rewriter) for v in node.operands[2:]]
         if operands is None:
             operands = [self._fp32(v, node, rewriter) for v in node.operands]
