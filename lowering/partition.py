@@ -27,13 +27,16 @@ from .capability import (
     Verdict,
     analyse,
     is_float_conv1d,
+    zero_pad,
 )
 from .rules import (
     CHANNELS_LAST_OPS,
     CHOOSE_QPARAMS_OPS,
     DEQUANTIZE_OPS,
     DYNAMIC,
+    FP32,
     LAYOUT_RESET_OPS,
+    QUANTIZE_OPS,
     STATIC_OPERAND_OPS,
     after_channels_last_op,
     quantized_data,
@@ -394,6 +397,33 @@ def _dequantizes_of_float_conv1ds(group: Group) -> list[Unit]:
     return found
 
 
+ZERO_PAD_QUANTIZED_BY_PREPROCESSING = (
+    "a zero pad of a dequantized value, run in fp32 between conversions, whose quantize is not in its delegate: "
+    "XNNPACK's preprocessing (InsertPadQDQPass) would quantize its output there, and the pad would get an "
+    "f32 input and an int8 output (\"Failed to create StaticConstantPad node\" at load)")
+
+
+def _zero_pads_quantized_by_preprocessing(group: Group) -> list[Node]:
+    """The pads of ``group`` that run in fp32 between conversions (a unit of their own), pad with
+    zeros, and read a dequantize of the group, while no quantize of the group reads them: XNNPACK's
+    preprocessing sees the delegate's graph, in which such a pad's output is not quantized, and
+    quantizes it (:func:`.capability.patterns.quantized_by_preprocessing`; the capability lets a
+    zero pad run between conversions only where a quantize reads it, which may land in another
+    delegate or outside)."""
+    inside = {id(n) for n in group.nodes}
+    found = []
+    for unit in group.units:
+        pad = unit.anchor
+        if pad.op != aten.constant_pad_nd or unit.kind != FP32 or not zero_pad(pad):
+            continue
+        source = pad.input.producer
+        if source is None or source.op not in DEQUANTIZE_OPS or id(source) not in inside:
+            continue
+        if not any(id(reader) in inside and reader.op in QUANTIZE_OPS for reader in pad.results[0].users):
+            found.append(pad)
+    return found
+
+
 def _channels_last_chain(value, inside: set) -> bool:
     """Whether ``value`` is computed, in the group ``inside``, by an op XNNPACK keeps channels-last,
     or from one by a chain of ops with a single tensor operand that keep the layout."""
@@ -713,4 +743,6 @@ REPAIRS: tuple[Repair, ...] = (
     Repair("pad-of-computed-conversion", _pads_of_computed_conversions, "isolate"),
     Repair("softmax-after-channels-last-op", _softmaxes_after_channels_last_ops, "isolate"),
     Repair("dequantize-of-float-conv1d", _dequantizes_of_float_conv1ds, "isolate"),
+    Repair("zero-pad-quantized-by-preprocessing", _zero_pads_quantized_by_preprocessing, "drop", "quant",
+           ZERO_PAD_QUANTIZED_BY_PREPROCESSING),
 )

@@ -306,6 +306,17 @@ for via in ("backend", "etal"):
 
 
 for via in ("backend", "etal"):
+    for returned, variant in [(False, "quantized-only"), (True, "also-returned")]:
+        @case(f"test_a_zero_pad_whose_output_is_quantized_runs_between_conversions[{via}-{variant}]",
+              err_within(1e-5) & delegated("aten.constant_pad_nd", 1) & delegate_count(1),
+              "XNNPACK's preprocessing leaves a zero pad whose output a quantize reads alone: stock delegates it and is right")
+        def _(via=via, returned=returned):
+            inputs = R.zero_pad_before_quantized_linear_inputs()
+            module = quantize_module(R.ZeroPadBeforeQuantizedLinear(returned).eval(), inputs, mode="static")
+            return exported(module, inputs), inputs, {"via": via}
+
+
+for via in ("backend", "etal"):
     for computed, variant in [(False, "input"), (True, "computed")]:
         @case(f"test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside[{via}-{variant}]", FAILS,
               "stock delegates the conv and the linear together and XNNPACK's channels-last pass breaks the linear")

@@ -64,6 +64,7 @@ from .patterns import (
     is_float_conv1d,
     may_run_between_conversions,
     quantized_by_preprocessing,
+    zero_pad,
 )
 from .quantized import (
     DYNAMIC_PATTERNS,
@@ -83,5 +84,5 @@ __all__ = [
     "decomposed_linears", "dynamic_unit", "float_between_conversions", "float_gemm_of_dequantized_input",
     "float_gemm_of_static_input", "float_verdict", "fp32_of_dequantized_weight", "is_float_conv1d",
     "may_run_between_conversions", "quantized_by_preprocessing", "same_dim", "static_unit",
-    "weight_only_linear_reason", "weight_only_unit",
+    "weight_only_linear_reason", "weight_only_unit", "zero_pad",
 ]

@@ -108,16 +108,26 @@ def quantizes_float_conv1d(quantize: Node) -> bool:
     return source is not None and is_float_conv1d(source) and all(user.op in QUANTIZE_OPS for user in readers)
 
 
-def quantized_by_preprocessing(pad: Node) -> bool:
-    """Whether XNNPACK's preprocessing (InsertPadQDQPass) would quantize the output of this pad when
-    it reads a dequantize, folded or not: padding value 0.0 and no negative amount (what that pass
-    looks for). Such a pad between conversions would get an f32 input and an int8 output (measured:
-    "Failed to create StaticConstantPad node" at load, with stock's program too; fuzz static seeds
-    1074, 1098). Another value is left alone, and the pad runs in fp32 like the other ops (fuzz
-    static seed 1243: stock delegates a pad with -1 and is right)."""
+def zero_pad(pad: Node) -> bool:
+    """A pad XNNPACK's preprocessing (InsertPadQDQPass) looks at: padding value 0.0 and no negative
+    amount."""
     amounts = list(pad.attributes.get("pad") or [])
     return float(pad.attributes.get("value", 0) or 0) == 0.0 and not any(
         not isinstance(a, int) or a < 0 for a in amounts)
+
+
+def quantized_by_preprocessing(pad: Node) -> bool:
+    """Whether XNNPACK's preprocessing (InsertPadQDQPass) would quantize the output of this pad when
+    it reads a dequantize, folded or not: a :func:`zero_pad` that no quantize reads (the pass
+    leaves a pad whose output is quantized already). Such a pad between conversions would get an
+    f32 input and an int8 output (measured: "Failed to create StaticConstantPad node" at load,
+    with stock's program too; fuzz static seeds 1074, 1098). Another value is left alone, and the
+    pad runs in fp32 like the other ops (fuzz static seed 1243: stock delegates a pad with -1 and
+    is right), and so is a zero pad that a quantize reads (fuzz static seed 31009: XNNPACKQuantizer
+    quantizes the output of a pad before a quantized linear; stock delegates it and is right). The
+    pass sees the delegate's graph only: where that quantize is not in the pad's delegate, the
+    plan's repair ``zero-pad-quantized-by-preprocessing`` leaves the pad outside."""
+    return zero_pad(pad) and not any(reader.op in QUANTIZE_OPS for reader in pad.results[0].users)
 
 
 def may_run_between_conversions(node: Node) -> bool:

@@ -439,6 +439,22 @@ def test_a_pad_with_a_nonzero_value_runs_between_conversions(via):
     assert ours.delegated["aten.constant_pad_nd"] == 1 and ours.outside == {}, ours.outside
 
 
+@pytest.mark.parametrize("returned", [False, True], ids=["quantized-only", "also-returned"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_zero_pad_whose_output_is_quantized_runs_between_conversions(via, returned):
+    inputs = R.zero_pad_before_quantized_linear_inputs()
+    module = quantize_module(R.ZeroPadBeforeQuantizedLinear(returned).eval(), inputs, mode="static")
+    ep = torch.export.export(module, inputs)
+    ref = reference(ep, inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before: the pad stayed outside (two delegates), as every zero pad reading a dequantize did; XNNPACK's
+    # preprocessing leaves a pad whose output a quantize reads alone, and stock delegates it and is right
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.delegated["aten.constant_pad_nd"] == 1 and ours.outside == {}, ours.outside
+    assert ours.delegates == 1
+
+
 @pytest.mark.parametrize("computed", [False, True], ids=["input", "computed"])
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside(via, computed):

@@ -84,6 +84,16 @@ CASES = {
   %2: f32[1,2,6] = aten.convolution(%1, %w) {{stride=[1], padding=[0], dilation=[1], transposed=false, output_padding=[0], groups=1}}
   return %2
 }}""", 1),
+    "zero-pad-quantized-by-preprocessing": (f"""graph @g {{
+  input %x: f32[2,8]
+  %0: i8[2,8] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
+  %1: f32[2,8] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
+  %2: f32[2,10] = aten.constant_pad_nd(%1) {{pad=[1,1], value=0.0}}
+  %3: i16[2,10] = quantized_decomposed.quantize_per_tensor(%2) {{scale=0.1, zero_point=0, quant_min=-32768, quant_max=32767, dtype=i16}}
+  %4: f32[2,10] = quantized_decomposed.dequantize_per_tensor(%3) {{scale=0.1, zero_point=0, quant_min=-32768, quant_max=32767, dtype=i16}}
+  %5: f32[2,10] = aten.abs(%4)
+  return %5
+}}""", 2),  # (the i16 quantize reading the pad stays outside: in the delegate nothing quantizes the pad)
 }
 
 

@@ -520,6 +520,27 @@ def pad_with_a_value_after_quantized_linear_inputs():
     return (torch.randn(7, 4, generator=_generator(1)),)
 
 
+class ZeroPadBeforeQuantizedLinear(torch.nn.Module):
+    """fuzz static seed 31009, reduced: a zero pad of a quantized linear's output read by another
+    quantized linear (XNNPACKQuantizer quantizes the pad's output with its input's parameters);
+    ``returned``: the pad's output is also a graph output."""
+
+    def __init__(self, returned: bool = False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(6, 6)
+        self.b = torch.nn.Linear(8, 4)
+        self.returned = returned
+
+    def forward(self, x):
+        padded = F.pad(self.a(x), (1, 1))
+        return (self.b(padded), padded) if self.returned else self.b(padded)
+
+
+def zero_pad_before_quantized_linear_inputs():
+    return (torch.randn(5, 6, generator=_generator(1)),)
+
+
 class ConvAndLinearOfOneInput(torch.nn.Module):
     """fuzz dynamic seed 30349, reduced: a grouped conv and a linear read one 4-D value, so one
     dynamic quantization (choose_qparams, quantize, dequantize) feeds both."""
