@@ -317,6 +317,17 @@ for via in ("backend", "etal"):
 
 
 for via in ("backend", "etal"):
+    for variant in ("plain", "shared-activation", "shared-weight"):
+        @case(f"test_a_matmul_of_a_dequantized_activation_and_a_float_parameter_runs_in_fp32[{via}-{variant}]",
+              err_within(1e-5) & delegated("aten.mm", 2 if variant == "shared-weight" else 1) & delegate_count(1),
+              "stock delegates a product of a dequantized activation and a float parameter in fp32 and is right")
+        def _(via=via, variant=variant):
+            inputs = R.matmul_of_quantized_activation_and_parameter_inputs()
+            module = quantize_module(R.MatmulOfQuantizedActivationAndParameter(variant).eval(), inputs, mode="static")
+            return exported(module, inputs), inputs, {"via": via}
+
+
+for via in ("backend", "etal"):
     for computed, variant in [(False, "input"), (True, "computed")]:
         @case(f"test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside[{via}-{variant}]", FAILS,
               "stock delegates the conv and the linear together and XNNPACK's channels-last pass breaks the linear")

@@ -147,12 +147,18 @@ def float_gemm_of_static_input(node: Node) -> bool:
     op's input for another reader but not the op (fuzz static seeds 1412, 1538). ExecuTorch's stock
     partitioner delegates it in fp32 (its weight is no dequantize), the dequantize beside it as a
     conversion. Not a decomposed linear (XNNPACK's preprocessing rebuilds it from its source
-    partition), not a dynamically quantized activation."""
-    if node.op not in (aten.convolution, aten.linear) or node.definition is None:
+    partition), not a dynamically quantized activation. A matrix product (``torch.matmul`` of the
+    activation and a float parameter, which XNNPACKQuantizer does not quantize) only with the
+    constant itself as its second operand (a decomposed linear's weight is a permute of it; fuzz
+    static seeds 40001, 40037: stock delegates the product in fp32 and is right)."""
+    if node.op not in (aten.convolution, aten.linear, aten.mm) or node.definition is None:
         return False
     source = node.input.producer
     if source is None or source.op != quantized_decomposed.dequantize_per_tensor:
         return False
+    if node.op == aten.mm:
+        weight = node.operands[1]
+        return weight.producer is None and weight.is_constant and weight.dtype is DType.f32
     return all(node.operand(name) is None or node.operand(name).is_constant for name in node.definition.weights)
 
 

@@ -455,6 +455,22 @@ def test_a_zero_pad_whose_output_is_quantized_runs_between_conversions(via, retu
     assert ours.delegates == 1
 
 
+@pytest.mark.parametrize("variant", ["plain", "shared-activation", "shared-weight"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_matmul_of_a_dequantized_activation_and_a_float_parameter_runs_in_fp32(via, variant):
+    inputs = R.matmul_of_quantized_activation_and_parameter_inputs()
+    module = quantize_module(R.MatmulOfQuantizedActivationAndParameter(variant).eval(), inputs, mode="static")
+    ep = torch.export.export(module, inputs)
+    ref = reference(ep, inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before: the product stayed outside ("only one of input and weight is quantized"); stock delegates
+    # it in fp32, the dequantize beside it as a conversion, and is right
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.delegated["aten.mm"] == (2 if variant == "shared-weight" else 1) and ours.outside == {}, ours.outside
+    assert ours.delegates == 1
+
+
 @pytest.mark.parametrize("computed", [False, True], ids=["input", "computed"])
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside(via, computed):

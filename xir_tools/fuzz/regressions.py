@@ -541,6 +541,34 @@ def zero_pad_before_quantized_linear_inputs():
     return (torch.randn(5, 6, generator=_generator(1)),)
 
 
+class MatmulOfQuantizedActivationAndParameter(torch.nn.Module):
+    """fuzz static seeds 40001, 40037, reduced: ``torch.matmul`` of a quantized linear's output and a
+    float parameter (XNNPACKQuantizer quantizes neither the product nor the parameter).
+    ``variant``: "plain"; "shared-activation" (the linear's output also read by a quantized
+    linear); "shared-weight" (the parameter also multiplies a float value)."""
+
+    def __init__(self, variant: str = "plain"):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(6, 8)
+        self.b = torch.nn.Linear(8, 3)
+        self.w = torch.nn.Parameter(torch.randn(8, 4) / 3)
+        self.variant = variant
+
+    def forward(self, x):
+        h = self.a(x)
+        y = torch.matmul(h, self.w)
+        if self.variant == "shared-activation":
+            return y, self.b(h)
+        if self.variant == "shared-weight":
+            return y, torch.matmul(torch.tanh(h), self.w)
+        return y
+
+
+def matmul_of_quantized_activation_and_parameter_inputs():
+    return (torch.randn(5, 6, generator=_generator(1)),)
+
+
 class ConvAndLinearOfOneInput(torch.nn.Module):
     """fuzz dynamic seed 30349, reduced: a grouped conv and a linear read one 4-D value, so one
     dynamic quantization (choose_qparams, quantize, dequantize) feeds both."""
