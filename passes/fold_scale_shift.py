@@ -27,9 +27,17 @@ with one number per output feature right after it (a layer scale), goes into tha
 weight and bias: ``linear(x, W, c) * s = linear(x, W * s, c * s)`` (rows of ``W`` scaled), when
 the weight and bias are constants the linear alone reads.
 
+And a number, or one number per output feature, added right after a linear (RMSNorm's ``eps``
+after its mean, which ``xnnpack.mean-over-last-dims`` writes as a linear) goes into that linear's
+bias: ``linear(x, W, c) + s = linear(x, W, c + s)``, when the linear's weight is a constant and its
+bias a constant it alone reads (or none): one op fewer per norm. ``bias_shifts=false`` leaves such
+adds as they are.
+
 The numbers: ``W * w`` is rounded once in fp32 (the product eager rounds per activation instead),
 and ``W @ b`` is summed in fp64 and rounded once; the linear's outputs move by about an fp32 ulp
-of their size (measured on the transformers zoo and the LLM flow in docs/benchmarks.md).
+of their size (measured on the transformers zoo and the LLM flow in docs/benchmarks.md). A shift
+moved into the bias is added where XNNPACK's GEMM starts its sums (``c + s`` rounded once in
+fp32) rather than to the rounded result: again about an ulp.
 """
 
 from __future__ import annotations
@@ -206,11 +214,55 @@ def fold_scale_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+@rewrite_pattern(aten.add.Tensor)
+def fold_shift_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
+    """linear(x, W, c) + s  =>  linear(x, W, c + s), ``s`` one number or one per output feature
+    (RMSNorm's eps after its mean written as a linear)."""
+    y = node.result
+    if len(node.operands) != 2 or not isinstance(y.type, TensorType) or y.dtype is not DType.f32 or y.rank < 1:
+        return rewriter.notify_match_failure(node, "not an fp32 tensor sum of two operands")
+    if node.attributes.get("alpha", 1) != 1:
+        return rewriter.notify_match_failure(node, "an add with alpha")
+    constant, v = _constant_and_other(node)
+    if constant is None or v.is_constant:
+        return rewriter.notify_match_failure(node, "not a sum of a computed value and a constant")
+    if v.type.shape != y.type.shape or v.dtype is not DType.f32:
+        return rewriter.notify_match_failure(node, "the constant broadcasts the input to another shape")
+    linear = v.producer
+    if linear is None or linear.op != aten.linear or _live_reader(v) is not node:
+        return rewriter.notify_match_failure(node, "not made by a linear that nothing else reads (or a graph output)")
+    problem = _per_feature(constant, v, "shift")
+    if problem:
+        return rewriter.notify_match_failure(node, problem)
+    weight, bias = linear.operands[1], linear.operand("bias")
+    if not weight.is_constant or weight.data is None or weight.dtype is not DType.f32 or weight.rank != 2:
+        return rewriter.notify_match_failure(node, "the linear's weight is not an f32 [out, in] constant (a dequantized weight?)")
+    if bias is not None and (not bias.is_constant or bias.data is None or bias.dtype is not DType.f32
+                             or any(r is not linear for r in bias.users)):
+        return rewriter.notify_match_failure(node, "the linear's bias is not an f32 constant of its own")
+    # matched completely: edit
+    out = weight.type.shape[0]
+    shift = constant.data.float().reshape(-1).expand(out)
+    new_bias = (shift if bias is None else bias.data.float() + shift).contiguous()
+    name = f"{bias.name}_shifted" if bias is not None else f"{weight.name}_bias"
+    operands = [linear.operands[0], weight, rewriter.add_constant(name, TensorType(DType.f32, (out,)), new_bias)]
+    if "bias" in linear.attributes:  # (IR text may spell an absent bias {bias=none})
+        rewriter.remove_attribute(linear, "bias")
+    rewriter.set_operands(linear, operands)
+    rewriter.replace_all_uses(y, v)
+    rewriter.erase(node)
+    return True
+
+
 @attrs.frozen
 class FoldScaleShiftIntoLinears(PatternRewritePass):
-    """Fold a per-feature scale and shift (a norm's weight and bias) read only by fp32 linears into their weights and biases, and a scale of a linear's output into its weight and bias."""
+    """Fold a per-feature scale and shift (a norm's weight and bias) read only by fp32 linears into their weights and biases, and a scale of a linear's output into its weight and bias, a shift of it into its bias.
+
+    ``bias_shifts=false``: not the shift after a linear."""
 
     name = "fold-scale-shift-into-linears"
+    bias_shifts: bool = True
 
     def patterns(self):
-        return [fold_scale_shift_into_linears, fold_scale_into_producing_linear]
+        patterns = [fold_scale_shift_into_linears, fold_scale_into_producing_linear]
+        return patterns + [fold_shift_into_producing_linear] if self.bias_shifts else patterns

@@ -328,6 +328,17 @@ for via in ("backend", "etal"):
 
 
 for via in ("backend", "etal"):
+    for conv, variant in [(False, "linear"), (True, "conv")]:
+        @case(f"test_a_quantized_output_returned_and_split_is_delegated_whole[{via}-{variant}]",
+              err_within(1e-5) & left_outside("aten.split_with_sizes_copy", 1),
+              "stock runs it right, with the split (split_with_sizes_copy) outside")
+        def _(via=via, conv=conv):
+            inputs = R.returned_and_split_quantized_output_inputs(conv)
+            module = quantize_module(R.ReturnedAndSplitQuantizedOutput(conv).eval(), inputs, mode="static")
+            return exported(module, inputs), inputs, {"via": via}
+
+
+for via in ("backend", "etal"):
     for computed, variant in [(False, "input"), (True, "computed")]:
         @case(f"test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside[{via}-{variant}]", FAILS,
               "stock delegates the conv and the linear together and XNNPACK's channels-last pass breaks the linear")

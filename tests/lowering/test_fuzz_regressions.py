@@ -471,6 +471,22 @@ def test_a_matmul_of_a_dequantized_activation_and_a_float_parameter_runs_in_fp32
     assert ours.delegates == 1
 
 
+@pytest.mark.parametrize("conv", [False, True], ids=["linear", "conv"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_quantized_output_returned_and_split_is_delegated_whole(via, conv):
+    inputs = R.returned_and_split_quantized_output_inputs(conv)
+    module = quantize_module(R.ReturnedAndSplitQuantizedOutput(conv).eval(), inputs, mode="static")
+    ep = torch.export.export(module, inputs)
+    ref = reference(ep, inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before: the dequantize the output and the split shared stayed outside (folded into the split's
+    # slices, XNNPACK would hand the output the int8 tensor), and a slice with it: 8 delegates, 3 ops
+    # outside. The output now reads a dequantize of its own (xnnpack.dequantize-per-float-reader)
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.outside == {} and ours.delegates == 1, (ours.outside, ours.delegates)
+
+
 @pytest.mark.parametrize("computed", [False, True], ids=["input", "computed"])
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_conv_and_a_linear_of_one_dynamic_activation_stay_outside(via, computed):

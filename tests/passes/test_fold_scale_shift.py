@@ -4,7 +4,11 @@ biases. At the boundaries: the normalized value a graph input with a symbolic ro
 linears reading the result (each its own scaled weight), a linear with a bias, a scale of one
 number; declined: a result that is a graph output or read by another op (a residual add), a
 dequantized (computed) weight, a tied weight, bf16, a constant that broadcasts the input, a
-result used as a linear's weight. The numbers are checked against the unfolded graph run by torch."""
+result used as a linear's weight. And a shift right after a linear into its bias (RMSNorm's eps
+after its mean as a linear): a symbolic row count, an existing bias, the sum a graph output, a weight
+two linears read; declined: the linear's result also returned or read by another op, a dequantized
+weight, a shift that broadcasts, a bias another linear reads, bf16, an alpha; ``bias_shifts=false``.
+The numbers are checked against the unfolded graph run by torch."""
 
 from __future__ import annotations
 
@@ -308,3 +312,120 @@ def test_producer_chain_with_a_dead_view_an_earlier_rewrite_left():
       %p: f32[2,2,6] = aten.permute_copy(%v) {dims=[1, 2, 0]}
       return %p
     }""", changed=True)
+
+
+# ------------------------------------------------------------------ a shift after a linear into its bias
+
+def test_rmsnorm_eps_into_the_mean_linear_as_its_bias_symbolic_rows():
+    row, eps = torch.full((1, 4), 0.25), torch.tensor(1e-6)
+    before = graph_with_data("""
+    graph @g {
+      input %x: f32[1,s0,4]
+      param %row: f32[1,4]
+      param %eps: f32[]
+      %sq: f32[1,s0,4] = aten.mul.Tensor(%x, %x)
+      %m: f32[1,s0,1] = aten.linear(%sq, %row)
+      %a: f32[1,s0,1] = aten.add.Tensor(%m, %eps)
+      %r: f32[1,s0,1] = aten.rsqrt(%a)
+      %y: f32[1,s0,4] = aten.mul.Tensor(%x, %r)
+      return %y
+    }""", row=row, eps=eps)
+    graph = check_pipeline(before, PASS, """
+    graph @g {
+      input %x: f32[1,s0,4]
+      param %row: f32[1,4]
+      param %eps: f32[]
+      param %row_bias: f32[1]
+      %sq: f32[1,s0,4] = aten.mul.Tensor(%x, %x)
+      %m: f32[1,s0,1] = aten.linear(%sq, %row, %row_bias)
+      %r: f32[1,s0,1] = aten.rsqrt(%m)
+      %y: f32[1,s0,4] = aten.mul.Tensor(%x, %r)
+      return %y
+    }""", changed=True)
+    x = torch.randn(1, 5, 4)
+    assert torch.allclose(torch.nn.functional.linear(x * x, row, graph.input_named("row_bias").data),
+                          torch.nn.functional.linear(x * x, row) + eps, rtol=1e-6, atol=1e-7)
+
+
+def test_a_shift_per_feature_into_an_existing_bias_the_sum_returned_the_weight_shared():
+    # (the sum is a graph output: the linear's result takes its place; %wo is read by two linears,
+    # which is fine: only the bias changes)
+    before = graph_with_data("""
+    graph @g {
+      input %x: f32[6,4]
+      param %wo: f32[3,4]
+      param %c: f32[3]
+      param %s: f32[3]
+      %o: f32[6,3] = aten.linear(%x, %wo, %c)
+      %a: f32[6,3] = aten.add.Tensor(%s, %o)
+      %p: f32[6,3] = aten.linear(%x, %wo)
+      return %a, %p
+    }""", wo=WO, c=BIAS, s=SHIFT[:3])
+    graph = check_pipeline(before, PASS, """
+    graph @g {
+      input %x: f32[6,4]
+      param %wo: f32[3,4]
+      param %c: f32[3]
+      param %s: f32[3]
+      param %c_shifted: f32[3]
+      %o: f32[6,3] = aten.linear(%x, %wo, %c_shifted)
+      %p: f32[6,3] = aten.linear(%x, %wo)
+      return %o, %p
+    }""", changed=True)
+    assert torch.equal(graph.input_named("c_shifted").data, BIAS + SHIFT[:3])
+
+
+SHIFTED = """
+    graph @g {{
+      input %x: f32[6,4]
+      {weight}
+      param %s: {stype}
+      %o: {otype} = aten.linear(%x, %wo{bias})
+      {between}
+      %a: {atype} = aten.add.Tensor(%o, %s){alpha}
+      return %a{outputs}
+    }}"""
+
+
+def _shift_declined(reason, weight="param %wo: f32[3,4]", stype="f32[]", otype="f32[6,3]", atype="f32[6,3]", bias="",
+                    between="", alpha="", outputs="", **data):
+    text = SHIFTED.format(weight=weight, stype=stype, otype=otype, atype=atype, bias=bias, between=between, alpha=alpha,
+                          outputs=outputs)
+    data.setdefault("s", torch.tensor(0.5))
+    if weight.startswith("param"):
+        data["wo"] = WO
+    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_shift_into_producing_linear",
+                   reason)
+
+
+def test_shift_declined_a_linear_output_also_returned_or_read_by_another_op():
+    _shift_declined("not made by a linear that nothing else reads", outputs=", %o")
+    _shift_declined("not made by a linear that nothing else reads", between="%t: f32[6,3] = aten.tanh(%o)", outputs=", %t")
+
+
+def test_shift_declined_a_dequantized_weight():
+    _shift_declined("not an f32 \\[out, in\\] constant", weight=DEQUANTIZED_WEIGHT)
+
+
+def test_shift_declined_a_shift_that_broadcasts_the_linear_output():
+    _shift_declined("broadcasts", stype="f32[2,1,3]", atype="f32[2,6,3]", s=torch.randn(2, 1, 3))
+
+
+def test_shift_declined_a_bias_another_linear_reads():
+    _shift_declined("bias is not an f32 constant of its own", bias=", %c", weight="param %wo: f32[3,4]\n      param %c: f32[3]",
+                    between="%p: f32[6,3] = aten.linear(%x, %wo, %c)", outputs=", %p", c=BIAS)
+
+
+def test_shift_declined_bf16_and_alpha():
+    text = SHIFTED.format(weight="param %wo: bf16[3,4]", stype="bf16[]", otype="bf16[6,3]", atype="bf16[6,3]", bias="",
+                          between="", alpha="", outputs="").replace("input %x: f32[6,4]", "input %x: bf16[6,4]")
+    check_declined(graph_with_data(text, wo=WO.bfloat16(), s=torch.tensor(0.5, dtype=torch.bfloat16)),
+                   "fold-scale-shift-into-linears", "fold_shift_into_producing_linear", "not an fp32 tensor sum")
+    _shift_declined("an add with alpha", alpha=" {alpha=2}")
+
+
+def test_bias_shifts_false_leaves_the_shift():
+    text = SHIFTED.format(weight="param %wo: f32[3,4]", stype="f32[]", otype="f32[6,3]", atype="f32[6,3]", bias="",
+                          between="", alpha="", outputs="")
+    before = graph_with_data(text, wo=WO, s=torch.tensor(0.5))
+    check_pipeline(before, "fold-scale-shift-into-linears{bias_shifts=false}", text, changed=False)

@@ -569,6 +569,28 @@ def matmul_of_quantized_activation_and_parameter_inputs():
     return (torch.randn(5, 6, generator=_generator(1)),)
 
 
+class ReturnedAndSplitQuantizedOutput(torch.nn.Module):
+    """fuzz static seeds 2679, 42158, reduced: a quantized linear's (``conv``: a conv's) output
+    returned and also split, the halves read by a relu and a cat (XNNPACKQuantizer gives the output
+    and the split one dequantize)."""
+
+    def __init__(self, conv: bool = False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = conv
+        self.linear = torch.nn.Linear(4, 2)
+        self.conv2d = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv2d(x) if self.conv else self.linear(x)
+        a, b = torch.split(y, [2, 2] if self.conv else [1, 1], dim=1 if self.conv else -1)
+        return y, F.relu(a), torch.cat([b, a], dim=0)
+
+
+def returned_and_split_quantized_output_inputs(conv: bool = False):
+    return (torch.randn(*((1, 3, 8, 8) if conv else (2, 3, 4)), generator=_generator(1)),)
+
+
 class ConvAndLinearOfOneInput(torch.nn.Module):
     """fuzz dynamic seed 30349, reduced: a grouped conv and a linear read one 4-D value, so one
     dynamic quantization (choose_qparams, quantize, dequantize) feeds both."""
