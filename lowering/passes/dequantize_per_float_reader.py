@@ -15,10 +15,11 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     run in fp32 on the dequantized tensor): each of those gets a dequantize of its own (the same
     op on the same operands: the same values). A dequantize shared with a quantized op is folded
     into it, and XNNPACK would hand the other readers the int8 tensor; one shared with a graph
-    output after a convolution is moved by XNNPACK's channels-last pass for all its readers. A
-    graph output that shares a dequantize with a quantized reader gets its own too (fuzz static
-    seeds 2679, 42158: the dequantize, folded into the reader but also returned, stayed outside
-    with that reader; stock delegates them and is right)."""
+    output after a convolution is moved by XNNPACK's channels-last pass for all its readers. Where
+    a graph output, or a reader that stays outside (XNNPACK runs it neither quantized nor in fp32),
+    shares a dequantize with quantized readers, those readers share a copy and the others keep the
+    original (fuzz static seeds 2679, 42158, 43094: the dequantize, folded into the readers but
+    also read outside their delegate, stayed outside with them; stock delegates them and is right)."""
     from ..capability import (
         Options,
         float_verdict,
@@ -32,17 +33,19 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     options = Options()
     readers = [r for r in result.readers if may_run_between_conversions(r)
                and static_unit(r, options)[0] is None and float_verdict(r, options, dequantized_ok=True).supported]
-    others = [r for r in result.readers if r not in readers]  # (quantized patterns: the dequantize may fold into them)
-    if result.is_graph_output() and others:
-        # the graph output keeps the original; the quantized readers share a copy (the float ones get their own below)
+    others = [r for r in result.readers if r not in readers]
+    quantized = [r for r in others if static_unit(r, options)[0] is not None]  # (the dequantize may fold into them)
+    # a graph output, or a reader that runs neither quantized nor in fp32 (it stays outside), keeps the original
+    shared_copy = bool(quantized) and (result.is_graph_output() or len(quantized) < len(others))
+    if shared_copy:  # the quantized readers share a copy (the float ones get their own below)
         copy = rewriter.insert_after(node, rewriter.create(node.op, list(node.operands), attributes=dict(node.attributes))).result
-        for reader in others:
+        for reader in quantized:
             for index, operand in enumerate(reader.operands):
                 if operand is result:
                     rewriter.set_operand(reader, index, copy)
     elif len(readers) == len(result.users):
         readers = readers[1:]  # the first keeps the original
-    if not readers and not (result.is_graph_output() and others):
+    if not readers and not shared_copy:
         return rewriter.notify_match_failure(node, "no reader runs in fp32 beside a shared dequantize")
     for reader in readers:
         copy = rewriter.op_before(reader, node.op, list(node.operands), **dict(node.attributes))

@@ -1,7 +1,7 @@
 """IR-text tests of xnnpack.dequantize-per-float-reader: an op that runs in fp32 on a dequantized
 tensor shared with other readers gets a dequantize of its own. One case per graph boundary (the
 dequantized value also a graph output, a dequantize of a graph input, of a constant, several
-readers, a graph output beside only quantized readers) and the cases the pass declines. End to end (the programs on the runtime against the
+readers, a graph output or a reader left outside beside only quantized readers) and the cases the pass declines. End to end (the programs on the runtime against the
 converted pt2e model): tests/lowering/test_float_between_conversions.py."""
 
 from __future__ import annotations
@@ -66,6 +66,29 @@ CASES = [
       %5: f32[2,2] = quantized_decomposed.dequantize_per_tensor(%4) {{{Q}}}
       return %1, %5
     }}"""),
+    case("a-reader-left-outside-and-a-quantized-slice", f"""
+    graph @g {{
+      input %x: f32[2,4]
+      %q: i8[2,4] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
+      %d: f32[2,4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
+      %s: f32[2,2] = aten.slice_copy.Tensor(%d) {{dim=1, start=0, end=2}}
+      %t: i8[2,2] = quantized_decomposed.quantize_per_tensor(%s) {{{Q}}}
+      %u: f32[2,2] = quantized_decomposed.dequantize_per_tensor(%t) {{{Q}}}
+      %m: f32[2] = aten.unknown_op(%d)
+      return %u, %m
+    }}""", f"""
+    graph @g {{
+      input %x: f32[2,4]
+      %0: i8[2,4] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
+      %1: f32[2,4] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
+      %2: f32[2,4] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
+      %3: f32[2,2] = aten.slice_copy.Tensor(%2) {{dim=1, start=0, end=2}}
+      %4: i8[2,2] = quantized_decomposed.quantize_per_tensor(%3) {{{Q}}}
+      %5: f32[2,2] = quantized_decomposed.dequantize_per_tensor(%4) {{{Q}}}
+      %6: f32[2] = aten.unknown_op(%1)
+      return %5, %6
+    }}"""),
+    # (an op XNNPACK runs neither quantized nor in fp32 keeps the original: fuzz static seed 43094)
     case("dequantize-of-a-graph-input-read-by-two-float-ops", f"""
     graph @g {{
       input %q: i8[4]
