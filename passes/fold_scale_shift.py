@@ -173,6 +173,21 @@ def _producing_linear(value: Value) -> tuple[Node | None, int]:
         value, steps = node.operands[0], steps + 1
 
 
+def _constant_weight_and_bias(linear: Node, own_weight: bool) -> str | None:
+    """Why ``linear`` is not one whose output a rewrite may scale or shift through its weight and
+    bias, or None: an f32 [out, in] constant weight (read by no other op, with ``own_weight``) and
+    an f32 constant bias of its own, or none."""
+    weight, bias = linear.operands[1], linear.operand("bias")
+    if not weight.is_constant or weight.data is None or weight.dtype is not DType.f32 or weight.rank != 2:
+        return "the linear's weight is not an f32 [out, in] constant (a dequantized weight?)"
+    if own_weight and any(r is not linear for r in weight.users):
+        return "the linear's weight is read by another op too (a tied weight)"
+    if bias is not None and (not bias.is_constant or bias.data is None or bias.dtype is not DType.f32
+                             or any(r is not linear for r in bias.users)):
+        return "the linear's bias is not an f32 constant of its own"
+    return None
+
+
 @rewrite_pattern(aten.mul.Tensor)
 def fold_scale_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
     """linear(x, W, c) [-> views, permutes] * s  =>  linear(x, W * s, c * s) [-> views, permutes],
@@ -194,14 +209,10 @@ def fold_scale_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, problem)
     if steps and constant.type.numel() != 1:
         return rewriter.notify_match_failure(node, "a scale per feature after views or permutes")
+    problem = _constant_weight_and_bias(linear, own_weight=True)
+    if problem:
+        return rewriter.notify_match_failure(node, problem)
     weight, bias = linear.operands[1], linear.operand("bias")
-    if not weight.is_constant or weight.data is None or weight.dtype is not DType.f32 or weight.rank != 2:
-        return rewriter.notify_match_failure(node, "the linear's weight is not an f32 [out, in] constant (a dequantized weight?)")
-    if any(r is not linear for r in weight.users):
-        return rewriter.notify_match_failure(node, "the linear's weight is read by another op too (a tied weight)")
-    if bias is not None and (not bias.is_constant or bias.data is None or bias.dtype is not DType.f32
-                             or any(r is not linear for r in bias.users)):
-        return rewriter.notify_match_failure(node, "the linear's bias is not an f32 constant of its own")
     # matched completely: edit
     s = constant.data.float().reshape(-1)
     operands = [linear.operands[0], rewriter.add_constant(f"{weight.name}_scaled", weight.type,
@@ -234,12 +245,10 @@ def fold_shift_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
     problem = _per_feature(constant, v, "shift")
     if problem:
         return rewriter.notify_match_failure(node, problem)
+    problem = _constant_weight_and_bias(linear, own_weight=False)  # (only the bias changes: a shared weight is fine)
+    if problem:
+        return rewriter.notify_match_failure(node, problem)
     weight, bias = linear.operands[1], linear.operand("bias")
-    if not weight.is_constant or weight.data is None or weight.dtype is not DType.f32 or weight.rank != 2:
-        return rewriter.notify_match_failure(node, "the linear's weight is not an f32 [out, in] constant (a dequantized weight?)")
-    if bias is not None and (not bias.is_constant or bias.data is None or bias.dtype is not DType.f32
-                             or any(r is not linear for r in bias.users)):
-        return rewriter.notify_match_failure(node, "the linear's bias is not an f32 constant of its own")
     # matched completely: edit
     out = weight.type.shape[0]
     shift = constant.data.float().reshape(-1).expand(out)

@@ -312,8 +312,8 @@ for via in ("backend", "etal"):
               "XNNPACK's preprocessing leaves a zero pad whose output a quantize reads alone: stock delegates it and is right")
         def _(via=via, returned=returned):
             inputs = R.zero_pad_before_quantized_linear_inputs()
-            module = quantize_module(R.ZeroPadBeforeQuantizedLinear(returned).eval(), inputs, mode="static")
-            return exported(module, inputs), inputs, {"via": via}
+            module = R.ZeroPadBeforeQuantizedLinear(returned).eval()
+            return quantized(module, inputs, "static", per_channel=False), inputs, {"via": via}
 
 
 for via in ("backend", "etal"):
@@ -323,8 +323,8 @@ for via in ("backend", "etal"):
               "stock delegates a product of a dequantized activation and a float parameter in fp32 and is right")
         def _(via=via, variant=variant):
             inputs = R.matmul_of_quantized_activation_and_parameter_inputs()
-            module = quantize_module(R.MatmulOfQuantizedActivationAndParameter(variant).eval(), inputs, mode="static")
-            return exported(module, inputs), inputs, {"via": via}
+            module = R.MatmulOfQuantizedActivationAndParameter(variant).eval()
+            return quantized(module, inputs, "static", per_channel=False), inputs, {"via": via}
 
 
 for via in ("backend", "etal"):
@@ -334,8 +334,8 @@ for via in ("backend", "etal"):
               "stock runs it right, with the split (split_with_sizes_copy) outside")
         def _(via=via, conv=conv):
             inputs = R.returned_and_split_quantized_output_inputs(conv)
-            module = quantize_module(R.ReturnedAndSplitQuantizedOutput(conv).eval(), inputs, mode="static")
-            return exported(module, inputs), inputs, {"via": via}
+            module = R.ReturnedAndSplitQuantizedOutput(conv).eval()
+            return quantized(module, inputs, "static", per_channel=False), inputs, {"via": via}
 
 
 for via in ("backend", "etal"):

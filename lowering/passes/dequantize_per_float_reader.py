@@ -31,12 +31,11 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     if len(result.users) < 2:
         return rewriter.notify_match_failure(node, "read by one op")
     options = Options()
-    readers = [r for r in result.readers if may_run_between_conversions(r)
-               and static_unit(r, options)[0] is None and float_verdict(r, options, dequantized_ok=True).supported]
-    others = [r for r in result.readers if r not in readers]
-    quantized = [r for r in others if static_unit(r, options)[0] is not None]  # (the dequantize may fold into them)
+    quantized = [r for r in result.readers if static_unit(r, options)[0] is not None]  # (the dequantize may fold into them)
+    readers = [r for r in result.readers if r not in quantized and may_run_between_conversions(r)
+               and float_verdict(r, options, dequantized_ok=True).supported]
     # a graph output, or a reader that runs neither quantized nor in fp32 (it stays outside), keeps the original
-    shared_copy = bool(quantized) and (result.is_graph_output() or len(quantized) < len(others))
+    shared_copy = bool(quantized) and (result.is_graph_output() or len(quantized) + len(readers) < len(result.readers))
     if shared_copy:  # the quantized readers share a copy (the float ones get their own below)
         copy = rewriter.insert_after(node, rewriter.create(node.op, list(node.operands), attributes=dict(node.attributes))).result
         for reader in quantized:

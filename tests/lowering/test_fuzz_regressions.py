@@ -443,10 +443,7 @@ def test_a_pad_with_a_nonzero_value_runs_between_conversions(via):
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_zero_pad_whose_output_is_quantized_runs_between_conversions(via, returned):
     inputs = R.zero_pad_before_quantized_linear_inputs()
-    module = quantize_module(R.ZeroPadBeforeQuantizedLinear(returned).eval(), inputs, mode="static")
-    ep = torch.export.export(module, inputs)
-    ref = reference(ep, inputs)
-    ours = lower(ep, inputs, "xir", via=via)
+    ref, ours = lower_quantized(R.ZeroPadBeforeQuantizedLinear(returned).eval(), inputs, "static", via, per_channel=False)
     # before: the pad stayed outside (two delegates), as every zero pad reading a dequantize did; XNNPACK's
     # preprocessing leaves a pad whose output a quantize reads alone, and stock delegates it and is right
     assert ours.ran, ours.error
@@ -459,10 +456,8 @@ def test_a_zero_pad_whose_output_is_quantized_runs_between_conversions(via, retu
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_matmul_of_a_dequantized_activation_and_a_float_parameter_runs_in_fp32(via, variant):
     inputs = R.matmul_of_quantized_activation_and_parameter_inputs()
-    module = quantize_module(R.MatmulOfQuantizedActivationAndParameter(variant).eval(), inputs, mode="static")
-    ep = torch.export.export(module, inputs)
-    ref = reference(ep, inputs)
-    ours = lower(ep, inputs, "xir", via=via)
+    ref, ours = lower_quantized(R.MatmulOfQuantizedActivationAndParameter(variant).eval(), inputs, "static", via,
+                                per_channel=False)
     # before: the product stayed outside ("only one of input and weight is quantized"); stock delegates
     # it in fp32, the dequantize beside it as a conversion, and is right
     assert ours.ran, ours.error
@@ -475,10 +470,7 @@ def test_a_matmul_of_a_dequantized_activation_and_a_float_parameter_runs_in_fp32
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_quantized_output_returned_and_split_is_delegated_whole(via, conv):
     inputs = R.returned_and_split_quantized_output_inputs(conv)
-    module = quantize_module(R.ReturnedAndSplitQuantizedOutput(conv).eval(), inputs, mode="static")
-    ep = torch.export.export(module, inputs)
-    ref = reference(ep, inputs)
-    ours = lower(ep, inputs, "xir", via=via)
+    ref, ours = lower_quantized(R.ReturnedAndSplitQuantizedOutput(conv).eval(), inputs, "static", via, per_channel=False)
     # before: the dequantize the output and the split shared stayed outside (folded into the split's
     # slices, XNNPACK would hand the output the int8 tensor), and a slice with it: 8 delegates, 3 ops
     # outside. The output now reads a dequantize of its own (xnnpack.dequantize-per-float-reader)
