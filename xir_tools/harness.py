@@ -284,7 +284,9 @@ def first_line(error):
 
 def max_error(actual, expected) -> float:
     """The largest |actual - expected| over all outputs; AssertionError when their number or
-    shapes differ."""
+    shapes differ. Equal infinities and NaN against NaN count 0; an infinity or a NaN against any
+    other value counts inf (a plain difference would give NaN there, which every comparison with
+    a bound passes)."""
     actual, expected = as_list(actual), as_list(expected)
     if len(actual) != len(expected):
         raise AssertionError(f"{len(actual)} outputs, expected {len(expected)}")
@@ -292,7 +294,12 @@ def max_error(actual, expected) -> float:
     for a, e in zip(actual, expected):
         if a.shape != e.shape:
             raise AssertionError(f"output shape {tuple(a.shape)}, expected {tuple(e.shape)}")
-        worst = max(worst, (a.float() - e.float()).abs().max().item() if a.numel() else 0.0)
+        if not a.numel():
+            continue
+        a, e = a.float(), e.float()
+        diff = (a - e).abs()
+        diff = torch.where((a == e) | (a.isnan() & e.isnan()), torch.zeros_like(diff), diff)
+        worst = max(worst, diff.nan_to_num(nan=math.inf, posinf=math.inf).max().item())
     return worst
 
 

@@ -631,3 +631,31 @@ def test_a_float_conv1d_with_a_fused_activation_keeps_its_quantize_outside(via, 
     assert ours.delegated["aten.linear" if via == "etal" else "aten.addmm"] == 1
     assert set(ours.outside) <= {"quantized_decomposed.quantize_per_tensor"}, ours.outside
     assert ours.outside["quantized_decomposed.quantize_per_tensor"] == (0 if returned else 1)
+
+
+@pytest.mark.parametrize("returned", [False, True], ids=["plain", "returned"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_an_infinite_value_quantized_on_executorchs_kernel_saturates_as_in_eager(via, returned):
+    inputs = R.quantized_rms_norm_7d_inputs()
+    ref, ours = lower_quantized(R.QuantizedRmsNorm7d(returned).eval(), inputs, "static", via, per_channel=False)
+    # before: rsqrt of a mean that quantized to 0 is +inf, ExecuTorch's quantize overflowed on it and
+    # gave the smallest integer where eager gives the largest (error 1.42 of 1.42; stock fails to load)
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.delegated == {"aten.mean.dim": 1}, ours.delegated  # the rest is 7-D
+    assert ours.outside["aten.hardtanh"] == ours.outside["quantized_decomposed.quantize_per_tensor"] == 5, ours.outside
+
+
+def test_an_infinite_graph_input_read_by_a_quantize_and_returned_keeps_its_value():
+    calibration = R.quantized_scale_7d_inputs()
+    ep = R.quantized_program(R.QuantizedScale7d().eval(), calibration, "static", per_channel=False)
+    inputs = R.quantized_scale_7d_inputs(infinite=True)
+    ref = reference(ep, inputs)
+    ours = lower(ep, inputs, "xir")
+    # the input's quantize reads it through a hardtanh; its other reader (abs) and the graph output
+    # read it unclamped, infinities included
+    assert ours.ran, ours.error
+    assert ref[2].isinf().sum() == 2 and ref[1].isinf().sum() == 2
+    assert ours.err(ref) <= 1e-5
+    unguarded = lower(ep, inputs, "xir", pipeline="xnnpack.remove-no-ops")
+    assert unguarded.ran and unguarded.err(ref) > 0.1  # (ExecuTorch's kernel alone gets +inf and 1e30 wrong)

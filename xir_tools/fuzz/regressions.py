@@ -541,6 +541,44 @@ def zero_pad_before_quantized_linear_inputs():
     return (torch.randn(5, 6, generator=_generator(1)),)
 
 
+class QuantizedRmsNorm7d(torch.nn.Module):
+    """fuzz static seed 43039, reduced: a statically quantized RMSNorm on a 7-D view, so on
+    ExecuTorch's kernels; its eps quantizes to 0, ``rsqrt`` of a zero mean is +inf, and ExecuTorch's
+    quantize overflows on +inf (0 where eager gives the largest value). ``returned``: the rsqrt's
+    result is also a graph output."""
+
+    def __init__(self, returned: bool = False):
+        super().__init__()
+        self.returned = returned
+
+    def forward(self, x0):
+        v7 = x0.view(2, 1, 1, 9, 2, 3, 2)
+        r = torch.rsqrt(v7.pow(2).mean(-1, keepdim=True) + 1e-06)
+        return (v7 * r, r) if self.returned else v7 * r
+
+
+def quantized_rms_norm_7d_inputs():
+    x = torch.randn(3, 6, 12, generator=torch.Generator().manual_seed(4303990))
+    return (x,)
+
+
+class QuantizedScale7d(torch.nn.Module):
+    """A statically quantized product of a 7-D graph input and a constant: the input's quantize
+    runs on ExecuTorch's kernel and reads the graph input itself, which is also read by a second
+    op and returned (``x`` may hold +inf at run time)."""
+
+    def forward(self, x):
+        v = x.view(2, 1, 1, 3, 2, 1, 2)
+        return v * 0.5, v.abs(), v
+
+
+def quantized_scale_7d_inputs(infinite: bool = False):
+    x = torch.randn(24, generator=_generator(7))
+    if infinite:
+        x[3], x[10], x[11] = float("inf"), 1e30, -float("inf")
+    return (x,)
+
+
 class MatmulOfQuantizedActivationAndParameter(torch.nn.Module):
     """fuzz static seeds 40001, 40037, reduced: ``torch.matmul`` of a quantized linear's output and a
     float parameter (XNNPACKQuantizer quantizes neither the product nor the parameter).
