@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from xir_tools.fuzz import case
 from xir_tools.fuzz.cli import label, source_code_id
@@ -445,3 +446,39 @@ def test_a_bf16_option_reaches_xirs_side_of_bf16_programs_and_their_repros(tmp_p
     child = subprocess.run([sys.executable, str(path), "--side", "xir"], capture_output=True, text=True, cwd=ROOT,
                            timeout=300)
     assert child.returncode == 0 and '"status": "ok"' in child.stdout, child.stderr[-2000:]
+
+
+class _LogOfQuantizedZero(torch.nn.Module):
+    """fuzz static seed 43064, reduced: a quantized linear output that quantizes to exactly 0, then
+    log(sqrt(abs(.))) = -inf, and a product of it with its transpose adds +inf and -inf: a NaN that
+    the quantize of the head's input reads (eager's integer for it is an x86 artifact, XNNPACK's another)."""
+
+    def __init__(self, product: bool):
+        super().__init__()
+        torch.manual_seed(4306403)
+        self.linear = torch.nn.Linear(7, 24)
+        torch.manual_seed(4306409)
+        self.head = torch.nn.Linear(14, 32)
+        self.product = product
+
+    def forward(self, x):
+        v = torch.log(torch.sqrt(self.linear(torch.cat([x, x], dim=-2)).abs()))
+        return self.head(torch.matmul(v, v.transpose(-2, -1))) if self.product else v
+
+
+@pytest.mark.parametrize("product", [False, True])
+def test_a_program_whose_quantized_reference_quantizes_a_nan_is_invalid(product):
+    from xir_tools.fuzz import regressions as R
+
+    inputs = (torch.randn(1, 2, 7, 7, generator=torch.Generator().manual_seed(4306492)),)
+    ep = R.quantized_program(_LogOfQuantizedZero(product).eval(), inputs, "static", per_channel=True)
+    found = case.quantizes_nan(ep, inputs)
+    # -inf alone quantizes to the smallest integer on every side: only the NaN is ill-defined
+    assert (found is not None) == product, found
+
+
+def test_a_case_that_quantizes_a_nan_is_invalid_for_both_sides():
+    inputs = (torch.randn(1, 2, 7, 7, generator=torch.Generator().manual_seed(4306492)),)
+    outcome = case.run_case(lambda: _LogOfQuantizedZero(True), lambda: inputs, "static", "etal", True, [])
+    assert outcome["xir"]["status"] == outcome["stock"]["status"] == "invalid"
+    assert "quantizes a NaN" in outcome["xir"]["error"]

@@ -181,6 +181,28 @@ def conditioning(make_module, make_inputs, kind, ref):
 
 # ------------------------------------------------------------------------------ one side
 
+def quantizes_nan(ep, inputs) -> str | None:
+    """The first quantize that reads a NaN when the (pt2e-converted) program ``ep`` runs eagerly on
+    ``inputs``, or None. A NaN has no integer: eager's is whatever its float-to-int conversion
+    gives (0 on x86), XNNPACK's another, so a program that quantizes one has no reference value.
+    (Infinities are fine: they saturate.)"""
+
+    class Watch(torch.fx.Interpreter):
+        found = None
+
+        def run_node(self, n):
+            if self.found is None and n.op == "call_function" and "quantize_per" in str(n.target) \
+                    and "dequantize" not in str(n.target):
+                x = self.env.get(n.args[0]) if isinstance(n.args[0], torch.fx.Node) else None
+                if isinstance(x, torch.Tensor) and x.is_floating_point() and x.isnan().any():
+                    Watch.found = n.name
+            return super().run_node(n)
+
+    with torch.no_grad():
+        Watch(ep.module()).run(*inputs)
+    return Watch.found
+
+
 def run_side(make_program, inputs, ref, which, kind, via, lowp, cond, xir_options=None):
     """Lower, serialize, load, run and compare one side. ``make_program()`` gives a fresh
     ExportedProgram (each side lowers its own export). ``xir_options``: xir's bf16 options
@@ -238,6 +260,10 @@ def run_case(make_module, make_inputs, kind, via, per_channel, lowp, sides=("xir
             shared = {"status": "export-failed", "error": "reference: " + first_line(error)}
     if shared is None and any(t.is_floating_point() and not torch.isfinite(t).all() for t in ref):
         shared = {"status": "invalid", "error": "the reference has NaN or inf"}
+    if shared is None and kind in QUANTIZED:
+        nan = quantizes_nan(ep, inputs)
+        if nan is not None:
+            shared = {"status": "invalid", "error": f"the reference quantizes a NaN ({nan}), which has no integer"}
     outcome["prepare"]["seconds"] = round(time.perf_counter() - start, 3)
     if shared is not None:
         outcome["prepare"].update(shared)
