@@ -69,9 +69,6 @@ DEFAULT_PIPELINE = ("xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpac
                     "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,"
                     "xnnpack.dequantize-per-float-reader,xnnpack.saturate-portable-quantize,dead-code-elimination")
 
-# a rewrite that ties linears together through one dynamic quantization: not in per-op mode
-SHARE_DYNAMIC_QUANTIZE = "xnnpack.share-dynamic-quantize"
-
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
 
 
@@ -149,8 +146,6 @@ class XnnpackPartitioner(_base()):
                 if not enable_bf16:
                     raise ValueError(f"{option}=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
                 self.pipeline = _with_pass(self.pipeline, name, after)
-        if per_op_mode:  # (one delegate per op: each linear keeps its own dynamic quantization)
-            self.pipeline = [p for p in self.pipeline if p.name != SHARE_DYNAMIC_QUANTIZE]
         self.pipeline = [_with_partitioner_options(p, self.options) for p in self.pipeline]
         self.instruments = list(instruments)
         self.verbose = verbose
