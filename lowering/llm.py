@@ -53,7 +53,7 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) 
     )
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as StockPartitioner
 
-    from .partitioner import DEFAULT_PIPELINE, XnnpackPartitioner
+    from .partitioner import XnnpackPartitioner
 
     xir_options = _xir_options(xir_options)
     if kind == "stock":
@@ -64,11 +64,8 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) 
     if kind == "xir":
         return [XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
     if kind == "dq+xir":
-        # stock's stage takes each linear with its own dynamic quantization: xir's rewrites run
-        # before it, so they keep one per linear (a shared one gave 35 delegates instead of 23)
-        pipeline = ",".join(name for name in DEFAULT_PIPELINE.split(",") if name != "xnnpack.share-dynamic-quantize")
         return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16),
-                XnnpackPartitioner(enable_bf16=enable_bf16, pipeline=pipeline, **xir_options)]
+                XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
     raise ValueError(f"unknown partitioner set {kind!r}; expected one of {', '.join(PARTITIONER_SETS)}")
 
 

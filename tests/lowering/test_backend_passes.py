@@ -167,7 +167,7 @@ def test_decoders_are_light(dtype, scheme):
     # q, k, v, o, gate, up, down, the head; RMSNorm's three means as linears with a 1/64 row
     assert inside["aten.linear"] == 8 + 3 and not any(op.startswith("torchao.") for op in _outside(edge))
     if scheme:
-        assert inside["torchao.choose_qparams_affine"] == 5  # (q/k/v and gate/up share one: xnnpack.share-dynamic-quantize)
+        assert inside["torchao.choose_qparams_affine"] == 8
 
 
 def _outside(edge):

@@ -35,9 +35,6 @@ from xir_tools.harness import load_method
 CACHE, PREFILL = 16, 4
 SIZES = Sizes(hidden=64, intermediate=128, heads=4, vocab=128, cache=CACHE, layers=1, prefill=PREFILL, steps=1)
 LINEARS = 8  # q, k, v, o, gate, up, down, lm_head
-# the activations quantized dynamically: q, k and v share one quantization, gate and up another
-# (xnnpack.share-dynamic-quantize), o, down and the head have one each
-QUANTIZED_ACTIVATIONS = 5
 MEANS = 3  # RMSNorm's fp32 means (two in the layer, the final one), linears with a 1/64 row: xnnpack.mean-over-last-dims
 # what stays outside, as in fp32 (test_decoder.py): the embedding, the KV-cache updates, position and
 # mask arithmetic (int64, bool)
@@ -119,9 +116,9 @@ def _assert_delegation(phase: str, result) -> None:
     report = result.partitioner.report()
     assert result.delegates == 2 * SIZES.layers, (phase, report)
     assert result.delegated["aten.linear"] == LINEARS + MEANS, (dict(result.delegated), report)
-    assert result.delegated["torchao.choose_qparams_affine"] == QUANTIZED_ACTIVATIONS
-    assert result.delegated["torchao.quantize_affine"] == QUANTIZED_ACTIVATIONS
-    assert result.delegated["torchao.dequantize_affine"] == QUANTIZED_ACTIVATIONS + LINEARS  # activations', weights'
+    assert result.delegated["torchao.choose_qparams_affine"] == LINEARS
+    assert result.delegated["torchao.quantize_affine"] == LINEARS
+    assert result.delegated["torchao.dequantize_affine"] == 2 * LINEARS  # the activation's and the weight's
     assert not any(op.startswith("torchao.") for op in result.outside), dict(result.outside)
     assert set(result.outside) <= ALLOWED_OUTSIDE, set(result.outside) - ALLOWED_OUTSIDE
     for op in ("aten.mean.dim", "aten.mul.Scalar", "aten.unsqueeze_copy", "aten.expand_copy", "aten._softmax"):
