@@ -30,8 +30,12 @@ the weight and bias are constants the linear alone reads.
 And a number, or one number per output feature, added right after a linear (RMSNorm's ``eps``
 after its mean, which ``xnnpack.mean-over-last-dims`` writes as a linear) goes into that linear's
 bias: ``linear(x, W, c) + s = linear(x, W, c + s)``, when the linear's weight is a constant and its
-bias a constant it alone reads (or none): one op fewer per norm. ``bias_shifts=false`` leaves such
-adds as they are.
+bias a constant it alone reads (or none): one op fewer per norm. Only with ``bias_shifts=true``:
+the sum then starts from ``c + s`` in the GEMM instead of adding ``s`` to its rounded result,
+which moves the output by about an ulp, and xir's XNNPACK pipeline keeps stock's numbers instead
+(in the flow's 8da4w program with group 128, that ulp flipped an activation's int8 rounding: the
+decode step's logits moved by 0.006 from stock's, which are otherwise equal to the bit; the step
+was no faster: docs/benchmarks.md).
 
 The numbers: ``W * w`` is rounded once in fp32 (the product eager rounds per activation instead),
 and ``W @ b`` is summed in fp64 and rounded once; the linear's outputs move by about an fp32 ulp
@@ -267,10 +271,10 @@ def fold_shift_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
 class FoldScaleShiftIntoLinears(PatternRewritePass):
     """Fold a per-feature scale and shift (a norm's weight and bias) read only by fp32 linears into their weights and biases, and a scale of a linear's output into its weight and bias, a shift of it into its bias.
 
-    ``bias_shifts=false``: not the shift after a linear."""
+    ``bias_shifts=true``: also the shift after a linear, into its bias."""
 
     name = "fold-scale-shift-into-linears"
-    bias_shifts: bool = True
+    bias_shifts: bool = False
 
     def patterns(self):
         patterns = [fold_scale_shift_into_linears, fold_scale_into_producing_linear]

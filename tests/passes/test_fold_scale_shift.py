@@ -7,7 +7,7 @@ dequantized (computed) weight, a tied weight, bf16, a constant that broadcasts t
 result used as a linear's weight. And a shift right after a linear into its bias (RMSNorm's eps
 after its mean as a linear): a symbolic row count, an existing bias, the sum a graph output, a weight
 two linears read; declined: the linear's result also returned or read by another op, a dequantized
-weight, a shift that broadcasts, a bias another linear reads, bf16, an alpha; ``bias_shifts=false``.
+weight, a shift that broadcasts, a bias another linear reads, bf16, an alpha; the shift left by default (``bias_shifts=false``).
 The numbers are checked against the unfolded graph run by torch."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 from passes.testing import check_declined, check_pipeline, graph_with_data
 
 PASS = "fold-scale-shift-into-linears,dead-code-elimination"
+SHIFTS = "fold-scale-shift-into-linears{bias_shifts=true},dead-code-elimination"  # (the shift after a linear too)
 
 torch.manual_seed(0)
 WQ, WK, WO = torch.randn(4, 4), torch.randn(2, 4), torch.randn(3, 4)
@@ -330,7 +331,7 @@ def test_rmsnorm_eps_into_the_mean_linear_as_its_bias_symbolic_rows():
       %y: f32[1,s0,4] = aten.mul.Tensor(%x, %r)
       return %y
     }""", row=row, eps=eps)
-    graph = check_pipeline(before, PASS, """
+    graph = check_pipeline(before, SHIFTS, """
     graph @g {
       input %x: f32[1,s0,4]
       param %row: f32[1,4]
@@ -361,7 +362,7 @@ def test_a_shift_per_feature_into_an_existing_bias_the_sum_returned_the_weight_s
       %p: f32[6,3] = aten.linear(%x, %wo)
       return %a, %p
     }""", wo=WO, c=BIAS, s=SHIFT[:3])
-    graph = check_pipeline(before, PASS, """
+    graph = check_pipeline(before, SHIFTS, """
     graph @g {
       input %x: f32[6,4]
       param %wo: f32[3,4]
@@ -394,7 +395,7 @@ def _shift_declined(reason, weight="param %wo: f32[3,4]", stype="f32[]", otype="
     data.setdefault("s", torch.tensor(0.5))
     if weight.startswith("param"):
         data["wo"] = WO
-    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_shift_into_producing_linear",
+    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears{bias_shifts=true}", "fold_shift_into_producing_linear",
                    reason)
 
 
@@ -420,12 +421,13 @@ def test_shift_declined_bf16_and_alpha():
     text = SHIFTED.format(weight="param %wo: bf16[3,4]", stype="bf16[]", otype="bf16[6,3]", atype="bf16[6,3]", bias="",
                           between="", alpha="", outputs="").replace("input %x: f32[6,4]", "input %x: bf16[6,4]")
     check_declined(graph_with_data(text, wo=WO.bfloat16(), s=torch.tensor(0.5, dtype=torch.bfloat16)),
-                   "fold-scale-shift-into-linears", "fold_shift_into_producing_linear", "not an fp32 tensor sum")
+                   "fold-scale-shift-into-linears{bias_shifts=true}", "fold_shift_into_producing_linear", "not an fp32 tensor sum")
     _shift_declined("an add with alpha", alpha=" {alpha=2}")
 
 
-def test_bias_shifts_false_leaves_the_shift():
+def test_the_shift_stays_by_default_and_with_bias_shifts_false():
     text = SHIFTED.format(weight="param %wo: f32[3,4]", stype="f32[]", otype="f32[6,3]", atype="f32[6,3]", bias="",
                           between="", alpha="", outputs="")
     before = graph_with_data(text, wo=WO, s=torch.tensor(0.5))
-    check_pipeline(before, "fold-scale-shift-into-linears{bias_shifts=false}", text, changed=False)
+    for pipeline in ("fold-scale-shift-into-linears", "fold-scale-shift-into-linears{bias_shifts=false}"):
+        check_pipeline(before, pipeline, text, changed=False)
