@@ -426,14 +426,17 @@ def _zero_pads_quantized_by_preprocessing(group: Group) -> list[Node]:
 
 def _channels_last_chain(value, inside: set) -> bool:
     """Whether ``value`` is computed, in the group ``inside``, by an op XNNPACK keeps channels-last,
-    or from one by a chain of ops with a single tensor operand that keep the layout."""
+    or from one by a chain of ops with a single operand that keep the layout. An op with a second
+    operand, a constant included, ends the chain: a conv7 -> ``x * 0.75`` (or ``+ c``, or ``* w``
+    per channel) -> dynamically quantized conv in one delegate loads, then fails on every call with
+    "Propagating input shapes failed" (fuzz dynamic seed 46043); a relu between them runs."""
     seen = set()
     while value.producer is not None and id(value.producer) in inside and id(value.producer) not in seen:
         node = value.producer
         seen.add(id(node))
         if node.op in CHANNELS_LAST_OPS:
             return True
-        operands = [v for v in node.operands if isinstance(v.type, TensorType) and not v.is_constant]
+        operands = [v for v in node.operands if isinstance(v.type, TensorType)]
         if node.op in LAYOUT_RESET_OPS or len(operands) != 1:
             return False
         [value] = operands

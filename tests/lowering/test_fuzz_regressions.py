@@ -659,3 +659,18 @@ def test_an_infinite_graph_input_read_by_a_quantize_and_returned_keeps_its_value
     assert ours.err(ref) <= 1e-5
     unguarded = lower(ep, inputs, "xir", pipeline="xnnpack.remove-no-ops")
     assert unguarded.ran and unguarded.err(ref) > 0.1  # (ExecuTorch's kernel alone gets +inf and 1e30 wrong)
+
+
+@pytest.mark.parametrize("between", ["relu", "scale", "shift", "channel-scale"])
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_dynamically_quantized_conv_after_a_conv_and_an_op_with_a_constant_runs(via, between):
+    inputs = R.dynamic_conv_after_conv_inputs()
+    ref, ours = lower_quantized(R.DynamicConvAfterConv(between).eval(), inputs, "dynamic", via)
+    # before: with a constant operand between the convs (x * 0.75, x + 0.5, x * w) both convs were
+    # in one delegate, which loaded and then failed on every call ("Propagating input shapes
+    # failed"); stock fails to lower such programs. Now the quantized conv gets a delegate of its
+    # own; behind a relu (no second operand) the two share one, which runs
+    assert ours.ran, ours.error
+    assert ours.err(ref) <= 1e-5
+    assert ours.delegated["aten.convolution"] == 2 and ours.outside == {}, (ours.delegated, ours.outside)
+    assert ours.delegates == (1 if between == "relu" else 2)

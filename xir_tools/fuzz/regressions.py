@@ -579,6 +579,31 @@ def quantized_scale_7d_inputs(infinite: bool = False):
     return (x,)
 
 
+class DynamicConvAfterConv(torch.nn.Module):
+    """fuzz dynamic seed 46043, reduced: an fp32 conv, one op, then a conv XNNPACKQuantizer
+    quantizes dynamically. ``between``: "relu", "scale" (``-0.75 * x``), "shift" (``x + 0.5``) or
+    "channel-scale" (``x * w``, ``w`` one number per channel)."""
+
+    def __init__(self, between: str):
+        super().__init__()
+        torch.manual_seed(4604307)
+        self.first = torch.nn.Conv2d(1, 3, (1, 3), padding=1)
+        torch.manual_seed(4604309)
+        self.second = torch.nn.Conv2d(3, 12, 3, stride=2, padding=1, bias=False)
+        self.w = torch.nn.Parameter(torch.rand(3, 1, 1) + 0.5)
+        self.between = between
+
+    def forward(self, x):
+        v = self.first(x)
+        v = {"relu": torch.relu, "scale": lambda t: -0.75 * t, "shift": lambda t: t + 0.5,
+             "channel-scale": lambda t: t * self.w}[self.between](v)
+        return self.second(v)
+
+
+def dynamic_conv_after_conv_inputs():
+    return (torch.randn(1, 1, 6, 8, generator=torch.Generator().manual_seed(4604390)),)
+
+
 class MatmulOfQuantizedActivationAndParameter(torch.nn.Module):
     """fuzz static seeds 40001, 40037, reduced: ``torch.matmul`` of a quantized linear's output and a
     float parameter (XNNPACKQuantizer quantizes neither the product nor the parameter).
