@@ -72,3 +72,12 @@ def check_declined(before: str | Graph, pipeline: Sequence[Pass] | str, rule: st
     declined = passes[0].last_stats.declined[rule]
     if not any(re.search(reason, r) for r in declined):
         raise AssertionError(f"{rule} declined with {declined}, none matching {reason!r}")
+
+
+def case(name: str, before: str, expected: str | None = None):
+    """A ``pytest.param(before, expected, changed, id=name)`` for a table of IR-text cases run by
+    ``check_pipeline(before, pipeline, expected, changed=changed)``: ``expected`` omitted means the
+    pass leaves ``before`` as it is (``changed`` False)."""
+    import pytest
+
+    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)

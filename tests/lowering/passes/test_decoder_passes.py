@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from passes.testing import check_pipeline
-
-
-def case(name, before, expected=None):
-    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)
+from passes.testing import case, check_pipeline
 
 
 SHAPE_OPS = [

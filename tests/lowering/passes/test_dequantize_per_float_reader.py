@@ -9,15 +9,11 @@ from __future__ import annotations
 import pytest
 
 import lowering  # noqa: F401  (registers the xnnpack.* passes)
-from passes.testing import check_pipeline
+from passes.testing import case, check_pipeline
 
 PIPELINE = "xnnpack.dequantize-per-float-reader"
 Q = "scale=0.5, zero_point=-128, quant_min=-128, quant_max=127, dtype=i8"
 Q2 = "scale=0.25, zero_point=0, quant_min=-128, quant_max=127, dtype=i8"
-
-
-def case(name, before, expected=None):
-    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)
 
 
 CASES = [

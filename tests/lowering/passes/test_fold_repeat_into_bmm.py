@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from passes.testing import check_pipeline
+from passes.testing import case, check_pipeline
 
 PIPELINE = "xnnpack.fold-repeat-into-bmm"
-
-
-def case(name, before, expected=None):
-    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)
 
 
 # transformers' repeat_kv then q @ k.transpose(-1, -2) * scale, as the edge dialect has it

@@ -9,13 +9,9 @@ from __future__ import annotations
 import pytest
 
 import lowering  # noqa: F401  (registers the xnnpack.* passes)
-from passes.testing import check_pipeline
+from passes.testing import case, check_pipeline
 
 PIPELINE = "xnnpack.merge-clamps"
-
-
-def case(name, before, expected=None):
-    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)
 
 
 CASES = [

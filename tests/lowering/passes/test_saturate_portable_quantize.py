@@ -9,17 +9,13 @@ from __future__ import annotations
 import pytest
 
 import lowering  # noqa: F401  (registers the xnnpack.* passes)
-from passes.testing import check_pipeline
+from passes.testing import case, check_pipeline
 
 PIPELINE = "xnnpack.saturate-portable-quantize"
 Q = "scale=0.5, zero_point=-128, quant_min=-128, quant_max=127, dtype=i8"
 S7 = "2,1,1,3,2,1,2"
 # (quant_min - zero_point) * scale, (quant_max - zero_point) * scale
 BOUNDS = "min_val=0.0, max_val=127.5"
-
-
-def case(name, before, expected=None):
-    return pytest.param(before, expected if expected is not None else before, expected is not None, id=name)
 
 
 CASES = [
