@@ -22,6 +22,8 @@ neighbours (its producer outside) is not guarded: the pass runs before the parti
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
@@ -30,7 +32,22 @@ from xir.ops import aten, quantized_decomposed
 
 from ..rules import DEQUANTIZE_OPS, MAX_RANK
 
-_BOUNDED = (aten.hardtanh, aten.clamp, aten.sigmoid, aten.tanh)
+_BOUNDED = (aten.sigmoid, aten.tanh)
+_CLAMP_BOUNDS = {aten.hardtanh: ("min_val", "max_val"), aten.clamp: ("min", "max")}
+
+
+def _bounded(node: Node | None) -> bool:
+    """Whether ``node``'s result is finite-bounded whatever its input: a dequantize, sigmoid, tanh,
+    or a clamp with two finite bounds (``clamp(x, min=0)`` is not)."""
+    if node is None:
+        return False
+    if node.op in DEQUANTIZE_OPS or node.op in _BOUNDED:
+        return True
+    names = _CLAMP_BOUNDS.get(node.op)
+    if names is None:
+        return False
+    bounds = [node.attributes.get(name) for name in names]
+    return all(isinstance(b, (int, float)) and math.isfinite(b) for b in bounds)
 
 
 @rewrite_pattern(quantized_decomposed.quantize_per_tensor)
@@ -40,9 +57,8 @@ def saturate_portable_quantize(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "not a quantize of an f32 tensor")
     if x.rank <= MAX_RANK:
         return rewriter.notify_match_failure(node, f"{x.rank}-D: XNNPACK may run it, and saturates right")
-    producer = x.producer
-    if producer is not None and (producer.op in DEQUANTIZE_OPS or producer.op in _BOUNDED):
-        return rewriter.notify_match_failure(node, f"its input is bounded ({producer.op})")
+    if _bounded(x.producer):
+        return rewriter.notify_match_failure(node, f"its input is bounded ({x.producer.op})")
     scale = float(node.attribute("scale"))
     zero_point, qmin, qmax = (int(node.attribute(a)) for a in ("zero_point", "quant_min", "quant_max"))
     lo, hi = (qmin - zero_point) * scale, (qmax - zero_point) * scale

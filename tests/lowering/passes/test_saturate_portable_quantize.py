@@ -98,6 +98,21 @@ CASES = [
       %q: i8[{S7}] = quantized_decomposed.quantize_per_tensor(%d) {{scale=0.25, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}}
       return %q
     }}"""),
+    # (a clamp with one bound is no bound against +inf)
+    case("a-clamp-with-only-a-lower-bound", f"""
+    graph @g {{
+      input %x: f32[{S7}]
+      %h: f32[{S7}] = aten.clamp(%x) {{min=0.0}}
+      %q: i8[{S7}] = quantized_decomposed.quantize_per_tensor(%h) {{{Q}}}
+      return %q
+    }}""", f"""
+    graph @g {{
+      input %x: f32[{S7}]
+      %0: f32[{S7}] = aten.clamp(%x) {{min=0.0}}
+      %1: f32[{S7}] = aten.hardtanh(%0) {{{BOUNDS}}}
+      %2: i8[{S7}] = quantized_decomposed.quantize_per_tensor(%1) {{{Q}}}
+      return %2
+    }}"""),
     case("a-clamped-input", f"""
     graph @g {{
       input %x: f32[{S7}]
