@@ -195,12 +195,13 @@ def quantizes_nan(ep, inputs) -> str | None:
                     and "dequantize" not in str(n.target):
                 x = self.env.get(n.args[0]) if isinstance(n.args[0], torch.fx.Node) else None
                 if isinstance(x, torch.Tensor) and x.is_floating_point() and x.isnan().any():
-                    Watch.found = n.name
+                    self.found = n.name
             return super().run_node(n)
 
+    watch = Watch(ep.module())
     with torch.no_grad():
-        Watch(ep.module()).run(*inputs)
-    return Watch.found
+        watch.run(*inputs)
+    return watch.found
 
 
 def run_side(make_program, inputs, ref, which, kind, via, lowp, cond, xir_options=None):
