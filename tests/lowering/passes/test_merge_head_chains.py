@@ -1,0 +1,207 @@
+"""IR-text tests of ``xnnpack.merge-head-chains``: two head-split tensors read by chains of the same
+per-head ops (Qwen3's q and k norms and rotary embedding) become one chain on their heads
+concatenated, with a slice per value read outside it. At the boundaries: a chain value that is also
+a graph output and one read by another op, graph inputs as the two tensors, per-branch constants
+(one row per head) and equal ones (shared), static and symbolic shapes; and the cases it declines.
+End to end (a Qwen3-style attention on the runtime, several lengths): tests/lowering/test_merge_head_chains.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lowering  # noqa: F401  (registers the xnnpack.* passes)
+from passes.pipeline import parse_pipeline
+from passes.testing import check_pipeline, graph_with_data
+
+PIPELINE = "xnnpack.merge-head-chains"
+
+HEADER = """
+  input %x: f32[1,{s},32]
+  const %wq: f32[32,32]
+  const %wk: f32[16,32]
+  const %row: f32[1,8]
+  const %eps_q: f32[]
+  const %eps_k: f32[]
+  const %nq: f32[8]
+  const %nk: f32[8]
+  input %cos: f32[{s},1,8]"""
+PROJECT = """
+  %lq: f32[1,{s},32] = aten.linear(%x, %wq)
+  %lk: f32[1,{s},16] = aten.linear(%x, %wk)
+  %q: f32[1,{s},4,8] = aten.view_copy(%lq) {{size=[1, -1, 4, 8]}}
+  %k: f32[1,{s},2,8] = aten.view_copy(%lk) {{size=[1, -1, 2, 8]}}"""
+# a per-head RMSNorm (mean as a linear with a row of 1/8) and a product with a table shared by the heads
+CHAIN = """
+  %{p}2: f32[1,{s},{h},8] = aten.mul.Tensor(%{p}, %{p})
+  %{p}m: f32[1,{s},{h},1] = aten.linear(%{p}2, %row)
+  %{p}e: f32[1,{s},{h},1] = aten.add.Tensor(%{p}m, %eps_{p})
+  %{p}r: f32[1,{s},{h},1] = aten.rsqrt(%{p}e)
+  %{p}n: f32[1,{s},{h},8] = aten.mul.Tensor(%{p}, %{p}r)
+  %{p}w: f32[1,{s},{h},8] = aten.mul.Tensor(%{p}n, %n{p})
+  %{p}c: f32[1,{s},{h},8] = aten.mul.Tensor(%{p}w, %cos)"""
+MERGED_HEADER = HEADER + """
+  param %nq_by_head: f32[6,8]"""
+MERGED_PROJECT = """
+  %0: f32[1,{s},32] = aten.linear(%x, %wq)
+  %1: f32[1,{s},16] = aten.linear(%x, %wk)
+  %2: f32[1,{s},4,8] = aten.view_copy(%0) {{size=[1, -1, 4, 8]}}
+  %3: f32[1,{s},2,8] = aten.view_copy(%1) {{size=[1, -1, 2, 8]}}"""
+MERGED_CHAIN = """
+  %4: f32[1,{s},6,8] = aten.cat(%2, %3) {{dim=2}}
+  %5: f32[1,{s},6,8] = aten.mul.Tensor(%4, %4)
+  %6: f32[1,{s},6,1] = aten.linear(%5, %row)
+  %7: f32[1,{s},6,1] = aten.add.Tensor(%6, %eps_q)
+  %8: f32[1,{s},6,1] = aten.rsqrt(%7)
+  %9: f32[1,{s},6,8] = aten.mul.Tensor(%4, %8)
+  %10: f32[1,{s},6,8] = aten.mul.Tensor(%9, %nq_by_head)
+  %11: f32[1,{s},6,8] = aten.mul.Tensor(%10, %cos)"""
+
+
+def data(eps_k=1e-6):
+    torch.manual_seed(0)
+    return dict(wq=torch.randn(32, 32), wk=torch.randn(16, 32), row=torch.full((1, 8), 0.125),
+                eps_q=torch.tensor(1e-6), eps_k=torch.tensor(eps_k), nq=torch.randn(8), nk=torch.randn(8))
+
+
+def graph(body: str, s: str = "s0", **overrides):
+    return graph_with_data("graph @g {" + HEADER.format(s=s) + body + "\n}", **{**data(), **overrides})
+
+
+def q_and_k(s: str = "s0") -> str:
+    return PROJECT.format(s=s) + CHAIN.format(p="q", h=4, s=s) + CHAIN.format(p="k", h=2, s=s)
+
+
+def test_q_and_k_norms_and_tables_run_once_on_both_sets_of_heads():
+    # the norm weights become one row per head; the two equal eps constants one
+    merged = check_pipeline(graph(q_and_k() + "\n  return %qc, %kc"), PIPELINE, "graph @g {" + MERGED_HEADER.format(s="s0") + MERGED_PROJECT.format(s="s0") + MERGED_CHAIN.format(s="s0") + """
+      %12: f32[1,s0,4,8] = xir.slice(%11) {dim=2, start=0, end=4}
+      %13: f32[1,s0,2,8] = xir.slice(%11) {dim=2, start=4, end=6}
+      return %12, %13
+    }""", changed=True)
+    rows = merged.input_named("nq_by_head").data
+    assert torch.equal(rows[:4], data()["nq"].expand(4, 8)) and torch.equal(rows[4:], data()["nk"].expand(2, 8))
+
+
+def test_static_shapes_slice_with_slice_copy():
+    check_pipeline(graph(q_and_k("7") + "\n  return %qc, %kc", s="7"), PIPELINE, "graph @g {" + MERGED_HEADER.format(s="7") + MERGED_PROJECT.format(s="7") + MERGED_CHAIN.format(s="7") + """
+      %12: f32[1,7,4,8] = aten.slice_copy.Tensor(%11) {dim=2, start=0, end=4, step=1}
+      %13: f32[1,7,2,8] = aten.slice_copy.Tensor(%11) {dim=2, start=4, end=6, step=1}
+      return %12, %13
+    }""", changed=True)
+
+
+def test_values_read_outside_the_chain_and_graph_outputs_get_their_slices():
+    # q's normed value is also a graph output, k's is read by a neg; the tensors themselves stay as they are
+    body = q_and_k() + """
+  %kneg: f32[1,s0,2,8] = aten.neg(%kn)
+  %qa: f32[1,s0,4,8] = aten.abs(%q)
+  return %qc, %kc, %qn, %kneg, %qa"""
+    check_pipeline(graph(body), PIPELINE, "graph @g {" + MERGED_HEADER.format(s="s0") + MERGED_PROJECT.format(s="s0") + MERGED_CHAIN.format(s="s0") + """
+      %12: f32[1,s0,4,8] = xir.slice(%9) {dim=2, start=0, end=4}
+      %13: f32[1,s0,2,8] = xir.slice(%9) {dim=2, start=4, end=6}
+      %14: f32[1,s0,4,8] = xir.slice(%11) {dim=2, start=0, end=4}
+      %15: f32[1,s0,2,8] = xir.slice(%11) {dim=2, start=4, end=6}
+      %16: f32[1,s0,2,8] = aten.neg(%13)
+      %17: f32[1,s0,4,8] = aten.abs(%2)
+      return %14, %15, %12, %16, %17
+    }""", changed=True)
+
+
+def test_graph_inputs_as_the_two_tensors():
+    # (five ops: a concatenation and two slices for five)
+    text = """graph @g {
+      input %q: f32[1,s0,4,8]
+      input %k: f32[1,s0,2,8]
+      input %cos: f32[s0,1,8]
+      const %nq: f32[8]
+      const %nk: f32[8]
+      %qw: f32[1,s0,4,8] = aten.mul.Tensor(%q, %nq)
+      %qc: f32[1,s0,4,8] = aten.mul.Tensor(%qw, %cos)
+      %qs: f32[1,s0,4,8] = aten.sigmoid(%qc)
+      %qt: f32[1,s0,4,8] = aten.add.Tensor(%qs, %qc)
+      %qu: f32[1,s0,4,8] = aten.neg(%qt)
+      %kw: f32[1,s0,2,8] = aten.mul.Tensor(%k, %nk)
+      %kc: f32[1,s0,2,8] = aten.mul.Tensor(%kw, %cos)
+      %ks: f32[1,s0,2,8] = aten.sigmoid(%kc)
+      %kt: f32[1,s0,2,8] = aten.add.Tensor(%ks, %kc)
+      %ku: f32[1,s0,2,8] = aten.neg(%kt)
+      return %qu, %ku
+    }"""
+    check_pipeline(graph_with_data(text, nq=torch.ones(8), nk=torch.full((8,), 2.0)), PIPELINE, """graph @g {
+      input %q: f32[1,s0,4,8]
+      input %k: f32[1,s0,2,8]
+      input %cos: f32[s0,1,8]
+      const %nq: f32[8]
+      const %nk: f32[8]
+      param %nq_by_head: f32[6,8]
+      %0: f32[1,s0,6,8] = aten.cat(%q, %k) {dim=2}
+      %1: f32[1,s0,6,8] = aten.mul.Tensor(%0, %nq_by_head)
+      %2: f32[1,s0,6,8] = aten.mul.Tensor(%1, %cos)
+      %3: f32[1,s0,6,8] = aten.sigmoid(%2)
+      %4: f32[1,s0,6,8] = aten.add.Tensor(%3, %2)
+      %5: f32[1,s0,6,8] = aten.neg(%4)
+      %6: f32[1,s0,4,8] = xir.slice(%5) {dim=2, start=0, end=4}
+      %7: f32[1,s0,2,8] = xir.slice(%5) {dim=2, start=4, end=6}
+      return %6, %7
+    }""", changed=True)
+
+
+def declined(body: str, reason: str, **overrides) -> None:
+    g = graph(body, **overrides)
+    from xir import print_graph
+
+    passes = parse_pipeline(PIPELINE)
+    check_pipeline(g, passes, print_graph(g), changed=False)
+    assert any(reason in f for f in passes[0].last_failures), passes[0].last_failures
+
+
+def test_declines_chains_that_differ():
+    # k's chain takes a sigmoid where q's takes an rsqrt: the chains share 2 ops, which would save nothing
+    body = q_and_k().replace("%kr: f32[1,s0,2,1] = aten.rsqrt(%ke)", "%kr: f32[1,s0,2,1] = aten.sigmoid(%ke)")
+    declined(body + "\n  return %qc, %kc", "would save")
+
+
+def test_declines_an_op_that_mixes_the_heads():
+    # a softmax over the heads: what each head gets depends on the others
+    body = PROJECT.format(s="s0") + """
+  %qs: f32[1,s0,4,8] = aten._softmax(%q) {dim=2, half_to_float=false}
+  %qa: f32[1,s0,4,8] = aten.abs(%qs)
+  %qb: f32[1,s0,4,8] = aten.neg(%qa)
+  %qd: f32[1,s0,4,8] = aten.sigmoid(%qb)
+  %ks: f32[1,s0,2,8] = aten._softmax(%k) {dim=2, half_to_float=false}
+  %ka: f32[1,s0,2,8] = aten.abs(%ks)
+  %kb: f32[1,s0,2,8] = aten.neg(%ka)
+  %kd: f32[1,s0,2,8] = aten.sigmoid(%kb)
+  return %qd, %kd"""
+    declined(body, "merging 0 ops")
+
+
+def test_declines_when_a_chain_value_is_read_before_the_other_tensor_exists():
+    # q's whole chain and a reader of its result come before k's projection
+    body = (PROJECT.format(s="s0").split("  %lk")[0] + """
+  %q: f32[1,s0,4,8] = aten.view_copy(%lq) {size=[1, -1, 4, 8]}""" + CHAIN.format(p="q", h=4, s="s0") + """
+  %early: f32[1,s0,4,8] = aten.neg(%qc)
+  %lk: f32[1,s0,16] = aten.linear(%x, %wk)
+  %k: f32[1,s0,2,8] = aten.view_copy(%lk) {size=[1, -1, 2, 8]}""" + CHAIN.format(p="k", h=2, s="s0")
+            + "\n  return %early, %kc")
+    declined(body, "is read before the merged chain could run")
+
+
+def test_declines_a_shared_operand_that_varies_over_the_heads():
+    # k and v have the same heads, and both are multiplied by one [1, s, 2, 8] tensor: merged, k's heads
+    # and v's would need it twice
+    body = """
+  %lk: f32[1,s0,16] = aten.linear(%x, %wk)
+  %lv: f32[1,s0,16] = aten.linear(%x, %wk)
+  %k: f32[1,s0,2,8] = aten.view_copy(%lk) {size=[1, -1, 2, 8]}
+  %v: f32[1,s0,2,8] = aten.view_copy(%lv) {size=[1, -1, 2, 8]}
+  %lt: f32[1,s0,16] = aten.linear(%x, %wk)
+  %t: f32[1,s0,2,8] = aten.view_copy(%lt) {size=[1, -1, 2, 8]}
+""" + "".join(f"""
+  %{p}0: f32[1,s0,2,8] = aten.mul.Tensor(%{p}, %t)
+  %{p}1: f32[1,s0,2,8] = aten.abs(%{p}0)
+  %{p}2: f32[1,s0,2,8] = aten.neg(%{p}1)
+  %{p}3: f32[1,s0,2,8] = aten.sigmoid(%{p}2)
+  %{p}4: f32[1,s0,2,8] = aten.exp(%{p}3)""" for p in ("k", "v")) + "\n  return %k4, %v4"
+    declined(body, "merging 0 ops")
