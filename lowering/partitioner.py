@@ -66,7 +66,7 @@ DEFAULT_PIPELINE = ("xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpac
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
-                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,xnnpack.merge-head-chains,"
+                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,dead-code-elimination,xnnpack.merge-head-chains,"
                     "xnnpack.dequantize-per-float-reader,xnnpack.saturate-portable-quantize,dead-code-elimination")
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}

@@ -41,6 +41,7 @@ from passes.common_subexpressions import _key
 from passes.pass_base import Pass
 from passes.rewriter import Rewriter
 from xir import Graph, Node, TensorType, Value
+from xir.types import Symbol
 from xir.ops import aten, xir_ops
 
 # ops computed independently per position of every dim but the ones their attributes name
@@ -49,26 +50,22 @@ _ELEMENTWISE = frozenset(str(op) for op in (
     aten.sigmoid, aten.tanh, aten.exp, aten.relu, aten.abs, aten.reciprocal, aten.clamp, aten.hardtanh,
     aten.pow.Tensor_Scalar, aten.square, xir_ops.convert,
 ))
-_LAST_DIM = frozenset(str(op) for op in (aten.cat, aten.slice_copy.Tensor, xir_ops.slice))
+_ALONG_A_DIM = frozenset(str(op) for op in (aten.cat, aten.slice_copy.Tensor, xir_ops.slice))
+_VIEW, _LINEAR, _MM = str(aten.view_copy), str(aten.linear), str(aten.mm)
+ROWS = "rows"  # the layout of a value whose rows are the chain's leading dims (heads included) flattened
 
 
 def _dims_equal(a: Any, b: Any) -> bool:
     return a is b or (type(a) is type(b) and a == b)
 
 
-def _separable(node: Node, rank: int) -> str | None:
-    """Why ``node`` does not compute each head of its ``rank``-D tensor operands on its own, or None."""
-    op = str(node.op)
-    if len(node.results) != 1 or not isinstance(node.result.type, TensorType) or node.result.rank != rank:
-        return "not one tensor of the chain's rank"
-    if op in _ELEMENTWISE:
-        return None
-    if op == str(aten.linear):
-        return None if all(v.is_constant for v in node.operands[1:]) else "a linear with a computed weight"
-    if op in _LAST_DIM:
-        dim = node.attributes.get("dim", 0)
-        return None if isinstance(dim, int) and dim % rank == rank - 1 else "not along the last dim"
-    return f"{node.op} may mix the heads"
+def _product(dims) -> int | None:
+    total = 1
+    for d in dims:
+        if not isinstance(d, int):
+            return None
+        total *= d
+    return total
 
 
 def _equal_constants(a: Value, b: Value) -> bool:
@@ -78,26 +75,28 @@ def _equal_constants(a: Value, b: Value) -> bool:
             and a.data.dtype == b.data.dtype and bool(torch.equal(a.data, b.data)))
 
 
-def _per_head(value: Value, out: TensorType, heads: int) -> Any:
-    """``value``'s data as rows of the head dim: a [heads, width] tensor, or None when ``value``
-    (an operand of an elementwise op with result type ``out``) varies over more than the last dim."""
+def _per_head(value: Value, out: TensorType, heads: int, dim: int) -> Any:
+    """``value``'s data (an operand of an elementwise op with result type ``out``) as ``heads`` rows
+    of what it holds past the head dim ``dim``: a [heads, *rest] tensor that broadcasts as ``value``
+    did, or None when ``value`` varies over the head dim or before it."""
     import torch
 
-    shape = value.type.shape
-    if not isinstance(value.data, torch.Tensor) or len(shape) > out.rank:
+    if not isinstance(value.data, torch.Tensor) or value.rank > out.rank:
         return None
-    if len(shape) >= 2 and any(d != 1 for d in shape[:-1]):
+    rest = out.rank - 1 - dim  # dims after the head dim
+    shape = tuple(value.type.shape)
+    inner = shape[-rest:] if rest else ()
+    if len(shape) > rest and any(d != 1 for d in shape[:len(shape) - rest]):
         return None
-    width = shape[-1] if shape else 1
-    if width not in (1, out.shape[-1]):
-        return None
-    return value.data.reshape(1, width).expand(heads, width)
+    inner = (1,) * (rest - len(inner)) + tuple(inner)
+    return value.data.reshape((1,) + inner).expand((heads,) + inner)
 
 
 @attrs.frozen
 class MergeHeadChains(Pass):
     """Run the same per-head chains of two head-split tensors (Qwen3's q and k norms and rotary
-    embeddings) once, on their heads concatenated: the same numbers, fewer ops."""
+    embeddings, Llama's q and k rotations) once, on their heads concatenated: the same numbers,
+    fewer ops."""
 
     name = "xnnpack.merge-head-chains"
     min_saved: int = 2
@@ -121,47 +120,50 @@ class MergeHeadChains(Pass):
 
     def _merge(self, graph: Graph, rewriter: Rewriter, a0: Value, b0: Value) -> set[int] | str:
         """Merge the chains of ``a0`` and ``b0``: the ids of the values it merged, or why not."""
-        rank, heads_a, heads_b = a0.rank, a0.type.shape[-2], b0.type.shape[-2]
+        differ = [i for i, (x, y) in enumerate(zip(a0.type.shape, b0.type.shape)) if not _dims_equal(x, y)]
+        if len(differ) > 1:
+            return "the shapes differ in more than one dim"
+        dim = differ[0] if differ else a0.rank - 2
+        if dim == a0.rank - 1:
+            return "the shapes differ in the last dim"
+        heads_a, heads_b = a0.type.shape[dim], b0.type.shape[dim]
         if not (isinstance(heads_a, int) and isinstance(heads_b, int)):
             return "a symbolic number of heads"
         nodes, order = graph.nodes, graph.order()
-        position = {id(v): order[id(v.producer)] if v.producer is not None else -1 for v in (a0, b0)}
-        after_a, after_b = _descendants(nodes, a0), _descendants(nodes, b0)
-        if id(b0) in after_a or id(a0) in after_b:
+        chains = _Chains(a0, b0, dim, _descendants(nodes, a0), _descendants(nodes, b0))
+        if id(b0) in chains.after_a or id(a0) in chains.after_b:
             return "one is computed from the other"
-        pair: dict[int, Value] = {id(a0): b0}  # a value of the first chain -> the second's
-        matched: list[tuple[Node, Node]] = []
-        taken: set[int] = set()
+        position = {id(v): order[id(v.producer)] if v.producer is not None else -1 for v in (a0, b0)}
         place = max(position.values())  # -1: both are graph inputs
         for node in nodes[min(position.values()) + 1:]:
-            if node.is_return or not any(id(v) in pair for v in node.operands):
+            if node.is_return or not any(id(v) in chains.pair for v in node.operands):
                 continue
-            other = _counterpart(node, pair, taken, after_a, after_b, rank, heads_a, heads_b)
-            if other is None:
-                continue
-            matched.append((node, other))
-            taken.add(id(other))
-            pair[id(node.result)] = other.result
-            for v in node.operands:  # the merged chain goes after every value it reads from outside
-                if id(v) not in pair and v.producer is not None:
-                    place = max(place, order[id(v.producer)])
+            if chains.match(node):
+                for v in node.operands:  # the merged chain goes after every value it reads from outside
+                    if id(v) not in chains.pair and v.producer is not None:
+                        place = max(place, order[id(v.producer)])
+        matched = chains.matched
         in_chain = {id(n) for n, _ in matched} | {id(o) for _, o in matched}
         exits: list[tuple[Node, Value, int]] = []  # (first chain's node, a value read outside, head offset)
         for node, other in matched:
             for value, offset in ((node.result, 0), (other.result, heads_a)):
                 outside = [u for u in value.users if id(u) not in in_chain]
-                if any(not u.is_return and order[id(u)] <= place for u in outside):
-                    return f"{value.describe()} is read before the merged chain could run"
-                if outside:
-                    exits.append((node, value, offset))
+                if not outside:
+                    continue
+                if chains.layout[id(node.result)] == ROWS:
+                    return f"{value.describe()} (heads and tokens flattened into rows) is read outside the chain"
+                early = [u for u in outside if not u.is_return and order[id(u)] <= place]
+                if early:
+                    return f"{value.describe()} is read by {early[0].op} before the merged chain could run"
+                exits.append((node, value, offset))
         saved = len(matched) - 1 - len(exits)
         if saved < self.min_saved:
             return f"merging {len(matched)} ops would save {saved} (a concatenation and {len(exits)} slices)"
         anchor = nodes[place] if place >= 0 else None
 
-        def put(op, operands, **attributes) -> Value:
+        def put(op, operands, result_type=None, **attributes) -> Value:
             nonlocal anchor
-            node = rewriter.create(op, operands, attributes=attributes)
+            node = rewriter.create(op, operands, None if result_type is None else [result_type], attributes=attributes)
             if anchor is None:
                 rewriter.insert_before(nodes[0], node)
             else:
@@ -169,8 +171,9 @@ class MergeHeadChains(Pass):
             anchor = node
             return node.result
 
-        head_dim = rank - 2
-        made = {id(a0): put(aten.cat, [a0, b0], dim=head_dim)}
+        both = list(a0.type.shape)
+        both[dim] = heads_a + heads_b
+        made = {id(a0): put(aten.cat, [a0, b0], TensorType(a0.dtype, tuple(both)), dim=dim)}
         for node, other in matched:
             operands = []
             for x, y in zip(node.operands, other.operands):
@@ -178,12 +181,23 @@ class MergeHeadChains(Pass):
                     operands.append(made[id(x)])
                 elif x is y or _equal_constants(x, y):
                     operands.append(x)
-                else:  # per-branch constants (checked by _counterpart): one row per head
-                    operands.append(_heads_constant(rewriter, x, y, node.result.type, heads_a, heads_b))
-            made[id(node.result)] = put(node.op, operands, **dict(node.attributes))
+                else:  # per-branch constants (checked by _Chains.match): one row per head
+                    operands.append(_heads_constant(rewriter, x, y, node.result.type, heads_a, heads_b, dim))
+            attributes = dict(node.attributes)
+            if str(node.op) == _VIEW and chains.layout[id(node.result)] != ROWS:
+                size = list(attributes["size"])
+                size[dim] = heads_a + heads_b
+                attributes["size"] = size
+            shape = list(node.result.type.shape)
+            if chains.layout[id(node.result)] == ROWS:
+                shape[0] = _rows(both[:dim + 1])
+            else:
+                shape[dim] = heads_a + heads_b
+            result_type = TensorType(node.result.dtype, tuple(shape))
+            made[id(node.result)] = put(node.op, operands, result_type, **attributes)
         symbolic = any(not isinstance(d, int) for d in a0.type.shape)
         for node, value, offset in exits:
-            bounds = {"dim": head_dim, "start": offset, "end": offset + value.type.shape[-2]}
+            bounds = {"dim": dim, "start": offset, "end": offset + value.type.shape[dim]}
             piece = (put(xir_ops.slice, [made[id(node.result)]], **bounds) if symbolic
                      else put(aten.slice_copy.Tensor, [made[id(node.result)]], **bounds, step=1))
             rewriter.replace_all_uses(value, piece)
@@ -194,9 +208,22 @@ class MergeHeadChains(Pass):
         return {id(a0), id(b0)} | {id(n.result) for n, _ in matched} | {id(o.result) for _, o in matched}
 
 
+def _rows(dims) -> Any:
+    """The product of ``dims`` (ints and symbols) as a dim: an int, or a symbol such as ``12*s0``."""
+    count, names = 1, []
+    for d in dims:
+        if isinstance(d, int):
+            count *= d
+        else:
+            names.append(str(d) if str(d).replace("_", "").isalnum() else f"({d})")
+    if not names:
+        return count
+    return Symbol("*".join(([str(count)] if count != 1 else []) + names))
+
+
 def _candidates(graph: Graph) -> list[tuple[Value, Value]]:
-    """Pairs of head-split tensors in program order: results of the same op, one dtype, rank >= 4,
-    shapes equal but for the heads (the second last dim), each read."""
+    """Pairs of head-split tensors in program order: graph inputs or results of the same op, one
+    dtype and rank (4 or more), each read (``_merge`` checks that the shapes differ in one dim at most)."""
     groups: dict[Any, list[Value]] = {}
     values = [v for v in graph.inputs if not v.is_constant]
     values += [node.result for node in graph if not node.is_return and len(node.results) == 1]
@@ -204,67 +231,149 @@ def _candidates(graph: Graph) -> list[tuple[Value, Value]]:
         node = value.producer
         if not isinstance(value.type, TensorType) or value.rank < 4 or not value.readers:
             continue
-        shape = value.type.shape
-        key = (str(node.op) if node is not None else "input", value.dtype, value.rank, tuple(_key(d) for d in shape[:-2]), _key(shape[-1]))
+        key = (str(node.op) if node is not None else "input", value.dtype, value.rank)
         groups.setdefault(key, []).append(value)
-    return [(a, b) for values in groups.values() for i, a in enumerate(values) for b in values[i + 1:]]
+    return [(a, b) for values in groups.values() for i, a in enumerate(values) for b in values[i + 1:]
+            if sum(not _dims_equal(x, y) for x, y in zip(a.type.shape, b.type.shape)) <= 1]
 
 
-def _counterpart(node: Node, pair: dict[int, Value], taken: set[int], after_a: set[int], after_b: set[int],
-                 rank: int, heads_a: int, heads_b: int) -> Node | None:
-    """The second chain's node that computes for its heads what ``node`` computes for the first's."""
-    if _separable(node, rank) is not None or node.result.type.shape[-2] != heads_a:
+@attrs.define
+class _Chains:
+    """The two chains found so far, from ``a0`` and ``b0`` split into heads along ``dim``."""
+
+    a0: Value
+    b0: Value
+    dim: int
+    after_a: set[int]  # ids of the values computed from a0 (from b0): neither chain may read the other's
+    after_b: set[int]
+    pair: dict[int, Value] = attrs.Factory(dict)  # a value of the first chain -> the second's
+    layout: dict[int, Any] = attrs.Factory(dict)  # a value of the first chain -> "dim" or ROWS
+    matched: list[tuple[Node, Node]] = attrs.Factory(list)
+    taken: set[int] = attrs.Factory(set)
+
+    def __attrs_post_init__(self):
+        self.pair[id(self.a0)] = self.b0
+        self.layout[id(self.a0)] = "dim"
+
+    def match(self, node: Node) -> bool:
+        """Find the second chain's node that computes for its heads what ``node`` computes for the
+        first chain's, and record the two; False if there is none."""
+        ins = [v for v in node.operands if id(v) in self.pair]
+        layouts = {self.layout[id(v)] for v in ins}
+        if len(node.results) != 1 or not isinstance(node.result.type, TensorType) or len(layouts) != 1:
+            return False
+        layout = self._layout_after(node, layouts.pop())
+        if layout is None:
+            return False
+        second = {id(v) for v in self.pair.values()}
+        for other in self.pair[id(ins[0])].readers:
+            if (id(other) in self.taken or other is node or other.op != node.op or len(other.operands) != len(node.operands)
+                    or len(other.results) != 1 or not isinstance(other.result.type, TensorType)
+                    or not self._same_attributes(node, other, layout) or not self._same_type(node, other, layout)):
+                continue
+            if self._operands_match(node, other, second, layout):
+                self.matched.append((node, other))
+                self.taken.add(id(other))
+                self.pair[id(node.result)] = other.result
+                self.layout[id(node.result)] = layout
+                return True
+        return False
+
+    def _layout_after(self, node: Node, layout: Any) -> Any:
+        """The layout of ``node``'s result when it computes each head (each row) on its own, else None."""
+        op, out, dim = str(node.op), node.result.type, self.dim
+        heads_a = self.a0.type.shape[dim]
+        if layout == ROWS:
+            if op in _ELEMENTWISE or (op in (_MM, _LINEAR) and all(v.is_constant for v in node.operands[1:])):
+                return ROWS if out.rank == 2 else None
+            if op == _VIEW and out.rank == self.a0.rank and out.shape[dim] == heads_a and all(
+                    _dims_equal(x, y) for x, y in zip(out.shape[:dim], self.a0.type.shape[:dim])):
+                return "dim"  # the rows unflattened: the chain's leading dims again
+            return None
+        x = next(v for v in node.operands if id(v) in self.pair)
+        if op == _VIEW:
+            if out.rank > dim and out.shape[dim] == heads_a and all(_dims_equal(a, b) for a, b in zip(out.shape[:dim], x.type.shape[:dim])):
+                return "dim"  # only the dims after the heads reshaped
+            rest = _product(x.type.shape[dim + 1:])
+            if out.rank == 2 and rest is not None and out.shape[1] == rest and node.attributes.get("size", [None])[0] == -1:
+                return ROWS  # the leading dims (heads included) flattened into rows
+            return None
+        if out.rank != self.a0.rank or out.shape[dim] != heads_a:
+            return None
+        if op in _ELEMENTWISE:
+            return "dim"
+        if op == _LINEAR and dim != out.rank - 1 and all(v.is_constant for v in node.operands[1:]):
+            return "dim"
+        if op in _ALONG_A_DIM:
+            along = node.attributes.get("dim", 0)
+            return "dim" if isinstance(along, int) and along % out.rank != dim else None
         return None
-    mapped = next(pair[id(v)] for v in node.operands if id(v) in pair)
-    second = {id(v) for v in pair.values()}
-    for other in mapped.readers:
-        if (id(other) in taken or other is node or other.op != node.op or len(other.operands) != len(node.operands)
-                or len(other.results) != 1 or _key(dict(other.attributes)) != _key(dict(node.attributes))):
-            continue
+
+    def _same_attributes(self, node: Node, other: Node, layout: Any) -> bool:
+        a, b = dict(node.attributes), dict(other.attributes)
+        if str(node.op) == _VIEW and layout != ROWS:
+            heads_a, heads_b = self.a0.type.shape[self.dim], self.b0.type.shape[self.dim]
+            size_a, size_b = list(a.pop("size", [])), list(b.pop("size", []))
+            if len(size_a) != len(size_b) or len(size_a) <= self.dim or size_a[self.dim] != heads_a or size_b[self.dim] != heads_b:
+                return False
+            size_a[self.dim] = size_b[self.dim] = None
+            if size_a != size_b:
+                return False
+        return _key(a) == _key(b)
+
+    def _same_type(self, node: Node, other: Node, layout: Any) -> bool:
         out_a, out_b = node.result.type, other.result.type
-        if (not isinstance(out_b, TensorType) or out_a.dtype is not out_b.dtype or out_b.rank != rank
-                or out_b.shape[-2] != heads_b
-                or not all(_dims_equal(x, y) for i, (x, y) in enumerate(zip(out_a.shape, out_b.shape)) if i != rank - 2)):
-            continue
-        if _operands_match(node, other, pair, second, after_a, after_b):
-            return other
-    return None
-
-
-def _operands_match(node: Node, other: Node, pair: dict[int, Value], second: set[int], after_a: set[int],
-                    after_b: set[int]) -> bool:
-    """Whether each operand of ``other`` is the counterpart of ``node``'s: the second chain's value for a
-    first chain's, the same value where it does not vary over the heads, or a constant that is equal
-    or varies only over the last dim (an elementwise op's per-branch weight)."""
-    elementwise = str(node.op) in _ELEMENTWISE
-    out = node.result.type
-    for x, y in zip(node.operands, other.operands):
-        if id(x) in pair:
-            if pair[id(x)] is not y:
-                return False
-            continue
-        if id(y) in second or id(x) in after_a or id(x) in after_b or id(y) in after_a or id(y) in after_b:
-            return False  # reads the other chain, or a value computed from either tensor
-        if not isinstance(x.type, TensorType) or not isinstance(y.type, TensorType):
-            if x is not y:
-                return False
-            continue
-        if elementwise and (x.rank > out.rank or (x.rank >= 2 and x.type.shape[-2] != 1)):
-            return False  # varies over the heads (or broadcasts the chain up)
-        if x is y or (x.is_constant and y.is_constant and _equal_constants(x, y)):
-            continue
-        if not (elementwise and x.is_constant and y.is_constant and x.dtype is y.dtype):
+        if out_a.dtype is not out_b.dtype or out_a.rank != out_b.rank:
             return False
-        if _per_head(x, out, 1) is None or _per_head(y, other.result.type, 1) is None:
+        if layout == ROWS:
+            return _dims_equal(out_a.shape[-1], out_b.shape[-1])
+        dim = self.dim
+        return out_b.shape[dim] == self.b0.type.shape[dim] and all(
+            _dims_equal(x, y) for i, (x, y) in enumerate(zip(out_a.shape, out_b.shape)) if i != dim)
+
+    def _operands_match(self, node: Node, other: Node, second: set[int], layout: Any) -> bool:
+        """Whether each operand of ``other`` is the counterpart of ``node``'s: the second chain's value
+        for a first chain's, the same value where it does not vary over the heads, or a constant that
+        is equal or varies only past the head dim (an elementwise op's per-branch weight)."""
+        elementwise = str(node.op) in _ELEMENTWISE
+        out = node.result.type
+        for x, y in zip(node.operands, other.operands):
+            if id(x) in self.pair:
+                if self.pair[id(x)] is not y:
+                    return False
+                continue
+            if id(y) in second or any(id(v) in s for v in (x, y) for s in (self.after_a, self.after_b)):
+                return False  # reads the other chain, or a value computed from either tensor
+            if not isinstance(x.type, TensorType) or not isinstance(y.type, TensorType):
+                if x is not y:
+                    return False
+                continue
+            if elementwise and not self._broadcasts_over_heads(x, out, layout):
+                return False
+            if x is y or (x.is_constant and y.is_constant and _equal_constants(x, y)):
+                continue
+            if not (elementwise and layout != ROWS and x.is_constant and y.is_constant and x.dtype is y.dtype):
+                return False
+            if _per_head(x, out, 1, self.dim) is None or _per_head(y, other.result.type, 1, self.dim) is None:
+                return False
+        return True
+
+    def _broadcasts_over_heads(self, x: Value, out: TensorType, layout: Any) -> bool:
+        """Whether the operand ``x`` of an elementwise op with result ``out`` is the same for every head
+        (every row), without broadcasting the chain's value up."""
+        if x.rank > out.rank:
             return False
-    return True
+        if layout == ROWS:
+            return x.rank < 2 or all(d == 1 for d in x.type.shape[:-1])
+        aligned = x.rank - (out.rank - self.dim)  # x's dim that lines up with the head dim
+        return aligned < 0 or x.type.shape[aligned] == 1
 
 
-def _heads_constant(rewriter: Rewriter, x: Value, y: Value, out: TensorType, heads_a: int, heads_b: int) -> Value:
-    """One constant of ``heads_a`` rows of ``x`` and ``heads_b`` rows of ``y``: [heads, width]."""
+def _heads_constant(rewriter: Rewriter, x: Value, y: Value, out: TensorType, heads_a: int, heads_b: int, dim: int) -> Value:
+    """One constant of ``heads_a`` rows of ``x`` and ``heads_b`` rows of ``y``, along the head dim."""
     import torch
 
-    data = torch.cat([_per_head(x, out, heads_a), _per_head(y, out, heads_b)]).contiguous()
+    data = torch.cat([_per_head(x, out, heads_a, dim), _per_head(y, out, heads_b, dim)]).contiguous()
     return rewriter.add_constant(f"{x.name or 'weight'}_by_head", TensorType(x.dtype, tuple(data.shape)), data)
 
 

@@ -1,8 +1,10 @@
 """``xnnpack.merge-head-chains`` end to end: a Qwen3-style attention input (q and k projections
 viewed to heads, each head RMS-normed with its own weights, then rotated with the Hugging Face
-``rotate_half`` rotary embedding) exported with a symbolic sequence length, lowered with xir, loaded
-once on ExecuTorch's runtime and run at lengths 1, 7 and 32 against eager PyTorch and against the
-same program lowered without the pass (the merged chain must give the same numbers to the bit).
+``rotate_half`` rotary embedding) and a Llama-style one (q and k rotated pair by pair as ExecuTorch's
+Llama writes it, which ``xnnpack.rope-as-pair-swap`` makes a product with a pair-swap matrix over
+rows that flatten heads and tokens), exported with a symbolic sequence length, lowered with xir,
+loaded once on ExecuTorch's runtime and run at lengths 1, 7 and 32 against eager PyTorch and against
+the same program lowered without the pass (the merged chain must give the same numbers to the bit).
 
 Boundaries: the normed q is also a graph output (a slice of the merged chain returns it), k's
 rotated value is read by another op besides being returned (its slice feeds both), v (the same
@@ -54,15 +56,43 @@ class QKNormRope(torch.nn.Module):
         return q_rot, k_rot, v, q, torch.sigmoid(k_rot)
 
 
+class PairRope(torch.nn.Module):
+    """Llama's q and k rotations as ExecuTorch's example writes them (pairs unbound, rotated,
+    stacked back), the tables buffers sliced to the length."""
+
+    def __init__(self):
+        super().__init__()
+        self.wq = torch.nn.Linear(WIDTH, HEADS * HEAD_DIM, bias=False)
+        self.wk = torch.nn.Linear(WIDTH, KV_HEADS * HEAD_DIM, bias=False)
+        half = HEAD_DIM // 2
+        angles = torch.outer(torch.arange(128.0), 1.0 / 10000 ** (torch.arange(half) / half))
+        self.register_buffer("cos", torch.cos(angles))
+        self.register_buffer("sin", torch.sin(angles))
+
+    def rotate(self, t, cos, sin):
+        r, i = t.reshape(t.shape[:-1] + (-1, 2)).unbind(-1)
+        return torch.stack([r * cos - i * sin, r * sin + i * cos], dim=-1).flatten(3)
+
+    def forward(self, x, cos_unused, sin_unused):
+        s = x.shape[1]
+        cos, sin = self.cos[:s].view(1, s, 1, -1), self.sin[:s].view(1, s, 1, -1)
+        q = self.rotate(self.wq(x).view(1, s, HEADS, HEAD_DIM), cos, sin)
+        k = self.rotate(self.wk(x).view(1, s, KV_HEADS, HEAD_DIM), cos, sin)
+        return q, k, torch.sigmoid(k)
+
+
+MODULES = {"qk-norm-rope": QKNormRope, "pair-rope": PairRope}
+
+
 def inputs(length):
     angles = torch.arange(length, dtype=torch.float32)[:, None] * torch.linspace(0.1, 1.0, HEAD_DIM)[None]
     return [torch.randn(1, length, WIDTH), torch.cos(angles), torch.sin(angles)]
 
 
 class Lowered:
-    def __init__(self, pipeline=None):
+    def __init__(self, name, pipeline=None):
         torch.manual_seed(0)
-        self.module = QKNormRope().eval()
+        self.module = MODULES[name]().eval()
         seq = Dim("seq", min=1, max=128)
         ep = harness.export(self.module, tuple(inputs(7)), dynamic_shapes=({1: seq}, {0: seq}, {0: seq}))
         options = {} if pipeline is None else {"pipeline": pipeline}
@@ -74,11 +104,18 @@ class Lowered:
 
 @pytest.fixture(scope="module")
 def programs():
-    return {"merged": Lowered(), "without": Lowered(WITHOUT)}
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = {"merged": Lowered(name), "without": Lowered(name, WITHOUT)}
+        return cache[name]
+
+    return get
 
 
-def test_q_and_k_chains_run_once_in_one_delegate(programs):
-    merged, without = programs["merged"], programs["without"]
+def test_q_and_k_norms_and_rotations_run_once_in_one_delegate(programs):
+    merged, without = programs("qk-norm-rope")["merged"], programs("qk-norm-rope")["without"]
     assert "xnnpack.merge-head-chains" in merged.partitioner.rewrites_applied
     assert merged.delegates == 1 and not merged.outside, merged.outside
     # one norm (one rsqrt, one mean) and one rotation where there were two of each
@@ -86,14 +123,26 @@ def test_q_and_k_chains_run_once_in_one_delegate(programs):
     assert sum(merged.inside.values()) < sum(without.inside.values()) - 5, (merged.inside, without.inside)
 
 
+def test_pair_rotations_run_once_over_rows_of_both_sets_of_heads(programs):
+    merged, without = programs("pair-rope")["merged"], programs("pair-rope")["without"]
+    assert "xnnpack.merge-head-chains" in merged.partitioner.rewrites_applied
+    # (outside: the tables' slices to the length, a symbolic bound)
+    assert merged.delegates == 1 and merged.outside == {"aten.slice_copy.Tensor": 2}, merged.outside
+    # one pair-swap product where there were two (each over rows of heads x tokens)
+    assert without.inside["aten.mm"] == 2 and merged.inside["aten.mm"] == 1, (merged.inside, without.inside)
+    assert sum(merged.inside.values()) < sum(without.inside.values()), (merged.inside, without.inside)
+
+
+@pytest.mark.parametrize("name", list(MODULES))
 @pytest.mark.parametrize("length", LENGTHS)
-def test_the_merged_program_matches_eager_and_the_unmerged_one_to_the_bit(programs, length):
+def test_the_merged_program_matches_eager_and_the_unmerged_one_to_the_bit(programs, name, length):
     torch.manual_seed(length)
     args = inputs(length)
+    lowered = programs(name)
     with torch.no_grad():
-        expected = harness.as_list(programs["merged"].module(*args))
-    merged = harness.run_method(programs["merged"].method, args)
-    without = harness.run_method(programs["without"].method, args)
+        expected = harness.as_list(lowered["merged"].module(*args))
+    merged = harness.run_method(lowered["merged"].method, args)
+    without = harness.run_method(lowered["without"].method, args)
     assert [tuple(a.shape) for a in merged] == [tuple(e.shape) for e in expected]
     assert harness.max_error(merged, expected) <= 1e-5
     for a, b in zip(merged, without):

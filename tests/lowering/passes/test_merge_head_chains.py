@@ -185,7 +185,7 @@ def test_declines_when_a_chain_value_is_read_before_the_other_tensor_exists():
   %lk: f32[1,s0,16] = aten.linear(%x, %wk)
   %k: f32[1,s0,2,8] = aten.view_copy(%lk) {size=[1, -1, 2, 8]}""" + CHAIN.format(p="k", h=2, s="s0")
             + "\n  return %early, %kc")
-    declined(body, "is read before the merged chain could run")
+    declined(body, "is read by aten.neg before the merged chain could run")
 
 
 def test_declines_a_shared_operand_that_varies_over_the_heads():
@@ -205,3 +205,57 @@ def test_declines_a_shared_operand_that_varies_over_the_heads():
   %{p}3: f32[1,s0,2,8] = aten.sigmoid(%{p}2)
   %{p}4: f32[1,s0,2,8] = aten.exp(%{p}3)""" for p in ("k", "v")) + "\n  return %k4, %v4"
     declined(body, "merging 0 ops")
+
+
+def pair_rotation(p: str, h: int) -> str:
+    """Llama's rotation as ``xnnpack.rope-as-pair-swap`` writes it: heads and tokens flattened into
+    rows for the pair-swap product, unflattened, then the tables."""
+    return f"""
+  %{p}f: f32[{h}*s0,8] = aten.view_copy(%{p}) {{size=[-1, 8]}}
+  %{p}m: f32[{h}*s0,8] = aten.mm(%{p}f, %swap)
+  %{p}u: f32[1,s0,{h},4,2] = aten.view_copy(%{p}m) {{size=[1, -1, {h}, 4, 2]}}
+  %{p}c: f32[1,s0,{h},4,2] = aten.mul.Tensor(%{p}, %cos)
+  %{p}s: f32[1,s0,{h},4,2] = aten.mul.Tensor(%{p}u, %sin)
+  %{p}a: f32[1,s0,{h},4,2] = aten.add.Tensor(%{p}c, %{p}s)
+  %{p}o: f32[1,s0,{h},8] = aten.view_copy(%{p}a) {{size=[1, -1, {h}, 8]}}"""
+
+
+PAIRS = """graph @g {
+  input %q: f32[1,s0,4,4,2]
+  input %k: f32[1,s0,2,4,2]
+  input %cos: f32[1,s0,1,4,1]
+  input %sin: f32[1,s0,1,4,2]
+  const %swap: f32[8,8]""" + pair_rotation("q", 4) + pair_rotation("k", 2)
+
+
+def test_rows_that_flatten_heads_and_tokens_run_once_for_both():
+    # 5-D heads at dim 2; the pair-swap product over rows of (token, head) takes both sets of heads'
+    # rows; the view back and the final view get the merged head count
+    check_pipeline(graph_with_data(PAIRS + "\n  return %qo, %ko\n}", swap=torch.eye(8)), PIPELINE, """graph @g {
+      input %q: f32[1,s0,4,4,2]
+      input %k: f32[1,s0,2,4,2]
+      input %cos: f32[1,s0,1,4,1]
+      input %sin: f32[1,s0,1,4,2]
+      const %swap: f32[8,8]
+      %0: f32[1,s0,6,4,2] = aten.cat(%q, %k) {dim=2}
+      %1: f32[6*s0,8] = aten.view_copy(%0) {size=[-1, 8]}
+      %2: f32[6*s0,8] = aten.mm(%1, %swap)
+      %3: f32[1,s0,6,4,2] = aten.view_copy(%2) {size=[1, -1, 6, 4, 2]}
+      %4: f32[1,s0,6,4,2] = aten.mul.Tensor(%0, %cos)
+      %5: f32[1,s0,6,4,2] = aten.mul.Tensor(%3, %sin)
+      %6: f32[1,s0,6,4,2] = aten.add.Tensor(%4, %5)
+      %7: f32[1,s0,6,8] = aten.view_copy(%6) {size=[1, -1, 6, 8]}
+      %8: f32[1,s0,4,8] = xir.slice(%7) {dim=2, start=0, end=4}
+      %9: f32[1,s0,2,8] = xir.slice(%7) {dim=2, start=4, end=6}
+      return %8, %9
+    }""", changed=True)
+
+
+def test_declines_rows_read_outside_the_chain():
+    # q's pair-swapped rows are also a graph output: its rows interleave tokens and heads, no slice takes them out
+    g = graph_with_data(PAIRS + "\n  return %qo, %ko, %qm\n}", swap=torch.eye(8))
+    from xir import print_graph
+
+    passes = parse_pipeline(PIPELINE)
+    check_pipeline(g, passes, print_graph(g), changed=False)
+    assert any("flattened into rows) is read outside the chain" in f for f in passes[0].last_failures), passes[0].last_failures
