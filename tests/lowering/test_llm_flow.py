@@ -123,15 +123,17 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     assert outside["aten.select_copy.int_out"] == 3, outside
     assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm")) for op in outside)
-    # the rotary embedding as a pair swap (xnnpack.rope-as-pair-swap): the q and k rotations of
-    # every layer, no interleaving concatenation and no strided slice left inside
+    # the rotary embedding as a pair swap (xnnpack.rope-as-pair-swap), q's and k's heads rotated
+    # together (xnnpack.merge-head-chains: one concatenation of their heads per layer, one slice
+    # each back out), no interleaving concatenation and no strided slice left inside
     inside = delegated_ops(builder.edge_manager)
-    assert "aten.cat" not in inside and not any("slice" in op for op in inside), inside
+    layers = TINY_PARAMS["n_layers"]
+    assert inside["aten.cat"] == layers and inside["xir.slice"] == 2 * layers, inside
+    assert not any("slice" in op for op in inside if op != "xir.slice"), inside
     # RMSNorm's means as linears with a 1/dim row (xnnpack.mean-over-last-dims: the program keeps
     # linears): two norms per layer and the final one, besides q, k, v, o, w1, w2, w3 per layer and
-    # the head; the products are the two rotary swaps per layer; no spatial mean and its transposes
-    layers = TINY_PARAMS["n_layers"]
-    assert "aten.mean.dim" not in inside and inside["aten.mm"] == 2 * layers, inside
+    # the head; the products are the rotary swaps, one per layer; no spatial mean and its transposes
+    assert "aten.mean.dim" not in inside and inside["aten.mm"] == layers, inside
     assert inside["aten.linear"] == (7 * layers + 1) + (2 * layers + 1), inside
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
