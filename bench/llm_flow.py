@@ -537,6 +537,45 @@ def random_order_rounds(buffers: dict[str, bytes], rounds: int) -> None:
               + "".join(f"{ratios[n]:>25.2f}x" for n in names[1:]), flush=True)
 
 
+def fresh_process_rounds(buffers: dict[str, bytes], rounds: int, processes: int, threads: int = 0) -> None:
+    """``random_order_rounds`` in ``processes`` fresh interpreters (``bench.time_programs``), one
+    after the other: each loads the programs and times them in random order in every round. Prints,
+    per case, each program's median ms over the processes' medians, and the median and range of
+    the processes' per-round-ratio medians to the first program (the baseline, "stock")."""
+    import json
+    import subprocess
+
+    names = list(buffers)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory(prefix="programs_") as directory:
+        paths = []
+        for i, name in enumerate(names):
+            paths.append(os.path.join(directory, f"{i}.pte"))
+            with open(paths[-1], "wb") as f:
+                f.write(buffers[name])
+        runs = []
+        for seed in range(processes):
+            done = subprocess.run([sys.executable, "-m", "bench.time_programs", *paths, "--rounds", str(rounds), "--seed", str(seed),
+                                   "--threads", str(threads)],
+                                  cwd=root, capture_output=True, text=True, timeout=3600)
+            if done.returncode != 0:
+                raise RuntimeError(f"bench.time_programs failed:\n{done.stderr[-3000:]}")
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"  ({processes} fresh processes of {rounds} rounds each, {runs[0].pop('threads')} XNNPACK threads; "
+          "ms: the median of the processes' medians; "
+          f"ratio: the median of the processes' per-round ratios, their range in brackets)")
+    print(f"  {'':<12}" + "".join(f"{n + ' ms':>24}" for n in names) + "".join(f"{n + '/' + names[0]:>30}" for n in names[1:]))
+    for run in runs[1:]:
+        run.pop("threads")
+    for case in runs[0]:
+        ms = [statistics.median(run[case]["ms"][i] for run in runs) for i in range(len(names))]
+        cells = []
+        for i in range(1, len(names)):
+            ratios = [run[case]["ratio"][i] for run in runs]
+            cells.append(f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]")
+        print(f"  {case:<12}" + "".join(f"{v:>24.3f}" for v in ms) + "".join(f"{c:>30}" for c in cells), flush=True)
+
+
 def profile_decode(side: Side, steps: int) -> None:
     """Where a decode step goes, from the runtime's ETDump: ms per step (each event's median over
     the steps, summed by (category, name)):

@@ -7,11 +7,14 @@ from stock's after a prefill of 7.
 
     .venv/bin/python scripts/flow_pass_ablation.py [--without xnnpack.rotate-half-sign-in-sin]
         [--instead 'xnnpack.mean-over-last-dims{linear=false}'] [--model qwen3] [--recipe fp32 8da4w]
-        [--rounds 400]
+        [--rounds 400] [--processes N [--threads T]]
 
 The default is Qwen3 (which rotates q and k the Hugging Face way, ``rotate_half``) without
 ``xnnpack.rotate-half-sign-in-sin``. ``--instead`` runs the pass it names with the options given
-in place of the default's, where ``--without`` leaves a pass out.
+in place of the default's, where ``--without`` leaves a pass out. ``--processes N`` times the
+three programs in N fresh processes of ``--rounds`` rounds each (``bench.time_programs``) instead of
+in the lowering process: one process's ratio can sit 0.1 away from another's (its buffers' layout),
+so it prints the median over the processes and their range.
 
 ``--zoo [NAME ...]``: instead of the flow, the fp32 models of ``python -m bench --quick``'s zoo
 (``--full``: of ``python -m bench``'s)
@@ -44,6 +47,10 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default="qwen3", choices=sorted(flow.FAMILIES))
     parser.add_argument("--recipe", nargs="*", default=["fp32", "8da4w"])
     parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--processes", type=int, default=0,
+                        help="time in this many fresh processes, one after the other (bench.time_programs), "
+                        "instead of in this one: a process keeps its memory layout's luck for all its rounds")
+    parser.add_argument("--threads", type=int, default=0, help="with --processes: XNNPACK's threads in each (0: the runtime's default)")
     parser.add_argument("--zoo", nargs="*", help="the zoo's fp32 models (bench.zoo, --quick sizes) instead of the flow")
     parser.add_argument("--full", action="store_true", help="with --zoo: the zoo's full sizes (python -m bench's), not --quick's")
     args = parser.parse_args(argv)
@@ -66,7 +73,10 @@ def main(argv=None) -> int:
             "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
             "xir with" if args.instead else "xir without": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))],
             "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)})
-        flow.random_order_rounds(buffers, args.rounds)
+        if args.processes:
+            flow.fresh_process_rounds(buffers, args.rounds, args.processes, args.threads)
+        else:
+            flow.random_order_rounds(buffers, args.rounds)
     return 0
 
 
