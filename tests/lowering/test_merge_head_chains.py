@@ -147,3 +147,66 @@ def test_the_merged_program_matches_eager_and_the_unmerged_one_to_the_bit(progra
     assert harness.max_error(merged, expected) <= 1e-5
     for a, b in zip(merged, without):
         assert torch.equal(a, b)
+
+
+class RandomChains(torch.nn.Module):
+    """q and k through one random chain of per-head ops (seeded): products with per-branch weights
+    and with a table shared by the heads, shared shifts, unary ops, a per-head mean, a rotation."""
+
+    STEPS = ("weight", "table", "shift", "sigmoid", "neg", "abs-rsqrt", "head-mean", "rotate")
+
+    def __init__(self, seed: int):
+        super().__init__()
+        rng = torch.Generator().manual_seed(seed)
+        self.steps = [self.STEPS[int(i)] for i in torch.randint(len(self.STEPS), (6,), generator=rng)]
+        self.wq = torch.nn.Linear(WIDTH, HEADS * HEAD_DIM, bias=False)
+        self.wk = torch.nn.Linear(WIDTH, KV_HEADS * HEAD_DIM, bias=False)
+        self.q_weights = torch.nn.ParameterList(torch.nn.Parameter(1 + 0.2 * torch.randn(HEAD_DIM, generator=rng)) for _ in self.steps)
+        self.k_weights = torch.nn.ParameterList(torch.nn.Parameter(1 + 0.2 * torch.randn(HEAD_DIM, generator=rng)) for _ in self.steps)
+        self.shift = torch.nn.Parameter(torch.randn(HEAD_DIM, generator=rng))
+
+    def chain(self, t, weights, table):
+        for step, weight in zip(self.steps, weights):
+            if step == "weight":
+                t = t * weight
+            elif step == "table":
+                t = t * table
+            elif step == "shift":
+                t = t + self.shift
+            elif step == "sigmoid":
+                t = torch.sigmoid(t)
+            elif step == "neg":
+                t = -t
+            elif step == "abs-rsqrt":
+                t = t * torch.rsqrt(t.abs() + 1.0)
+            elif step == "head-mean":
+                t = t - t.mean(-1, keepdim=True)
+            else:
+                t = t + rotate_half(t)
+        return t
+
+    def forward(self, x, cos, sin):
+        table = cos.unsqueeze(1)
+        q = self.chain(self.wq(x).view(1, -1, HEADS, HEAD_DIM), self.q_weights, table)
+        k = self.chain(self.wk(x).view(1, -1, KV_HEADS, HEAD_DIM), self.k_weights, table)
+        return q, k
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_random_chains_merge_to_the_same_numbers(seed):
+    """Each random chain (6 steps, at least 2 ops each) merges, and its program gives the unmerged
+    program's numbers to the bit and eager's within fp32 rounding, at 1 and 7 tokens."""
+    MODULES[f"random-{seed}"] = lambda: RandomChains(seed)
+    try:
+        merged, without = Lowered(f"random-{seed}"), Lowered(f"random-{seed}", WITHOUT)
+    finally:
+        del MODULES[f"random-{seed}"]
+    assert "xnnpack.merge-head-chains" in merged.partitioner.rewrites_applied, merged.module.steps
+    assert sum(merged.inside.values()) < sum(without.inside.values()), (merged.inside, without.inside)
+    for length in (1, 7):
+        args = inputs(length)
+        with torch.no_grad():
+            expected = harness.as_list(merged.module(*args))
+        got, reference = harness.run_method(merged.method, args), harness.run_method(without.method, args)
+        assert harness.max_error(got, expected) <= 1e-5, (merged.module.steps, length)
+        assert all(torch.equal(a, b) for a, b in zip(got, reference)), (merged.module.steps, length)
