@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.llm_flow [--model llama3|qwen3|smollm2|phi4mini] [--quick]
                                        [--recipe fp32|bf16|8da4w|8da4w-g128|8da8w|int8|4w ...] [--sets stock,xir,dq+xir]
                                        [--no-custom-sdpa] [--static] [--bare] [--report] [--profile] [--floor]
+                                       [--processes N]
 
 A 2-layer model of the family (``FAMILIES``: Llama 3 dim 256, 8 heads, 2 KV heads; Qwen3 with
 q/k norms and head_dim 64; SmolLM2 with one KV head; Phi-4-mini with partial rotary; vocab 512,
@@ -32,7 +33,10 @@ by the summary, is the median of its per-round ratios);
 ``--profile`` adds where a decode step goes (the runtime's ETDump: XNNPACK operators by kind,
 delegate-call overhead, each op outside); ``--floor`` adds the row "linears only": the model's
 own linears alone on its embedding, one xir delegate, timed with the others (what a step costs
-with nothing but its GEMMs), and how far above it each program is. For a bf16 recipe a line
+with nothing but its GEMMs), and how far above it each program is; ``--processes N`` also times each
+recipe's programs in N fresh processes of --runs rounds (``bench.time_programs``: the median of the
+processes' ratios to stock and their range; on this 2-core VM one process's ratio can sit 0.1 from
+another's, see that module). For a bf16 recipe a line
 below the table gives each program's error over the generation against the same bf16 weights run
 in fp32 (eager bf16's included): the table's errors are against eager bf16, whose rounding after
 every op no program inside XNNPACK repeats bit for bit, so this line says which program is
@@ -542,7 +546,12 @@ def fresh_process_rounds(buffers: dict[str, bytes], rounds: int, processes: int,
     after the other: each loads the programs and times them in random order in every round. Prints,
     per case, each program's median ms over the processes' medians, and the median and range of
     the processes' per-round-ratio medians to the first program (the baseline, "stock")."""
-    import json
+    print_fresh(*time_in_fresh_processes(buffers, rounds, processes, threads), rounds)
+
+
+def time_in_fresh_processes(buffers: dict[str, bytes], rounds: int, processes: int, threads: int = 0):
+    """(names, one result per process, XNNPACK's thread count) of ``bench.time_programs`` run on
+    ``buffers`` in ``processes`` fresh interpreters one after the other."""
     import subprocess
 
     names = list(buffers)
@@ -561,12 +570,17 @@ def fresh_process_rounds(buffers: dict[str, bytes], rounds: int, processes: int,
             if done.returncode != 0:
                 raise RuntimeError(f"bench.time_programs failed:\n{done.stderr[-3000:]}")
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    print(f"  ({processes} fresh processes of {rounds} rounds each, {runs[0].pop('threads')} XNNPACK threads; "
+    used = runs[0]["threads"]
+    for run in runs:
+        run.pop("threads")
+    return names, runs, used
+
+
+def print_fresh(names: list[str], runs: list[dict], threads: int, rounds: int, label: str = "") -> None:
+    print(f"  {label}({len(runs)} fresh processes of {rounds} rounds each, {threads} XNNPACK threads; "
           "ms: the median of the processes' medians; "
           f"ratio: the median of the processes' per-round ratios, their range in brackets)")
     print(f"  {'':<12}" + "".join(f"{n + ' ms':>24}" for n in names) + "".join(f"{n + '/' + names[0]:>30}" for n in names[1:]))
-    for run in runs[1:]:
-        run.pop("threads")
     for case in runs[0]:
         ms = [statistics.median(run[case]["ms"][i] for run in runs) for i in range(len(names))]
         cells = []
@@ -859,6 +873,9 @@ def parse_args(argv):
     parser.add_argument("--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)")
     parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
     parser.add_argument("--runs", type=int, default=20, help="timed decode steps per program (median)")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="also time each recipe's programs in this many fresh processes of --runs rounds "
+                        "(bench.time_programs; one process's ratio can sit 0.1 from another's on a 2-core VM)")
     parser.add_argument("--report", action="store_true", help="also print xir's full partition reports")
     parser.add_argument("--profile", action="store_true", help="also profile a decode step of each program (ETDump)")
     parser.add_argument("--floor", action="store_true", help="also time the model's linears alone (the row 'linears only': "
@@ -881,6 +898,7 @@ def main(argv=None) -> int:
         PREFILLS = (1,)
     sides: list[Side] = []
     eager_errors = {}  # bf16 recipe -> eager bf16's error against its weights in fp32
+    fresh = {}  # recipe -> time_in_fresh_processes(...) (--processes)
     with tempfile.TemporaryDirectory(prefix="llm_flow_") as directory:
         params, checkpoint = write_checkpoint(directory)
         for recipe in args.recipes:
@@ -912,6 +930,12 @@ def main(argv=None) -> int:
                 lower_linears_only(prepared, floor, enable_bf16=(RECIPE_SETTINGS[recipe][2] == "bf16"))
                 recipe_sides.append(floor)
             time_decode(recipe_sides, args.runs, prefills=() if args.static else TIMED_PREFILLS)
+            timed = [s for s in recipe_sides if s.buffer is not None and not s.error and s.kind != "linears only"]
+            if args.processes and not args.static and len(timed) > 1 and timed[0].kind == "stock":
+                try:
+                    fresh[recipe] = time_in_fresh_processes({s.kind: s.buffer for s in timed}, args.runs, args.processes)
+                except BaseException as e:  # noqa: BLE001
+                    _fail(timed[0], "fresh-process timing", e)
             for s in recipe_sides:
                 if args.profile and s.buffer is not None and not s.error:
                     try:
@@ -930,6 +954,9 @@ def main(argv=None) -> int:
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} (see the module's comment)\n")
     print_table(sides)
     print_ratios(sides)
+    for recipe, (names, runs, threads) in fresh.items():
+        print(f"\nlatency over stock's in fresh processes (bench.time_programs), {recipe}:")
+        print_fresh(names, runs, threads, args.runs)
     print_fp32_errors(sides, eager_errors)
     print_floor(sides)
     print_outside(sides)
