@@ -461,24 +461,38 @@ def time_decode(sides: list[Side], runs: int, prefills: tuple = ()) -> None:
 
 
 def _time_interleaved(live: list[Side], inputs: list, runs: int, times, warm: int) -> None:
-    """``warm`` untimed runs of each side's method on ``inputs``, then ``runs`` timed rounds, one
-    run of each side per round in an order shuffled every round (seeded), so that no program
-    always runs after the same other one, whose caches and threads it inherits (on Qwen3's fp32
-    decode step the ratio came out the same either way, 0.97x, in one 400-round comparison), each
+    """``shuffled_rounds`` of the sides' methods (a fresh seeded order for each call), each
     duration appended to ``times(side)``."""
     import random
 
-    rng = random.Random(0)
-    for s in live:
+    for side, durations in zip(live, shuffled_rounds([s.decode_method[1] for s in live], inputs, runs, random.Random(0), warm)):
+        times(side).extend(durations)
+
+
+def shuffled_rounds(methods: list, inputs: list, rounds: int, rng, warm: int) -> list[list[float]]:
+    """``warm`` untimed runs of each method on ``inputs``, then ``rounds`` timed rounds, one run of
+    each method per round in an order ``rng`` shuffles every round, so that no program always runs
+    after the same other one, whose caches and threads it inherits (on Qwen3's fp32 decode step the
+    ratio came out the same either way, 0.97x, in one 400-round comparison): each method's durations
+    in seconds (compare two with :func:`round_ratio`)."""
+    for method in methods:
         for _ in range(warm):
-            s.decode_method[1].execute(inputs)
-    for _ in range(runs):
-        order = live[:]
+            method.execute(inputs)
+    times = [[] for _ in methods]
+    for _ in range(rounds):
+        order = list(range(len(methods)))
         rng.shuffle(order)
-        for s in order:
+        for i in order:
             start = time.perf_counter()
-            s.decode_method[1].execute(inputs)
-            times(s).append(time.perf_counter() - start)
+            methods[i].execute(inputs)
+            times[i].append(time.perf_counter() - start)
+    return times
+
+
+def timing_cases() -> dict[str, list]:
+    """The inputs ``random_order_rounds`` and ``bench.time_programs`` time: a decode step at position
+    32, prefills of 7 and 64 tokens."""
+    return {"decode": list(decode_inputs(32)), "prefill 7": list(prefill_inputs(7)), "prefill 64": list(prefill_inputs(64))}
 
 
 def lower_variants(recipe: str, model: str, variants: dict, count: tuple = ()) -> dict[str, bytes]:
@@ -515,8 +529,7 @@ def random_order_rounds(buffers: dict[str, bytes], rounds: int) -> None:
     from xir_tools.harness import load_method
 
     loaded = {name: load_method(buffer) for name, buffer in buffers.items()}  # (program, method): keep both
-    cases = {"decode": list(decode_inputs(32)), "prefill 7": list(prefill_inputs(7)),
-             "prefill 64": list(prefill_inputs(64))}
+    cases = timing_cases()
     names = list(buffers)
     logits = {name: loaded[name][1].execute(cases["prefill 7"])[0].clone() for name in names}
     for name in names[1:]:
@@ -525,18 +538,8 @@ def random_order_rounds(buffers: dict[str, bytes], rounds: int) -> None:
     print(f"  {'':<12}" + "".join(f"{n + ' ms':>24}" for n in names) + "".join(f"{n + '/' + names[0]:>26}" for n in names[1:]))
     rng = random.Random(0)
     for case, inputs in cases.items():
-        for _, method in loaded.values():
-            for _ in range(10):
-                method.execute(inputs)
-        times = {n: [] for n in names}
-        for _ in range(rounds):
-            order = names[:]
-            rng.shuffle(order)
-            for name in order:
-                start = time.perf_counter()
-                loaded[name][1].execute(inputs)
-                times[name].append(time.perf_counter() - start)
-        ratios = {n: statistics.median(a / b for a, b in zip(times[n], times[names[0]])) for n in names[1:]}
+        times = dict(zip(names, shuffled_rounds([loaded[n][1] for n in names], inputs, rounds, rng, warm=10)))
+        ratios = {n: round_ratio(times[n], times[names[0]]) for n in names[1:]}
         print(f"  {case:<12}" + "".join(f"{statistics.median(times[n]) * 1e3:>24.3f}" for n in names)
               + "".join(f"{ratios[n]:>25.2f}x" for n in names[1:]), flush=True)
 

@@ -25,7 +25,7 @@ import os
 import random
 import statistics
 import sys
-import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # as bench.llm_flow (see its comment)
 
@@ -44,31 +44,18 @@ def main(argv=None) -> int:
 
     from executorch.extension.pybindings import portable_lib
 
-    from bench.llm_flow import decode_inputs, prefill_inputs
+    from bench.llm_flow import round_ratio, shuffled_rounds, timing_cases
     from xir_tools.harness import load_method
 
     if args.threads:
         portable_lib._unsafe_reset_threadpool(args.threads)
-
-    buffers = [open(path, "rb").read() for path in args.programs]
+    buffers = [Path(path).read_bytes() for path in args.programs]
     loaded = [load_method(buffer) for buffer in buffers]  # (program, method): keep both alive
-    cases = {"decode": list(decode_inputs(32)), "prefill 7": list(prefill_inputs(7)), "prefill 64": list(prefill_inputs(64))}
     rng = random.Random(args.seed)
     result = {}
-    for case, inputs in cases.items():
-        for _, method in loaded:
-            for _ in range(10):
-                method.execute(inputs)
-        times = [[] for _ in loaded]
-        for _ in range(args.rounds):
-            order = list(range(len(loaded)))
-            rng.shuffle(order)
-            for i in order:
-                start = time.perf_counter()
-                loaded[i][1].execute(inputs)
-                times[i].append(time.perf_counter() - start)
-        result[case] = {"ms": [statistics.median(t) * 1e3 for t in times],
-                        "ratio": [statistics.median(a / b for a, b in zip(t, times[0])) for t in times]}
+    for case, inputs in timing_cases().items():
+        times = shuffled_rounds([method for _, method in loaded], inputs, args.rounds, rng, warm=10)
+        result[case] = {"ms": [statistics.median(t) * 1e3 for t in times], "ratio": [round_ratio(t, times[0]) for t in times]}
     result["threads"] = portable_lib._threadpool_get_thread_count()
     print(json.dumps(result))
     return 0

@@ -249,7 +249,21 @@ def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], ma
     return stats
 
 
-class PatternRewritePass(Pass, register=False):
+class KeepsStats:
+    """A mixin for passes that keep what their last run did as :class:`RewriteStats` in
+    ``last_stats`` (rules fired, and why each declined): ``self.keep_stats(stats)`` at the end of ``run``."""
+
+    def keep_stats(self, stats: RewriteStats) -> None:
+        if id(self) not in _LAST_STATS:
+            weakref.finalize(self, _LAST_STATS.pop, id(self), None)
+        _LAST_STATS[id(self)] = stats
+
+    @property
+    def last_stats(self) -> RewriteStats | None:
+        return _LAST_STATS.get(id(self))
+
+
+class PatternRewritePass(KeepsStats, Pass, register=False):
     """A pass that applies its rules greedily: the class attribute ``rules``, or what
     ``patterns()`` returns when the rules depend on the pass's options. ``last_stats`` keeps the
     counts of the last run."""
@@ -261,14 +275,8 @@ class PatternRewritePass(Pass, register=False):
 
     def run(self, graph: Graph) -> bool:
         stats = apply_patterns_greedily(graph, self.patterns())
-        if id(self) not in _LAST_STATS:
-            weakref.finalize(self, _LAST_STATS.pop, id(self), None)
-        _LAST_STATS[id(self)] = stats
+        self.keep_stats(stats)
         return stats.changed
-
-    @property
-    def last_stats(self) -> RewriteStats | None:
-        return _LAST_STATS.get(id(self))
 
 
 # by instance identity: passes are frozen values, and two equal instances (the same pass twice in

@@ -39,10 +39,12 @@ import attrs
 
 from passes.common_subexpressions import _key
 from passes.pass_base import Pass
-from passes.rewriter import Rewriter
+from passes.rewriter import KeepsStats, Rewriter, RewriteStats
 from xir import Graph, Node, TensorType, Value
 from xir.types import Symbol
 from xir.ops import aten, xir_ops
+
+from ..capability.linears import same_dim
 
 # ops computed independently per position of every dim but the ones their attributes name
 _ELEMENTWISE = frozenset(str(op) for op in (
@@ -52,20 +54,8 @@ _ELEMENTWISE = frozenset(str(op) for op in (
 ))
 _ALONG_A_DIM = frozenset(str(op) for op in (aten.cat, aten.slice_copy.Tensor, xir_ops.slice))
 _VIEW, _LINEAR, _MM = str(aten.view_copy), str(aten.linear), str(aten.mm)
+RULE = "merge_head_chains"  # the name its merges and declines are counted under in last_stats
 ROWS = "rows"  # the layout of a value whose rows are the chain's leading dims (heads included) flattened
-
-
-def _dims_equal(a: Any, b: Any) -> bool:
-    return a is b or (type(a) is type(b) and a == b)
-
-
-def _product(dims) -> int | None:
-    total = 1
-    for d in dims:
-        if not isinstance(d, int):
-            return None
-        total *= d
-    return total
 
 
 def _equal_constants(a: Value, b: Value) -> bool:
@@ -93,7 +83,7 @@ def _per_head(value: Value, out: TensorType, heads: int, dim: int) -> Any:
 
 
 @attrs.frozen
-class MergeHeadChains(Pass):
+class MergeHeadChains(KeepsStats, Pass):
     """Run the same per-head chains of two head-split tensors (Qwen3's q and k norms and rotary
     embeddings, Llama's q and k rotations) once, on their heads concatenated: the same numbers,
     fewer ops."""
@@ -103,24 +93,23 @@ class MergeHeadChains(Pass):
 
     def run(self, graph: Graph) -> bool:
         rewriter = Rewriter(graph)
-        failures: list[str] = []
-        object.__setattr__(self, "last_failures", failures)  # (a frozen pass: why each pair was declined, for tests and reports)
+        stats = RewriteStats()  # last_stats: merges fired, and why each pair was declined
         done: set[int] = set()
-        changed = False
         for first, second in _candidates(graph):
             if id(first) in done or id(second) in done:
                 continue
             merged = self._merge(graph, rewriter, first, second)
             if isinstance(merged, str):
-                failures.append(f"{first.describe()} and {second.describe()}: {merged}")
+                stats.declined.setdefault(RULE, []).append(f"{first.describe()} and {second.describe()}: {merged}")
                 continue
             done.update(merged)
-            changed = True
-        return changed
+            stats.fired[RULE] += 1
+        self.keep_stats(stats)
+        return stats.changed
 
     def _merge(self, graph: Graph, rewriter: Rewriter, a0: Value, b0: Value) -> set[int] | str:
         """Merge the chains of ``a0`` and ``b0``: the ids of the values it merged, or why not."""
-        differ = [i for i, (x, y) in enumerate(zip(a0.type.shape, b0.type.shape)) if not _dims_equal(x, y)]
+        differ = [i for i, (x, y) in enumerate(zip(a0.type.shape, b0.type.shape)) if not same_dim(x, y)]
         if len(differ) > 1:
             return "the shapes differ in more than one dim"
         dim = differ[0] if differ else a0.rank - 2
@@ -234,7 +223,7 @@ def _candidates(graph: Graph) -> list[tuple[Value, Value]]:
         key = (str(node.op) if node is not None else "input", value.dtype, value.rank)
         groups.setdefault(key, []).append(value)
     return [(a, b) for values in groups.values() for i, a in enumerate(values) for b in values[i + 1:]
-            if sum(not _dims_equal(x, y) for x, y in zip(a.type.shape, b.type.shape)) <= 1]
+            if sum(not same_dim(x, y) for x, y in zip(a.type.shape, b.type.shape)) <= 1]
 
 
 @attrs.define
@@ -287,14 +276,14 @@ class _Chains:
             if op in _ELEMENTWISE or (op in (_MM, _LINEAR) and all(v.is_constant for v in node.operands[1:])):
                 return ROWS if out.rank == 2 else None
             if op == _VIEW and out.rank == self.a0.rank and out.shape[dim] == heads_a and all(
-                    _dims_equal(x, y) for x, y in zip(out.shape[:dim], self.a0.type.shape[:dim])):
+                    same_dim(x, y) for x, y in zip(out.shape[:dim], self.a0.type.shape[:dim])):
                 return "dim"  # the rows unflattened: the chain's leading dims again
             return None
         x = next(v for v in node.operands if id(v) in self.pair)
         if op == _VIEW:
-            if out.rank > dim and out.shape[dim] == heads_a and all(_dims_equal(a, b) for a, b in zip(out.shape[:dim], x.type.shape[:dim])):
+            if out.rank > dim and out.shape[dim] == heads_a and all(same_dim(a, b) for a, b in zip(out.shape[:dim], x.type.shape[:dim])):
                 return "dim"  # only the dims after the heads reshaped
-            rest = _product(x.type.shape[dim + 1:])
+            rest = TensorType(x.dtype, x.type.shape[dim + 1:]).numel()
             if out.rank == 2 and rest is not None and out.shape[1] == rest and node.attributes.get("size", [None])[0] == -1:
                 return ROWS  # the leading dims (heads included) flattened into rows
             return None
@@ -326,10 +315,10 @@ class _Chains:
         if out_a.dtype is not out_b.dtype or out_a.rank != out_b.rank:
             return False
         if layout == ROWS:
-            return _dims_equal(out_a.shape[-1], out_b.shape[-1])
+            return same_dim(out_a.shape[-1], out_b.shape[-1])
         dim = self.dim
         return out_b.shape[dim] == self.b0.type.shape[dim] and all(
-            _dims_equal(x, y) for i, (x, y) in enumerate(zip(out_a.shape, out_b.shape)) if i != dim)
+            same_dim(x, y) for i, (x, y) in enumerate(zip(out_a.shape, out_b.shape)) if i != dim)
 
     def _operands_match(self, node: Node, other: Node, second: set[int], layout: Any) -> bool:
         """Whether each operand of ``other`` is the counterpart of ``node``'s: the second chain's value

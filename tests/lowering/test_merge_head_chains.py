@@ -90,9 +90,9 @@ def inputs(length):
 
 
 class Lowered:
-    def __init__(self, name, pipeline=None):
+    def __init__(self, make, pipeline=None):
         torch.manual_seed(0)
-        self.module = MODULES[name]().eval()
+        self.module = make().eval()
         seq = Dim("seq", min=1, max=128)
         ep = harness.export(self.module, tuple(inputs(7)), dynamic_shapes=({1: seq}, {0: seq}, {0: seq}))
         options = {} if pipeline is None else {"pipeline": pipeline}
@@ -108,7 +108,7 @@ def programs():
 
     def get(name):
         if name not in cache:
-            cache[name] = {"merged": Lowered(name), "without": Lowered(name, WITHOUT)}
+            cache[name] = {"merged": Lowered(MODULES[name]), "without": Lowered(MODULES[name], WITHOUT)}
         return cache[name]
 
     return get
@@ -196,11 +196,7 @@ class RandomChains(torch.nn.Module):
 def test_random_chains_merge_to_the_same_numbers(seed):
     """Each random chain (6 steps, at least 2 ops each) merges, and its program gives the unmerged
     program's numbers to the bit and eager's within fp32 rounding, at 1 and 7 tokens."""
-    MODULES[f"random-{seed}"] = lambda: RandomChains(seed)
-    try:
-        merged, without = Lowered(f"random-{seed}"), Lowered(f"random-{seed}", WITHOUT)
-    finally:
-        del MODULES[f"random-{seed}"]
+    merged, without = Lowered(lambda: RandomChains(seed)), Lowered(lambda: RandomChains(seed), WITHOUT)
     assert "xnnpack.merge-head-chains" in merged.partitioner.rewrites_applied, merged.module.steps
     assert sum(merged.inside.values()) < sum(without.inside.values()), (merged.inside, without.inside)
     for length in (1, 7):
