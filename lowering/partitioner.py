@@ -61,7 +61,7 @@ PLANNED_IR_REWRITES = ("xnnpack.weight-only-int8-linear",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
 DEFAULT_PIPELINE = ("xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
-                    "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
+                    "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.fuse-sibling-linears,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
                     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
@@ -293,9 +293,7 @@ def _with_partitioner_options(p: Pass, options: Options) -> Pass:
     """Passes that create ops only XNNPACK runs take their settings from the partitioner. A pass
     whose ``enable_bf16`` was set (away from its default) to something else than the partitioner's
     is an error, not overwritten: the partitioner would not delegate what the pass made for it."""
-    from .passes._base import Bf16Rewrite, DelegatedDtypeRewrite
-
-    if not isinstance(p, (Bf16Rewrite, DelegatedDtypeRewrite)):
+    if not attrs.has(type(p)) or "enable_bf16" not in attrs.fields_dict(type(p)):
         return p
     default = attrs.fields_dict(type(p))["enable_bf16"].default
     if p.enable_bf16 != default and p.enable_bf16 != options.enable_bf16:

@@ -1237,6 +1237,21 @@ define_op("quantized_decomposed.choose_qparams", overloads=("tensor",), operands
           attributes={"quant_min": REQUIRED, "quant_max": REQUIRED, "eps": REQUIRED, "dtype": REQUIRED}, traits=PURE,
           infer=lambda node: [TensorType(DType.f64, (1,)), TensorType(DType.i64, (1,))])
 
+
+
+def _dequantize_affine(node):
+    x = _tensor(node.operands[0])
+    return None if x is None else [x.with_dtype(_dtype(node, "output_dtype", DType.f32))]
+
+
+# torchao's affine dequantization (8da4w, 8da8w: the weight's int data, its per-group scales and zero
+# points; the activation's per-token ones). Its quantize_affine and choose_qparams_affine stay
+# opaque: only this one is made by a pass (xnnpack.fuse-sibling-linears stacks weights)
+define_op("torchao.dequantize_affine", operands=("input", "scale", "zero_point?"),
+          attributes={"block_size": REQUIRED, "input_dtype": REQUIRED, "quant_min": None, "quant_max": None,
+                      "output_dtype": DType.f32}, traits=PURE, infer=_dequantize_affine,
+          doc="input (int data) dequantized with a scale and zero point per block of block_size elements")
+
 # xir's own ops (their XNNPACK serialization is in lowering/xnnpack_ops.py)
 define_op("xir.bmm_f32out", operands=("input", "mat2"), traits=PURE, infer=_bmm(DType.f32), check=_check_bmm,
           doc="batched matmul of bf16 (or f32) matrices with an f32 result, as XNNPACK computes it")

@@ -288,6 +288,7 @@ def _similar(a: str, b: str) -> bool:
 aten = Namespace("aten")
 quantized_decomposed = Namespace("quantized_decomposed")
 dim_order_ops = Namespace("dim_order_ops")
+torchao = Namespace("torchao")  # torchao's affine quantization (only dequantize_affine is defined)
 xir_ops = Namespace("xir")  # xir's own ops (xir.convert, xir.bmm_f32out, xir.linear_f16w, xir.slice)
 
 

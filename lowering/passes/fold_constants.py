@@ -69,7 +69,7 @@ DEFAULT_MAX_ELEMENTS = 65536
 # quantized lowering matches (a folded dequantize would turn an int8 weight into an fp32 one), and
 # xir's own ops (they exist for XNNPACK to run, and have no portable kernel to evaluate)
 NEVER_FOLDED = (aten.native_dropout,)
-NEVER_FOLDED_NAMESPACES = ("quantized_decomposed.", "xir.")
+NEVER_FOLDED_NAMESPACES = ("quantized_decomposed.", "torchao.", "xir.")
 # ops that read only the type (dtype, static shape) of their first operand, never its data: that
 # operand may be computed at run time (or be a mutated buffer)
 SHAPE_ONLY_OPS = (aten.full_like, aten.zeros_like, aten.ones_like)

@@ -54,6 +54,7 @@ _ELEMENTWISE = frozenset(str(op) for op in (
 ))
 _ALONG_A_DIM = frozenset(str(op) for op in (aten.cat, aten.slice_copy.Tensor, xir_ops.slice))
 _VIEW, _LINEAR, _MM = str(aten.view_copy), str(aten.linear), str(aten.mm)
+_XIR_SLICE, _SLICE_COPY = str(xir_ops.slice), str(aten.slice_copy.Tensor)
 RULE = "merge_head_chains"  # the name its merges and declines are counted under in last_stats
 ROWS = "rows"  # the layout of a value whose rows are the chain's leading dims (heads included) flattened
 
@@ -162,7 +163,14 @@ class MergeHeadChains(KeepsStats, Pass):
 
         both = list(a0.type.shape)
         both[dim] = heads_a + heads_b
-        made = {id(a0): put(aten.cat, [a0, b0], TensorType(a0.dtype, tuple(both)), dim=dim)}
+        joined = _adjacent_slices(a0, b0, dim)
+        if joined is None:
+            joined = put(aten.cat, [a0, b0], TensorType(a0.dtype, tuple(both)), dim=dim)
+        elif not isinstance(joined, Value):  # (a slice of their source: its heads of both, no copy of each)
+            source, start, end = joined
+            joined = (put(xir_ops.slice, [source], dim=dim, start=start, end=end) if str(a0.producer.op) == _XIR_SLICE
+                      else put(aten.slice_copy.Tensor, [source], dim=dim, start=start, end=end, step=1))
+        made = {id(a0): joined}
         for node, other in matched:
             operands = []
             for x, y in zip(node.operands, other.operands):
@@ -194,7 +202,39 @@ class MergeHeadChains(KeepsStats, Pass):
             for dead in (other, node):
                 if not dead.result.uses:
                     rewriter.erase(dead)
+        for tensor in (b0, a0):  # (slices the merged chain no longer reads)
+            if tensor.producer is not None and str(tensor.producer.op) in (_XIR_SLICE, _SLICE_COPY) and not tensor.uses:
+                rewriter.erase(tensor.producer)
         return {id(a0), id(b0)} | {id(n.result) for n, _ in matched} | {id(o.result) for _, o in matched}
+
+
+def _bounds(value: Value) -> tuple[Value, int, int, int] | None:
+    """(source, dim, start, end) when ``value`` is a slice of step 1 with bounds known now."""
+    from ..rules import slice_bounds
+
+    node = value.producer
+    if node is None or str(node.op) not in (_XIR_SLICE, _SLICE_COPY) or node.attributes.get("step", 1) != 1:
+        return None
+    if str(node.op) == _XIR_SLICE:
+        return node.operands[0], node.attributes["dim"] % value.rank, node.attributes["start"], node.attributes["end"]
+    bounds = slice_bounds(node)
+    return None if bounds is None else (node.operands[0], *bounds)
+
+
+def _adjacent_slices(a: Value, b: Value, dim: int) -> Value | tuple[Value, int, int] | None:
+    """When ``a`` and ``b`` are slices of one op (a fused projection's heads) along ``dim``, ``b``'s
+    heads right after ``a``'s: their source when they are all of it, else (source, start, end) of
+    the slice that is both. None otherwise."""
+    sa, sb = _bounds(a), _bounds(b)
+    if sa is None or sb is None or a.producer.op != b.producer.op or sa[0] is not sb[0] or sa[1] != dim or sb[1] != dim:
+        return None
+    source, _, start, middle = sa
+    if sb[2] != middle:
+        return None
+    end = sb[3]
+    if start == 0 and end == source.type.shape[dim]:
+        return source
+    return source, start, end
 
 
 def _rows(dims) -> Any:

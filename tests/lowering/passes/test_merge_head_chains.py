@@ -253,3 +253,48 @@ def test_declines_rows_read_outside_the_chain():
     # q's pair-swapped rows are also a graph output: its rows interleave tokens and heads, no slice takes them out
     check_declined(graph_with_data(PAIRS + "\n  return %qo, %ko, %qm\n}", swap=torch.eye(8)), PIPELINE, RULE,
                    re.escape("flattened into rows) is read outside the chain"))
+
+
+SLICED = """graph @g {{
+  input %qkv: f32[1,s0,{heads},8]
+  input %cos: f32[s0,1,8]
+  %q: f32[1,s0,4,8] = xir.slice(%qkv) {{dim=2, start=0, end=4}}
+  %k: f32[1,s0,2,8] = xir.slice(%qkv) {{dim=2, start=4, end=6}}
+  %qc: f32[1,s0,4,8] = aten.mul.Tensor(%q, %cos)
+  %qs: f32[1,s0,4,8] = aten.sigmoid(%qc)
+  %qn: f32[1,s0,4,8] = aten.neg(%qs)
+  %qa: f32[1,s0,4,8] = aten.abs(%qn)
+  %qt: f32[1,s0,4,8] = aten.tanh(%qa)
+  %qe: f32[1,s0,4,8] = aten.exp(%qt)
+  %kc: f32[1,s0,2,8] = aten.mul.Tensor(%k, %cos)
+  %ks: f32[1,s0,2,8] = aten.sigmoid(%kc)
+  %kn: f32[1,s0,2,8] = aten.neg(%ks)
+  %ka: f32[1,s0,2,8] = aten.abs(%kn)
+  %kt: f32[1,s0,2,8] = aten.tanh(%ka)
+  %ke: f32[1,s0,2,8] = aten.exp(%kt)
+  return %qe, %ke
+}}"""
+SLICED_CHAIN = """
+  %{n}: f32[1,s0,6,8] = aten.mul.Tensor(%{x}, %cos)
+  %{n1}: f32[1,s0,6,8] = aten.sigmoid(%{n})
+  %{n2}: f32[1,s0,6,8] = aten.neg(%{n1})
+  %{n3}: f32[1,s0,6,8] = aten.abs(%{n2})
+  %{n4}: f32[1,s0,6,8] = aten.tanh(%{n3})
+  %{n5}: f32[1,s0,6,8] = aten.exp(%{n4})
+  %{n6}: f32[1,s0,4,8] = xir.slice(%{n5}) {{dim=2, start=0, end=4}}
+  %{n7}: f32[1,s0,2,8] = xir.slice(%{n5}) {{dim=2, start=4, end=6}}
+  return %{n6}, %{n7}
+}}"""
+
+
+def test_heads_that_are_adjacent_slices_of_one_tensor_need_no_concatenation():
+    # q's and k's heads are slices of one fused projection's (xnnpack.fuse-sibling-linears): the merged
+    # chain reads the tensor itself when they are all of it, else one slice of both
+    check_pipeline(SLICED.format(heads=6), PIPELINE, """graph @g {
+      input %qkv: f32[1,s0,6,8]
+      input %cos: f32[s0,1,8]""" + SLICED_CHAIN.format(x="qkv", n=0, n1=1, n2=2, n3=3, n4=4, n5=5, n6=6, n7=7), changed=True)
+    check_pipeline(SLICED.format(heads=8), PIPELINE, """graph @g {
+      input %qkv: f32[1,s0,8,8]
+      input %cos: f32[s0,1,8]
+      %0: f32[1,s0,6,8] = xir.slice(%qkv) {dim=2, start=0, end=6}""" + SLICED_CHAIN.format(x=0, n=1, n1=2, n2=3, n3=4, n4=5, n5=6, n6=7, n7=8),
+                   changed=True)

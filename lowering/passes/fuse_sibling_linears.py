@@ -1,0 +1,241 @@
+"""``xnnpack.fuse-sibling-linears``: linears that read the same activation (a decoder layer's q, k
+and v projections) become one linear on their weights stacked, each result a slice of its output.
+
+Inside an XNNPACK delegate every op costs setup on every call whatever its size (the delegate
+reshapes and sets up each op per call; at one token a fully connected op is about half a
+microsecond, ``scripts/delegate_op_cost.py``), and in a dynamically quantized program (8da4w,
+8da8w) each linear also converts its activation to int8 per token. For q, k and v::
+
+    q = linear(x, Wq)   k = linear(x, Wk)   v = linear(x, Wv)          (3 linears, 3 conversions)
+    qkv = linear(x, [Wq; Wk; Wv]);  q, k, v = slices of qkv          (1 linear, 1 conversion)
+
+Every element is the same number: an output column of a linear depends only on its own weight row
+(and bias), and the rows are stacked unchanged (fp32, bf16 or f16 weights; torchao's int weights
+with their per-group scales and zero points, and the activation's per-token quantization is the
+one each member computed). When every reader of a result splits its last dim into heads of one size
+(``view(q, [.., 8, 64])``), the pieces are slices along the heads of one view of the stacked output,
+so that ``xnnpack.merge-head-chains`` finds q's and k's heads adjacent and needs no concatenation.
+
+Only such groups are fused by default. With ``split_last_dim=true`` a group read otherwise (a gate
+and an up projection) is fused too, its pieces slices of the stacked output's last dim: a linear
+and a conversion fewer, two slices more, copies whose cost grows with the tokens. Measured on the
+flow's programs (docs/benchmarks.md, "q, k and v as one linear"): a decode step gained a little
+more, a prefill of 64 tokens lost 1-3%; so it is off.
+
+Matched on two or more linears with one input (or torchao's per-token quantization of one value,
+with the same attributes), constant 2-D weights of one kind (dtype; torchao's block size, range and
+dtypes) and the same input width, biases all present (constants) or all absent, and results of one
+type but the last dim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from passes.common_subexpressions import _key
+from passes.rewriter import KeepsStats, Rewriter, RewriteStats
+from passes.pass_base import Pass
+from xir import DType, Graph, Node, TensorType, Value
+from xir.ops import aten, torchao, xir_ops
+
+RULE = "fuse_sibling_linears"
+_AFFINE_QUANTIZE, _AFFINE_QPARAMS = "torchao.quantize_affine", "torchao.choose_qparams_affine"
+_FLOATS = (DType.f32, DType.bf16, DType.f16)
+
+
+@attrs.frozen
+class FuseSiblingLinears(KeepsStats, Pass):
+    """Run linears that read one activation as one linear on their stacked weights."""
+
+    name = "xnnpack.fuse-sibling-linears"
+    split_last_dim: bool = False
+    enable_bf16: bool = True  # (set from the partitioner's: bf16 linears stay outside without it)
+
+    def run(self, graph: Graph) -> bool:
+        rewriter = Rewriter(graph)
+        stats = RewriteStats()
+        groups: dict[Any, list[Node]] = {}
+        for node in graph:
+            if node.op != aten.linear:
+                continue
+            key = self._key(node)
+            if isinstance(key, str):
+                if key:
+                    stats.declined.setdefault(RULE, []).append(f"{node.result.describe()}: {key}")
+                continue
+            groups.setdefault(key, []).append(node)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            why = _fuse(graph, rewriter, members, self.split_last_dim)
+            if why:
+                stats.declined.setdefault(RULE, []).append(f"{', '.join(m.result.describe() for m in members)}: {why}")
+            else:
+                stats.fired[RULE] += 1
+        self.keep_stats(stats)
+        return stats.changed or rewriter.changed
+
+    def _key(self, node: Node) -> Any:
+        """What a sibling of ``node`` must share with it, or why it has none ("" when not worth saying)."""
+        operands = list(node.operands)
+        if len(operands) not in (2, 3) or len(node.results) != 1:
+            return ""
+        x, weight, bias = operands[0], operands[1], operands[2] if len(operands) == 3 else None
+        out = node.result.type
+        if not isinstance(out, TensorType) or not isinstance(x.type, TensorType) or out.rank < 2:
+            return ""
+        if out.dtype is DType.bf16 and not self.enable_bf16:
+            return "bf16, and bf16 is not enabled: it stays outside XNNPACK"
+        kind = _weight_kind(weight)
+        if kind is None:
+            return ""
+        if bias is not None and not (bias.is_constant and bias.data is not None and bias.rank == 1):
+            return "its bias is not a constant"
+        return (_activation(x), kind, bias is not None and bias.dtype, out.dtype, out.rank,
+                tuple(str(d) for d in out.shape[:-1]))
+
+
+def _weight_kind(weight: Value) -> Any:
+    """A key for weights that stack (dtype and width; torchao's quantization attributes), or None."""
+    if weight.is_constant:
+        if weight.data is None or weight.rank != 2 or not weight.type.is_static or weight.dtype not in _FLOATS:
+            return None
+        return ("constant", weight.dtype, weight.type.shape[1])
+    node = weight.producer
+    if node is None or node.op != torchao.dequantize_affine or len(node.operands) != 3:
+        return None
+    data, scale, zero_point = node.operands
+    if not all(v.is_constant and v.data is not None and v.rank == 2 and v.type.is_static for v in (data, scale, zero_point)):
+        return None
+    if len(weight.users) != 1:
+        return None  # (read by more than this linear: it stays as it is)
+    return ("affine", _key(dict(node.attributes)), data.dtype, data.type.shape[1], scale.dtype, scale.type.shape[1],
+            zero_point.dtype, zero_point.type.shape[1], weight.dtype)
+
+
+def _activation(x: Value) -> Any:
+    """``x``, or for torchao's per-token quantization of a value (choose_qparams_affine ->
+    quantize_affine -> dequantize_affine, each node read only by the next) what it quantizes and how."""
+    dq = x.producer
+    if dq is None or dq.op != torchao.dequantize_affine or len(dq.operands) != 3:
+        return ("value", id(x))
+    q, scale, zero_point = dq.operands
+    qnode, qparams = q.producer, scale.producer
+    if (qnode is None or qparams is None or qnode.op != _AFFINE_QUANTIZE or qparams.op != _AFFINE_QPARAMS
+            or zero_point.producer is not qparams or len(qnode.operands) != 3
+            or qnode.operands[1] is not scale or qnode.operands[2] is not zero_point
+            or len(qparams.operands) != 1 or qnode.operands[0] is not qparams.operands[0]):
+        return ("value", id(x))
+    return ("per-token", id(qparams.operands[0]), _key(dict(qparams.attributes)), _key(dict(qnode.attributes)),
+            _key(dict(dq.attributes)))
+
+
+def _heads(node: Node) -> int | None:
+    """The head size when every reader of ``node``'s result views it as [.., heads, head size] (the
+    leading dims kept), else None."""
+    result, size = node.result, None
+    if not result.users or any(u.is_return for u in result.users):
+        return None
+    lead = result.type.shape[:-1]
+    for user in result.users:
+        out = user.results[0].type if user.results else None
+        if user.op != aten.view_copy or not isinstance(out, TensorType) or out.rank != result.rank + 1:
+            return None
+        if any(str(a) != str(b) for a, b in zip(out.shape[:-2], lead)) or not isinstance(out.shape[-1], int):
+            return None
+        if size not in (None, out.shape[-1]):
+            return None
+        size = out.shape[-1]
+    return size
+
+
+def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim: bool) -> str | None:
+    """Replace ``members`` (in program order) by one linear and slices; or why not."""
+    import torch
+
+    widths = [m.result.type.shape[-1] for m in members]
+    if not all(isinstance(w, int) for w in widths):
+        return "a symbolic output width"
+    first = members[0]
+    x, weight = first.operands[0], first.operands[1]
+    out = first.result.type
+    symbolic = not out.is_static
+    if symbolic and out.dtype not in (DType.f32, DType.bf16):
+        return f"{out.dtype} with a symbolic dim: no slice of it runs at every size (xir.slice is f32 or bf16)"
+    heads = [_heads(m) for m in members]
+    head = heads[0] if len(set(heads)) == 1 and heads[0] is not None and all(w % heads[0] == 0 for w in widths) else None
+    if head is None and not split_last_dim:
+        return "their results are not all read as heads of one size (and split_last_dim is false)"
+    if weight.is_constant:
+        stacked = rewriter.add_constant(f"{weight.name or 'weight'}_stacked", TensorType(weight.dtype, (sum(widths), weight.type.shape[1])),
+                                        torch.cat([m.operands[1].data for m in members]).contiguous())
+    else:
+        parts = [m.operands[1].producer.operands for m in members]
+        constants = []
+        for i, label in enumerate(("data", "scale", "zero_point")):
+            values = [p[i] for p in parts]
+            data = torch.cat([v.data for v in values]).contiguous()
+            constants.append(rewriter.add_constant(f"{values[0].name or label}_stacked", TensorType(values[0].dtype, tuple(data.shape)), data))
+        dq = rewriter.create(torchao.dequantize_affine, constants, attributes=dict(weight.producer.attributes))
+        stacked = rewriter.insert_before(first, dq).result
+    operands = [x, stacked]
+    if len(first.operands) == 3:
+        bias = first.operands[2]
+        data = torch.cat([m.operands[2].data for m in members]).contiguous()
+        operands.append(rewriter.add_constant(f"{bias.name or 'bias'}_stacked", TensorType(bias.dtype, tuple(data.shape)), data))
+    fused = rewriter.insert_before(first, rewriter.create(
+        aten.linear, operands, [TensorType(out.dtype, (*out.shape[:-1], sum(widths)))])).result
+    if head is not None:
+        view = next(iter(first.result.users))
+        size = list(view.attributes["size"])
+        size[-2] = sum(widths) // head
+        by_heads = rewriter.insert_before(first, rewriter.create(
+            aten.view_copy, [fused], [TensorType(out.dtype, (*out.shape[:-1], size[-2], head))], attributes={"size": size})).result
+        for member, width, start in zip(members, widths, _starts(widths)):
+            piece = _slice(rewriter, first, by_heads, out.rank - 1, start // head, (start + width) // head, symbolic)
+            for view in list(member.result.users):
+                rewriter.replace_all_uses(view.result, piece)
+                rewriter.erase(view)
+    else:
+        for member, width, start in zip(members, widths, _starts(widths)):
+            piece = _slice(rewriter, first, fused, out.rank - 1, start, start + width, symbolic)
+            rewriter.replace_all_uses(member.result, piece)
+    for member in members:
+        _erase_unused(rewriter, member)
+    return None
+
+
+def _slice(rewriter: Rewriter, anchor: Node, x: Value, dim: int, start: int, end: int, symbolic: bool) -> Value:
+    """x[start:end] along ``dim``: xir.slice when ``x`` has a symbolic dim (a slice_copy of it has
+    no shape function at a symbolic size, and XNNPACK runs xir.slice at every size), else slice_copy."""
+    if symbolic:
+        return rewriter.op_before(anchor, xir_ops.slice, [x], dim=dim, start=start, end=end)
+    return rewriter.op_before(anchor, aten.slice_copy.Tensor, [x], dim=dim, start=start, end=end, step=1)
+
+
+def _starts(widths: list[int]) -> list[int]:
+    starts, at = [], 0
+    for width in widths:
+        starts.append(at)
+        at += width
+    return starts
+
+
+_ERASABLE = frozenset({str(aten.linear), str(torchao.dequantize_affine), _AFFINE_QUANTIZE, _AFFINE_QPARAMS})
+
+
+def _erase_unused(rewriter: Rewriter, node: Node) -> None:
+    """Erase ``node`` if nothing reads it, then the producers only it read: its weight's
+    dequantization and its activation's quantization chain (torchao's quantize ops are opaque to
+    xir: dead-code elimination would leave them)."""
+    pending, erased = [node], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in erased or str(current.op) not in _ERASABLE or any(not r.is_unused() for r in current.results):
+            continue
+        producers = [v.producer for v in current.operands if v.producer is not None]
+        rewriter.erase(current)
+        erased.add(id(current))
+        pending.extend(producers)
