@@ -132,23 +132,38 @@ def _activation(x: Value) -> Any:
             _key(dict(dq.attributes)))
 
 
-def _heads(node: Node) -> int | None:
-    """The head size when every reader of ``node``'s result views it as [.., heads, head size] (the
-    leading dims kept), else None."""
-    result, size = node.result, None
+def _heads(node: Node) -> tuple[int, ...] | None:
+    """The dims every reader of ``node``'s result views its last dim as, heads first (``(8, 64)``,
+    Llama's pairs ``(8, 32, 2)``), when every reader is such a view keeping the leading dims; else None."""
+    result, inner = node.result, None
     if not result.users or any(u.is_return for u in result.users):
         return None
     lead = result.type.shape[:-1]
     for user in result.users:
         out = user.results[0].type if user.results else None
-        if user.op != aten.view_copy or not isinstance(out, TensorType) or out.rank != result.rank + 1:
+        if user.op != aten.view_copy or not isinstance(out, TensorType) or out.rank < result.rank + 1:
             return None
-        if any(str(a) != str(b) for a, b in zip(out.shape[:-2], lead)) or not isinstance(out.shape[-1], int):
+        if any(str(a) != str(b) for a, b in zip(out.shape[:len(lead)], lead)):
             return None
-        if size not in (None, out.shape[-1]):
+        dims = tuple(out.shape[len(lead):])
+        if not all(isinstance(d, int) for d in dims) or inner not in (None, dims):
             return None
-        size = out.shape[-1]
-    return size
+        inner = dims
+    return inner
+
+
+def _common_layout(inners: list) -> tuple[int, ...] | None:
+    """The per-head dims one view of the stacked output gives every member: each member's own, or
+    the flat head (``(64,)``) of a member whose readers then view its slice as they viewed it."""
+    if any(inner is None for inner in inners):
+        return None
+    rests = [inner[1:] for inner in inners]
+    widths = {TensorType(DType.f32, rest).numel() for rest in rests}
+    if len(widths) != 1:
+        return None
+    common = max(rests, key=len)
+    flat = (widths.pop(),)
+    return common if all(rest in (common, flat) for rest in rests) else None
 
 
 def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim: bool) -> str | None:
@@ -164,9 +179,9 @@ def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim:
     symbolic = not out.is_static
     if symbolic and out.dtype not in (DType.f32, DType.bf16):
         return f"{out.dtype} with a symbolic dim: no slice of it runs at every size (xir.slice is f32 or bf16)"
-    heads = [_heads(m) for m in members]
-    head = heads[0] if len(set(heads)) == 1 and heads[0] is not None and all(w % heads[0] == 0 for w in widths) else None
-    if head is None and not split_last_dim:
+    inners = [_heads(m) for m in members]
+    rest = _common_layout(inners)
+    if rest is None and not split_last_dim:
         return "their results are not all read as heads of one size (and split_last_dim is false)"
     if weight.is_constant:
         stacked = rewriter.add_constant(f"{weight.name or 'weight'}_stacked", TensorType(weight.dtype, (sum(widths), weight.type.shape[1])),
@@ -187,17 +202,23 @@ def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim:
         operands.append(rewriter.add_constant(f"{bias.name or 'bias'}_stacked", TensorType(bias.dtype, tuple(data.shape)), data))
     fused = rewriter.insert_before(first, rewriter.create(
         aten.linear, operands, [TensorType(out.dtype, (*out.shape[:-1], sum(widths)))])).result
-    if head is not None:
-        view = next(iter(first.result.users))
-        size = list(view.attributes["size"])
-        size[-2] = sum(widths) // head
+    if rest is not None:
+        lead = len(out.shape) - 1  # (the heads' dim in the views)
+        counts = [inner[0] for inner in inners]
+        model = next(v for m, inner in zip(members, inners) if inner[1:] == rest for v in m.result.users)
+        size = list(model.attributes["size"])
+        size[lead] = sum(counts)
         by_heads = rewriter.insert_before(first, rewriter.create(
-            aten.view_copy, [fused], [TensorType(out.dtype, (*out.shape[:-1], size[-2], head))], attributes={"size": size})).result
-        for member, width, start in zip(members, widths, _starts(widths)):
-            piece = _slice(rewriter, first, by_heads, out.rank - 1, start // head, (start + width) // head, symbolic)
+            aten.view_copy, [fused], [TensorType(out.dtype, (*out.shape[:-1], sum(counts), *rest))],
+            attributes={"size": size})).result
+        for member, count, start, inner in zip(members, counts, _starts(counts), inners):
+            piece = _slice(rewriter, first, by_heads, lead, start, start + count, symbolic)
             for view in list(member.result.users):
-                rewriter.replace_all_uses(view.result, piece)
-                rewriter.erase(view)
+                if inner[1:] == rest:  # (the slice is the view)
+                    rewriter.replace_all_uses(view.result, piece)
+                    rewriter.erase(view)
+                else:  # (the view reads the slice: the head flattened back)
+                    rewriter.set_operand(view, 0, piece)
     else:
         for member, width, start in zip(members, widths, _starts(widths)):
             piece = _slice(rewriter, first, fused, out.rank - 1, start, start + width, symbolic)

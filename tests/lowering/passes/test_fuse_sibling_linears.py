@@ -273,3 +273,27 @@ def test_torchao_weights_of_other_group_sizes_stay_apart():
     text = text.replace("%wsk: f32[16,2]", "%wsk: f32[16,1]").replace("%wzk: i8[16,2]", "%wzk: i8[16,1]")
     data = {**torchao_data(), "wsk": torch.rand(16, 1), "wzk": torch.zeros(16, 1, dtype=torch.int8)}
     check_pipeline(graph_with_data(text, **data), PIPELINE, text, changed=False)
+
+
+def test_heads_viewed_as_pairs_and_flat_heads_share_one_view_of_pairs():
+    # Llama's q and k viewed as [.., heads, 4, 2] pairs (xnnpack.rope-as-pair-swap), v as flat heads: one
+    # view of pairs; v's view reads its slice and flattens its heads back
+    body = """
+      %lq: f32[1,s0,32] = aten.linear(%x, %wq)
+      %lk: f32[1,s0,16] = aten.linear(%x, %wk)
+      %lv: f32[1,s0,16] = aten.linear(%x, %wv)
+      %v: f32[1,s0,2,8] = aten.view_copy(%lv) {size=[1, -1, 2, 8]}
+      %q: f32[1,s0,4,4,2] = aten.view_copy(%lq) {size=[1, -1, 4, 4, 2]}
+      %k: f32[1,s0,2,4,2] = aten.view_copy(%lk) {size=[1, -1, 2, 4, 2]}
+      return %q, %k, %v
+    }"""
+    check_pipeline(graph_with_data(HEADER.format(s="s0") + body, **weights()), PIPELINE, HEADER.format(s="s0") + """
+      param %wq_stacked: f32[64,16]
+      %0: f32[1,s0,64] = aten.linear(%x, %wq_stacked)
+      %1: f32[1,s0,8,4,2] = aten.view_copy(%0) {size=[1, -1, 8, 4, 2]}
+      %2: f32[1,s0,4,4,2] = xir.slice(%1) {dim=2, start=0, end=4}
+      %3: f32[1,s0,2,4,2] = xir.slice(%1) {dim=2, start=4, end=6}
+      %4: f32[1,s0,2,4,2] = xir.slice(%1) {dim=2, start=6, end=8}
+      %5: f32[1,s0,2,8] = aten.view_copy(%4) {size=[1, -1, 2, 8]}
+      return %2, %3, %5
+    }""", changed=True)
