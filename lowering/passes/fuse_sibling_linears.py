@@ -140,6 +140,8 @@ def _heads(node: Node) -> tuple[int, ...] | None:
         return None
     lead = result.type.shape[:-1]
     for user in result.users:
+        if user.op == aten.view_copy and user.result.is_unused():
+            continue  # (dead: erased with the member)
         out = user.results[0].type if user.results else None
         if user.op != aten.view_copy or not isinstance(out, TensorType) or out.rank < result.rank + 1:
             return None
@@ -205,7 +207,8 @@ def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim:
     if rest is not None:
         lead = len(out.shape) - 1  # (the heads' dim in the views)
         counts = [inner[0] for inner in inners]
-        model = next(v for m, inner in zip(members, inners) if inner[1:] == rest for v in m.result.users)
+        model = next(v for m, inner in zip(members, inners) if inner[1:] == rest for v in m.result.users
+                     if not v.result.is_unused())
         size = list(model.attributes["size"])
         size[lead] = sum(counts)
         by_heads = rewriter.insert_before(first, rewriter.create(
@@ -214,7 +217,9 @@ def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim:
         for member, count, start, inner in zip(members, counts, _starts(counts), inners):
             piece = _slice(rewriter, first, by_heads, lead, start, start + count, symbolic)
             for view in list(member.result.users):
-                if inner[1:] == rest:  # (the slice is the view)
+                if view.result.is_unused():
+                    rewriter.erase(view)
+                elif inner[1:] == rest:  # (the slice is the view)
                     rewriter.replace_all_uses(view.result, piece)
                     rewriter.erase(view)
                 else:  # (the view reads the slice: the head flattened back)

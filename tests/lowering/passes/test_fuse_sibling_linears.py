@@ -277,12 +277,14 @@ def test_torchao_weights_of_other_group_sizes_stay_apart():
 
 def test_heads_viewed_as_pairs_and_flat_heads_share_one_view_of_pairs():
     # Llama's q and k viewed as [.., heads, 4, 2] pairs (xnnpack.rope-as-pair-swap), v as flat heads: one
-    # view of pairs; v's view reads its slice and flattens its heads back
+    # view of pairs; v's view reads its slice and flattens its heads back. q's flat view is dead (what
+    # the rotary rewrite left): it is erased with q's linear
     body = """
       %lq: f32[1,s0,32] = aten.linear(%x, %wq)
       %lk: f32[1,s0,16] = aten.linear(%x, %wk)
       %lv: f32[1,s0,16] = aten.linear(%x, %wv)
       %v: f32[1,s0,2,8] = aten.view_copy(%lv) {size=[1, -1, 2, 8]}
+      %dead: f32[1,s0,4,8] = aten.view_copy(%lq) {size=[1, -1, 4, 8]}
       %q: f32[1,s0,4,4,2] = aten.view_copy(%lq) {size=[1, -1, 4, 4, 2]}
       %k: f32[1,s0,2,4,2] = aten.view_copy(%lk) {size=[1, -1, 2, 4, 2]}
       return %q, %k, %v
