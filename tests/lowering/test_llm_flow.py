@@ -124,17 +124,18 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm")) for op in outside)
     # the rotary embedding as a pair swap (xnnpack.rope-as-pair-swap), q's and k's heads rotated
-    # together (xnnpack.merge-head-chains: one concatenation of their heads per layer, one slice
-    # each back out), no interleaving concatenation and no strided slice left inside
+    # together (xnnpack.merge-head-chains) as one slice of the heads of q, k and v's one projection
+    # (xnnpack.fuse-sibling-linears), v's heads another, one slice each back out; no concatenation
+    # and no strided slice left inside
     inside = delegated_ops(builder.edge_manager)
     layers = TINY_PARAMS["n_layers"]
-    assert inside["aten.cat"] == layers and inside["xir.slice"] == 2 * layers, inside
+    assert "aten.cat" not in inside and inside["xir.slice"] == 4 * layers, inside
     assert not any("slice" in op for op in inside if op != "xir.slice"), inside
     # RMSNorm's means as linears with a 1/dim row (xnnpack.mean-over-last-dims: the program keeps
-    # linears): two norms per layer and the final one, besides q, k, v, o, w1, w2, w3 per layer and
-    # the head; the products are the rotary swaps, one per layer; no spatial mean and its transposes
+    # linears): two norms per layer and the final one, besides qkv, o, w1, w2, w3 per layer and the
+    # head; the products are the rotary swaps, one per layer; no spatial mean and its transposes
     assert "aten.mean.dim" not in inside and inside["aten.mm"] == layers, inside
-    assert inside["aten.linear"] == (7 * layers + 1) + (2 * layers + 1), inside
+    assert inside["aten.linear"] == (5 * layers + 1) + (2 * layers + 1), inside
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(pte, "rb").read()
@@ -211,7 +212,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     builder = run(argv + [f"xir.{option}=true"])
     edge = builder.edge_manager
     linears = delegated_linear_dtypes(edge)
-    assert len(linears) == 7 * TINY_PARAMS["n_layers"] + 1, linears  # q, k, v, o, w1, w2, w3 per layer; the head
+    assert len(linears) == 5 * TINY_PARAMS["n_layers"] + 1, linears  # qkv, o, w1, w2, w3 per layer; the head
     assert set(linears) == {BF16_OPTIONS[option]}, linears
     if option == "bf16_activations_in_fp32":
         inside_bf16 = delegated_bf16_ops(edge)
@@ -268,8 +269,9 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch):
     # the layer before the custom SDPA and cache update, the layer after it, and the final norm and
     # head after the last token's pick (a select at -1 of the symbolic length, outside): 2 per layer + 1
     assert delegate_count(edge) == 3, (inside, outside)
-    # q, k, v, o, w1, w2, w3 and the head, each with its activation quantized dynamically inside
-    assert inside["torchao.choose_qparams_affine"] == 8 and inside["torchao.quantize_affine"] == 8, inside
+    # qkv (one linear: xnnpack.fuse-sibling-linears), o, w1, w2, w3 and the head, each with its
+    # activation quantized dynamically inside
+    assert inside["torchao.choose_qparams_affine"] == 6 and inside["torchao.quantize_affine"] == 6, inside
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.addmm", "torchao.")) for op in outside), outside
     unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
     assert not unexpected, unexpected
