@@ -71,6 +71,17 @@ DEFAULT_PIPELINE = ("xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpac
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
 
+# passes that make xir's own ops (xir.slice, xir.convert, ...) for XNNPACK's float ops, which have no
+# kernel outside a delegate, or that write a float op in the form only XNNPACK wants (a mean as a
+# linear with a constant row): without fp32 among config_precisions (the flow's DQ-only stage,
+# backend.xnnpack.extended_ops=false) the float ops stay outside, and the partitioner leaves these
+# passes out of its pipeline
+XNNPACK_FLOAT_OP_PASSES = frozenset({
+    "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims",
+    "xnnpack.merge-head-chains", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-bmm-f32-output",
+    "xnnpack.bf16-linear-as-f16", "xnnpack.bf16-activations-in-fp32",
+})
+
 
 def _precisions(config_precisions: Any) -> frozenset:
     if config_precisions is None:
@@ -98,6 +109,10 @@ class XnnpackPartitioner(_base()):
     ``enable_bf16``, ``force_non_static_weights_for_f32_linear``, ``config_precisions``,
     ``verbose``), plus ``pipeline`` (pass list or text replacing the default rewrite pipeline;
     a string starting with ``+`` extends it) and ``instruments`` for the pass manager.
+
+    Without fp32 among ``config_precisions`` (dynamically quantized linears only, as the flow's
+    first stage or ``backend.xnnpack.extended_ops=false``) the float ops stay outside, and the
+    pipeline drops the passes that would rewrite them for XNNPACK (:data:`XNNPACK_FLOAT_OP_PASSES`).
 
     ``bf16_linears_as_f16=True`` (with ``enable_bf16``) adds ``xnnpack.bf16-linear-as-f16`` to the
     pipeline: bf16 linears run as XNNPACK's fp16 GEMM, at half the weight bytes of the fp32 GEMM
@@ -147,6 +162,8 @@ class XnnpackPartitioner(_base()):
                     raise ValueError(f"{option}=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
                 self.pipeline = _with_pass(self.pipeline, name, after)
         self.pipeline = [_with_partitioner_options(p, self.options) for p in self.pipeline]
+        if FP32 not in self.options.precisions:
+            self.pipeline = [p for p in self.pipeline if getattr(p, "name", None) not in XNNPACK_FLOAT_OP_PASSES]
         self.instruments = list(instruments)
         self.verbose = verbose
         self.all_backend_passes = all_backend_passes

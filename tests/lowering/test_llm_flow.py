@@ -239,13 +239,17 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     assert (actual.float() - expected.float()).abs().max().item() <= 2 ** -5 * scale
 
 
-def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch):
+@pytest.mark.parametrize("extended_ops", [True, False], ids=["extended-ops", "dq-linears-only"])
+def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops):
     """``python -m lowering.llm ... quantization.qmode=8da4w quantization.group_size=32``, the phone
     recipe, on a 1-layer model: xir's partitioner alone takes every dynamically quantized linear
     into the layer's two delegates and the head's (the flow's stock stages make one delegate per
     linear), and one
     program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three decode steps on its
-    own KV cache, against the flow's eager quantized model."""
+    own KV cache, against the flow's eager quantized model. With ``backend.xnnpack.extended_ops=false``
+    the flow delegates the dynamically quantized linears only, and so does xir
+    (``config_precisions=DYNAMIC_QUANT``): none of its passes that make ops only XNNPACK runs
+    (``xir.slice``, ...) may run then, or the program could not be lowered."""
     import copy
 
     from executorch.examples.models.llama import export_llama_lib as flow
@@ -261,20 +265,28 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch):
     params_path, checkpoint = write_checkpoint(str(tmp_path), params=params, max_seq_len=TINY_SEQ_LEN)
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY_YAML.format(params=params_path, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
+                      .replace("extended_ops: true", f"extended_ops: {str(extended_ops).lower()}")
                       + "quantization:\n  qmode: 8da4w\n  group_size: 32\n")
     argv = ["--config", str(config)]
     builder = run(argv)
     edge = builder.edge_manager
     inside, outside = delegated_ops(edge), outside_ops(edge)
-    # the layer before the custom SDPA and cache update, the layer after it, and the final norm and
-    # head after the last token's pick (a select at -1 of the symbolic length, outside): 2 per layer + 1
-    assert delegate_count(edge) == 3, (inside, outside)
-    # qkv (one linear: xnnpack.fuse-sibling-linears), o, w1, w2, w3 and the head, each with its
-    # activation quantized dynamically inside
-    assert inside["torchao.choose_qparams_affine"] == 6 and inside["torchao.quantize_affine"] == 6, inside
+    if not extended_ops:  # q, k, v, o, w1, w2, w3 and the head, nothing else (and nothing fused)
+        assert inside["torchao.choose_qparams_affine"] == 8 and inside["aten.linear"] == 8, (inside, outside)
+        assert set(inside) <= {"aten.linear", "torchao.choose_qparams_affine", "torchao.quantize_affine",
+                               "torchao.dequantize_affine"}, inside
+        assert not any(op.startswith("xir.") for op in outside), outside
+    else:
+        # the layer before the custom SDPA and cache update, the layer after it, and the final norm
+        # and head after the last token's pick (a select at -1 of the symbolic length, outside): 2
+        # per layer + 1
+        assert delegate_count(edge) == 3, (inside, outside)
+        # qkv (one linear: xnnpack.fuse-sibling-linears), o, w1, w2, w3 and the head, each with its
+        # activation quantized dynamically inside
+        assert inside["torchao.choose_qparams_affine"] == 6 and inside["torchao.quantize_affine"] == 6, inside
+        unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
+        assert not unexpected, unexpected
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.addmm", "torchao.")) for op in outside), outside
-    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
-    assert not unexpected, unexpected
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
