@@ -61,12 +61,12 @@ PLANNED_IR_REWRITES = ("xnnpack.weight-only-int8-linear",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
 DEFAULT_PIPELINE = ("xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
-                    "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,dead-code-elimination,xnnpack.fuse-sibling-linears,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
+                    "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
                     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
-                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,dead-code-elimination,xnnpack.merge-head-chains,"
+                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,dead-code-elimination,xnnpack.fuse-sibling-linears,xnnpack.merge-head-chains,"
                     "xnnpack.dequantize-per-float-reader,xnnpack.saturate-portable-quantize,dead-code-elimination")
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}

@@ -347,11 +347,14 @@ def _slices_written(edge):
 def test_qkv_views_and_the_slice_inside(lowered):
     program = lowered("qkv")
     assert not program.outside, program.outside
-    assert program.inside["aten.linear"] == 3 and program.inside["aten.permute_copy"] >= 3
-    assert program.inside["xir.slice"] == 1 and harness.delegate_count(program.edge) == 1
-    assert [1, -1, 4, WIDTH // 4] in _views_written_with_integers(program.edge)
+    # q, k and v one linear (xnnpack.fuse-sibling-linears), its output viewed as their 12 heads and
+    # sliced into each one's 4 along the heads; then v's half of each head
+    assert program.inside["aten.linear"] == 1 and program.inside["aten.permute_copy"] >= 3
+    assert program.inside["xir.slice"] == 4 and harness.delegate_count(program.edge) == 1
+    assert [1, -1, 12, WIDTH // 4] in _views_written_with_integers(program.edge)
     # the symbolic dims' sizes are 0 (the whole dim at run time), the sliced one its length
-    assert _slices_written(program.edge) == [([0, 0, 0, 0], [0, 0, 0, WIDTH // 8])]
+    heads = [([0, 0, start, 0], [0, 0, 4, 0]) for start in (0, 4, 8)]
+    assert _slices_written(program.edge) == heads + [([0, 0, 0, 0], [0, 0, 0, WIDTH // 8])]
     # (the sym_size that fed the views is gone from the program)
     assert "aten.sym_size.int" not in program.outside
 
