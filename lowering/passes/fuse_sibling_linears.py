@@ -43,6 +43,9 @@ from xir.ops import aten, torchao, xir_ops
 RULE = "fuse_sibling_linears"
 _AFFINE_QUANTIZE, _AFFINE_QPARAMS = "torchao.quantize_affine", "torchao.choose_qparams_affine"
 _FLOATS = (DType.f32, DType.bf16, DType.f16)
+# the linears it stacks: ATen's, and xir's fp32 linear on an f16 weight (the bf16 options'
+# xnnpack.bf16-linear-as-f16 and xnnpack.bf16-activations-in-fp32 run before it)
+_LINEARS = (str(aten.linear), str(xir_ops.linear_f16w))
 
 
 @attrs.frozen
@@ -58,7 +61,7 @@ class FuseSiblingLinears(KeepsStats, Pass):
         stats = RewriteStats()
         groups: dict[Any, list[Node]] = {}
         for node in graph:
-            if node.op != aten.linear:
+            if node.op not in _LINEARS:
                 continue
             key = self._key(node)
             if isinstance(key, str):
@@ -93,7 +96,7 @@ class FuseSiblingLinears(KeepsStats, Pass):
             return ""
         if bias is not None and not (bias.is_constant and bias.data is not None and bias.rank == 1):
             return "its bias is not a constant"
-        return (_activation(x), kind, bias is not None and bias.dtype, out.dtype, out.rank,
+        return (str(node.op), _activation(x), kind, bias is not None and bias.dtype, out.dtype, out.rank,
                 tuple(str(d) for d in out.shape[:-1]))
 
 
@@ -203,7 +206,7 @@ def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim:
         data = torch.cat([m.operands[2].data for m in members]).contiguous()
         operands.append(rewriter.add_constant(f"{bias.name or 'bias'}_stacked", TensorType(bias.dtype, tuple(data.shape)), data))
     fused = rewriter.insert_before(first, rewriter.create(
-        aten.linear, operands, [TensorType(out.dtype, (*out.shape[:-1], sum(widths)))])).result
+        first.op, operands, [TensorType(out.dtype, (*out.shape[:-1], sum(widths)))])).result
     if rest is not None:
         lead = len(out.shape) - 1  # (the heads' dim in the views)
         counts = [inner[0] for inner in inners]
@@ -249,7 +252,7 @@ def _starts(widths: list[int]) -> list[int]:
     return starts
 
 
-_ERASABLE = frozenset({str(aten.linear), str(torchao.dequantize_affine), _AFFINE_QUANTIZE, _AFFINE_QPARAMS})
+_ERASABLE = frozenset({*_LINEARS, str(torchao.dequantize_affine), _AFFINE_QUANTIZE, _AFFINE_QPARAMS})
 
 
 def _erase_unused(rewriter: Rewriter, node: Node) -> None:

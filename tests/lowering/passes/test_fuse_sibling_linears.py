@@ -299,3 +299,35 @@ def test_heads_viewed_as_pairs_and_flat_heads_share_one_view_of_pairs():
       %5: f32[1,s0,2,8] = aten.view_copy(%4) {size=[1, -1, 2, 8]}
       return %2, %3, %5
     }""", changed=True)
+
+
+def test_fp32_linears_on_f16_weights_stack_as_one():
+    # xir.linear_f16w (the bf16 options' linears) with f16 weights and fp32 biases
+    text = """graph @g {
+      input %x: f32[1,s0,16]
+      const %wa: f16[16,16]
+      const %wb: f16[32,16]
+      const %ba: f32[16]
+      const %bb: f32[32]
+      %a: f32[1,s0,16] = xir.linear_f16w(%x, %wa, %ba)
+      %b: f32[1,s0,32] = xir.linear_f16w(%x, %wb, %bb)
+      %ha: f32[1,s0,2,8] = aten.view_copy(%a) {size=[1, -1, 2, 8]}
+      %hb: f32[1,s0,4,8] = aten.view_copy(%b) {size=[1, -1, 4, 8]}
+      return %ha, %hb
+    }"""
+    data = dict(wa=torch.randn(16, 16).half(), wb=torch.randn(32, 16).half(), ba=torch.randn(16), bb=torch.randn(32))
+    graph = check_pipeline(graph_with_data(text, **data), PIPELINE, """graph @g {
+      input %x: f32[1,s0,16]
+      const %wa: f16[16,16]
+      const %wb: f16[32,16]
+      const %ba: f32[16]
+      const %bb: f32[32]
+      param %wa_stacked: f16[48,16]
+      param %ba_stacked: f32[48]
+      %0: f32[1,s0,48] = xir.linear_f16w(%x, %wa_stacked, %ba_stacked)
+      %1: f32[1,s0,6,8] = aten.view_copy(%0) {size=[1, -1, 6, 8]}
+      %2: f32[1,s0,2,8] = xir.slice(%1) {dim=2, start=0, end=2}
+      %3: f32[1,s0,4,8] = xir.slice(%1) {dim=2, start=2, end=6}
+      return %2, %3
+    }""", changed=True)
+    assert torch.equal(graph.input_named("wa_stacked").data, torch.cat([data["wa"], data["wb"]]))
