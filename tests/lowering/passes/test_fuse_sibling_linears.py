@@ -181,32 +181,26 @@ def test_gate_and_up_split_the_last_dim_only_when_told_to():
     check_declined(graph_with_data(text, **data), PIPELINE, RULE, re.escape("not all read as heads"))
 
 
-def test_bf16_linears_are_left_alone_without_enable_bf16():
-    text = """graph @g {
-      input %x: bf16[1,s0,16]
-      const %wa: bf16[16,16]
-      const %wb: bf16[16,16]
-      %a: bf16[1,s0,16] = aten.linear(%x, %wa)
-      %b: bf16[1,s0,16] = aten.linear(%x, %wb)
-      return %a, %b
-    }"""
-    data = dict(wa=torch.randn(16, 16).bfloat16(), wb=torch.randn(16, 16).bfloat16())
-    check_declined(graph_with_data(text, **data), "xnnpack.fuse-sibling-linears{enable_bf16=false}", RULE, "bf16 is not enabled")
-
-
-def test_an_f16_result_with_a_symbolic_dim_is_declined():
+@pytest.mark.parametrize("dtype, pipeline, reason", [
+    ("bf16", "xnnpack.fuse-sibling-linears{enable_bf16=false}", "bf16 is not enabled"),
     # (no slice of it would run at every size: XNNPACK's xir.slice is f32 or bf16, slice_copy has no
     # shape function at a symbolic size)
-    text = """graph @g {
-      input %x: f16[1,s0,16]
-      const %wa: f16[16,16]
-      const %wb: f16[16,16]
-      %a: f16[1,s0,16] = aten.linear(%x, %wa)
-      %b: f16[1,s0,16] = aten.linear(%x, %wb)
-      return %a, %b
-    }"""
-    data = dict(wa=torch.randn(16, 16).half(), wb=torch.randn(16, 16).half())
-    check_declined(graph_with_data(text, **data), PIPELINE, RULE, "f16 with a symbolic dim")
+    ("f16", PIPELINE, "f16 with a symbolic dim"),
+])
+def test_linears_whose_pieces_would_not_run_are_declined(dtype, pipeline, reason):
+    text = f"""graph @g {{
+      input %x: {dtype}[1,s0,16]
+      const %wa: {dtype}[16,16]
+      const %wb: {dtype}[16,16]
+      %a: {dtype}[1,s0,16] = aten.linear(%x, %wa)
+      %b: {dtype}[1,s0,16] = aten.linear(%x, %wb)
+      %ha: {dtype}[1,s0,2,8] = aten.view_copy(%a) {{size=[1, -1, 2, 8]}}
+      %hb: {dtype}[1,s0,2,8] = aten.view_copy(%b) {{size=[1, -1, 2, 8]}}
+      return %ha, %hb
+    }}"""
+    torch_dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    data = dict(wa=torch.randn(16, 16).to(torch_dtype), wb=torch.randn(16, 16).to(torch_dtype))
+    check_declined(graph_with_data(text, **data), pipeline, RULE, reason)
 
 
 # torchao's 8da4w: the activation quantized per token (choose_qparams -> quantize -> dequantize, one
