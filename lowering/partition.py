@@ -365,6 +365,33 @@ def _pads_of_computed_conversions(group: Group) -> list[Unit]:
     return found
 
 
+def _readers_of_converted_conv_inputs(group: Group) -> list[Unit]:
+    """The units of ``group`` that read, other than through a conv, a 4-D delegate input that a
+    quantized conv of the group also reads through its quantize/dequantize: XNNPACK's channels-last
+    pass converts such an input for the conv by following first arguments from the dequantize up
+    to the input, and then every reader in the delegate gets the converted copy (fuzz dynamic seed
+    49000: a view of the input to rows for a linear read channels-last data; stock's program of the
+    same three ops is wrong too). In a delegate of its own, the reader gets the input contiguous."""
+    inside = {id(n) for n in group.nodes} | {id(n) for n in group.implicit}
+    unit_of = {id(n): unit for unit in group.units for n in unit.nodes}
+    found: list[Unit] = []
+    for conv in (n for n in group.nodes if n.op == aten.convolution):
+        chain, quantized, value = {id(conv)}, False, conv.operands[0]
+        while value.producer is not None and id(value.producer) in inside:
+            chain.add(id(value.producer))
+            quantized = quantized or value.producer.op in DEQUANTIZE_OPS
+            value = value.producer.operands[0]
+        if not quantized or not isinstance(value.type, TensorType) or value.rank != 4:
+            continue
+        for reader in value.readers:
+            unit = unit_of.get(id(reader))
+            if (unit is None or id(reader) in chain or unit is unit_of.get(id(conv)) or unit in found
+                    or any(n.op in CHANNELS_LAST_OPS for n in unit.nodes)):
+                continue
+            found.append(unit)
+    return found
+
+
 def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
     """The units of ``group`` with a 4-D softmax whose input comes, through ops of the group that
     keep the layout, from an op the delegate computes channels-last (a conv, a pooling, a mean,
@@ -743,6 +770,7 @@ REPAIRS: tuple[Repair, ...] = (
     Repair("quantizes-0d-input", _quantizes_of_0d_inputs, "detach", "rank", QUANTIZES_0D_INPUT),
     # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
     Repair("dynamic-unit-misread-by-channels-last", _dynamic_units_misread_by_channels_last, "isolate"),
+    Repair("reader-of-converted-conv-input", _readers_of_converted_conv_inputs, "isolate"),
     Repair("pad-of-computed-conversion", _pads_of_computed_conversions, "isolate"),
     Repair("softmax-after-channels-last-op", _softmaxes_after_channels_last_ops, "isolate"),
     Repair("dequantize-of-float-conv1d", _dequantizes_of_float_conv1ds, "isolate"),

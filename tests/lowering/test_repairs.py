@@ -62,6 +62,28 @@ CASES = {
   %3: f32[1,2,4,3] = aten.linear(%d, %2)
   return %3
 }}""", 5),
+    # (x is read by the dynamically quantized conv through its quantize/dequantize, and viewed as rows)
+    "reader-of-converted-conv-input": (f"""graph @g {{
+  input %x: f32[1,4,6,10]
+  param %cw: i8[2,4,1,1]
+  param %cs: f32[2]
+  param %cz: i64[2]
+  param %lw: i8[3,4]
+  param %ls: f32[3]
+  param %lz: i64[3]
+  %s: f64[1], %z: i64[1] = quantized_decomposed.choose_qparams.tensor(%x) {{{QP}, eps=1e-05}}
+  %q: i8[1,4,6,10] = quantized_decomposed.quantize_per_tensor.tensor(%x, %s, %z) {{{QP}}}
+  %d: f32[1,4,6,10] = quantized_decomposed.dequantize_per_tensor.tensor(%q, %s, %z) {{{QP}}}
+  %w: f32[2,4,1,1] = quantized_decomposed.dequantize_per_channel(%cw, %cs, %cz) {{axis=0, quant_min=-127, quant_max=127, dtype=i8}}
+  %c: f32[1,2,6,10] = aten.convolution(%d, %w) {{{CONV2D}}}
+  %v: f32[60,4] = aten.view_copy(%x) {{size=[60, -1]}}
+  %s2: f64[1], %z2: i64[1] = quantized_decomposed.choose_qparams.tensor(%v) {{{QP}, eps=1e-05}}
+  %q2: i8[60,4] = quantized_decomposed.quantize_per_tensor.tensor(%v, %s2, %z2) {{{QP}}}
+  %d2: f32[60,4] = quantized_decomposed.dequantize_per_tensor.tensor(%q2, %s2, %z2) {{{QP}}}
+  %lw2: f32[3,4] = quantized_decomposed.dequantize_per_channel(%lw, %ls, %lz) {{axis=0, quant_min=-127, quant_max=127, dtype=i8}}
+  %l: f32[60,3] = aten.linear(%d2, %lw2)
+  return %c, %l
+}}""", 5),
     "pad-of-computed-conversion": ("""graph @g {
   input %x: bf16[2,3]
   %0: bf16[2,3] = aten.relu(%x)

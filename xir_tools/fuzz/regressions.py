@@ -244,6 +244,31 @@ def conv_then_linear_on_a_4d_view_inputs():
     return (torch.randn(2, 6, 12, 5, generator=_generator(116090)),)
 
 
+class ConvAndRowsOfOneInput(torch.nn.Module):
+    """fuzz dynamic seed 49000, shrunk: one 4-D input read by a conv and, viewed as rows, by a
+    linear (both dynamically quantized), and an RMSNorm between that linear and another."""
+
+    def __init__(self, norm: bool = True):
+        super().__init__()
+        self.norm = norm
+        torch.manual_seed(4900009)
+        self.conv = torch.nn.Conv2d(4, 2, (1, 1), padding="same")
+        torch.manual_seed(4900011)
+        self.linear = torch.nn.Linear(4, 32, bias=False)
+        torch.manual_seed(4900014)
+        self.head = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        h = self.linear(x.view(60, -1))
+        if self.norm:
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-06)
+        return self.conv(x).unsqueeze(0), self.head(h)
+
+
+def conv_and_rows_of_one_input_inputs():
+    return (torch.randn(1, 4, 6, 10, generator=_generator(4900090)),)
+
+
 class CloneBeforeCumsum(torch.nn.Module):
     """fuzz fp32 seed 10951, shrunk: a slice read by a group norm (through the contiguous clone
     torch.export writes before it) and by a subtraction. The group norm is now decomposed into
