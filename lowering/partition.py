@@ -377,11 +377,13 @@ def _readers_of_converted_conv_inputs(group: Group) -> list[Unit]:
     found: list[Unit] = []
     for conv in (n for n in group.nodes if n.op == aten.convolution):
         chain, quantized, value = {id(conv)}, False, conv.operands[0]
-        while value.producer is not None and id(value.producer) in inside:
+        while value.producer is not None and id(value.producer) in inside and value.producer.op in DEQUANTIZE_OPS + QUANTIZE_OPS:
             chain.add(id(value.producer))
             quantized = quantized or value.producer.op in DEQUANTIZE_OPS
             value = value.producer.operands[0]
-        if not quantized or not isinstance(value.type, TensorType) or value.rank != 4:
+        # (a conv whose activation the group computes is _dynamic_units_misread_by_channels_last's)
+        computed = value.producer is not None and id(value.producer) in inside
+        if not quantized or computed or not isinstance(value.type, TensorType) or value.rank != 4:
             continue
         for reader in value.readers:
             unit = unit_of.get(id(reader))
