@@ -30,6 +30,7 @@ type but the last dim.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import attrs
@@ -40,8 +41,10 @@ from passes.pass_base import Pass
 from xir import DType, Graph, Node, TensorType, Value
 from xir.ops import aten, torchao, xir_ops
 
+from ..rules import AFFINE_CHOOSE_QPARAMS, AFFINE_QUANTIZE
+from .slices_as_xir_slices import slice_op
+
 RULE = "fuse_sibling_linears"
-_AFFINE_QUANTIZE, _AFFINE_QPARAMS = "torchao.quantize_affine", "torchao.choose_qparams_affine"
 _FLOATS = (DType.f32, DType.bf16, DType.f16)
 # the linears it stacks: ATen's, and xir's fp32 linear on an f16 weight (the bf16 options'
 # xnnpack.bf16-linear-as-f16 and xnnpack.bf16-activations-in-fp32 run before it)
@@ -72,7 +75,7 @@ class FuseSiblingLinears(KeepsStats, Pass):
         for members in groups.values():
             if len(members) < 2:
                 continue
-            why = _fuse(graph, rewriter, members, self.split_last_dim)
+            why = _fuse(rewriter, members, self.split_last_dim)
             if why:
                 stats.declined.setdefault(RULE, []).append(f"{', '.join(m.result.describe() for m in members)}: {why}")
             else:
@@ -120,13 +123,15 @@ def _weight_kind(weight: Value) -> Any:
 
 def _activation(x: Value) -> Any:
     """``x``, or for torchao's per-token quantization of a value (choose_qparams_affine ->
-    quantize_affine -> dequantize_affine, each node read only by the next) what it quantizes and how."""
+    quantize_affine -> dequantize_affine) what it quantizes and how: two such chains of one value
+    with the same attributes compute the same numbers (a chain read by more than its linear is
+    left in place when the linear goes)."""
     dq = x.producer
     if dq is None or dq.op != torchao.dequantize_affine or len(dq.operands) != 3:
         return ("value", id(x))
     q, scale, zero_point = dq.operands
     qnode, qparams = q.producer, scale.producer
-    if (qnode is None or qparams is None or qnode.op != _AFFINE_QUANTIZE or qparams.op != _AFFINE_QPARAMS
+    if (qnode is None or qparams is None or qnode.op != AFFINE_QUANTIZE or qparams.op != AFFINE_CHOOSE_QPARAMS
             or zero_point.producer is not qparams or len(qnode.operands) != 3
             or qnode.operands[1] is not scale or qnode.operands[2] is not zero_point
             or len(qparams.operands) != 1 or qnode.operands[0] is not qparams.operands[0]):
@@ -171,7 +176,7 @@ def _common_layout(inners: list) -> tuple[int, ...] | None:
     return common if all(rest in (common, flat) for rest in rests) else None
 
 
-def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim: bool) -> str | None:
+def _fuse(rewriter: Rewriter, members: list[Node], split_last_dim: bool) -> str | None:
     """Replace ``members`` (in program order) by one linear and slices; or why not."""
     import torch
 
@@ -237,22 +242,15 @@ def _fuse(graph: Graph, rewriter: Rewriter, members: list[Node], split_last_dim:
 
 
 def _slice(rewriter: Rewriter, anchor: Node, x: Value, dim: int, start: int, end: int, symbolic: bool) -> Value:
-    """x[start:end] along ``dim``: xir.slice when ``x`` has a symbolic dim (a slice_copy of it has
-    no shape function at a symbolic size, and XNNPACK runs xir.slice at every size), else slice_copy."""
-    if symbolic:
-        return rewriter.op_before(anchor, xir_ops.slice, [x], dim=dim, start=start, end=end)
-    return rewriter.op_before(anchor, aten.slice_copy.Tensor, [x], dim=dim, start=start, end=end, step=1)
+    op, attributes = slice_op(symbolic, dim, start, end)
+    return rewriter.op_before(anchor, op, [x], **attributes)
 
 
 def _starts(widths: list[int]) -> list[int]:
-    starts, at = [], 0
-    for width in widths:
-        starts.append(at)
-        at += width
-    return starts
+    return [0, *itertools.accumulate(widths[:-1])]
 
 
-_ERASABLE = frozenset({*_LINEARS, str(torchao.dequantize_affine), _AFFINE_QUANTIZE, _AFFINE_QPARAMS})
+_ERASABLE = frozenset({*_LINEARS, str(torchao.dequantize_affine), AFFINE_QUANTIZE, AFFINE_CHOOSE_QPARAMS})
 
 
 def _erase_unused(rewriter: Rewriter, node: Node) -> None:

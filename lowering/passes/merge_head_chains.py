@@ -45,6 +45,7 @@ from xir.types import Symbol
 from xir.ops import aten, xir_ops
 
 from ..capability.linears import same_dim
+from .slices_as_xir_slices import slice_op
 
 # ops computed independently per position of every dim but the ones their attributes name
 _ELEMENTWISE = frozenset(str(op) for op in (
@@ -194,10 +195,8 @@ class MergeHeadChains(KeepsStats, Pass):
             made[id(node.result)] = put(node.op, operands, result_type, **attributes)
         symbolic = any(not isinstance(d, int) for d in a0.type.shape)
         for node, value, offset in exits:
-            bounds = {"dim": dim, "start": offset, "end": offset + value.type.shape[dim]}
-            piece = (put(xir_ops.slice, [made[id(node.result)]], **bounds) if symbolic
-                     else put(aten.slice_copy.Tensor, [made[id(node.result)]], **bounds, step=1))
-            rewriter.replace_all_uses(value, piece)
+            op, bounds = slice_op(symbolic, dim, offset, offset + value.type.shape[dim])
+            rewriter.replace_all_uses(value, put(op, [made[id(node.result)]], **bounds))
         for node, other in reversed(matched):
             for dead in (other, node):
                 if not dead.result.uses:

@@ -48,6 +48,15 @@ def slice_as_xir_slice(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+def slice_op(symbolic: bool, dim: int, start: int, end: int) -> tuple:
+    """The op and attributes of ``x[start:end]`` along ``dim`` that a pass makes for XNNPACK (in
+    range, step 1): ``xir.slice`` when ``x`` has a symbolic dim (a new ``slice_copy`` of it has no
+    shape function at a symbolic size, and XNNPACK runs xir.slice at every size), else ``slice_copy``."""
+    if symbolic:
+        return xir_ops.slice, {"dim": dim, "start": start, "end": end}
+    return aten.slice_copy.Tensor, {"dim": dim, "start": start, "end": end, "step": 1}
+
+
 @attrs.frozen
 class SlicesAsXirSlices(DelegatedDtypeRewrite):
     """Rewrite a slice of a tensor with a symbolic dim as xir.slice, which XNNPACK runs at every size."""

@@ -17,12 +17,11 @@ import pytest
 import torch
 from torch.export import Dim
 
-from lowering.partitioner import DEFAULT_PIPELINE
-from xir_tools import harness
+from tests.lowering.with_and_without import Lowered, check_same_numbers, pipeline_without
 
 WIDTH, HEADS, KV_HEADS, HEAD_DIM = 64, 4, 2, 16
 LENGTHS = (1, 7, 32)
-WITHOUT = ",".join(p for p in DEFAULT_PIPELINE.split(",") if p != "xnnpack.merge-head-chains")
+WITHOUT = pipeline_without("xnnpack.merge-head-chains")
 
 
 class HeadNorm(torch.nn.Module):
@@ -89,17 +88,10 @@ def inputs(length):
     return [torch.randn(1, length, WIDTH), torch.cos(angles), torch.sin(angles)]
 
 
-class Lowered:
-    def __init__(self, make, pipeline=None):
-        torch.manual_seed(0)
-        self.module = make().eval()
-        seq = Dim("seq", min=1, max=128)
-        ep = harness.export(self.module, tuple(inputs(7)), dynamic_shapes=({1: seq}, {0: seq}, {0: seq}))
-        options = {} if pipeline is None else {"pipeline": pipeline}
-        self.edge, self.partitioner = harness.lower_edge(ep, "xir", **options)
-        self.inside, self.outside = harness.delegated_ops(self.edge), harness.outside_ops(self.edge)
-        self.delegates = harness.delegate_count(self.edge)
-        self.program, self.method = harness.load_method(harness.to_buffer(self.edge))
+def lowered(make, pipeline=None):
+    torch.manual_seed(0)
+    seq = Dim("seq", min=1, max=128)
+    return Lowered(make().eval(), inputs(7), ({1: seq}, {0: seq}, {0: seq}), pipeline)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +100,7 @@ def programs():
 
     def get(name):
         if name not in cache:
-            cache[name] = {"merged": Lowered(MODULES[name]), "without": Lowered(MODULES[name], WITHOUT)}
+            cache[name] = {"merged": lowered(MODULES[name]), "without": lowered(MODULES[name], WITHOUT)}
         return cache[name]
 
     return get
@@ -137,16 +129,8 @@ def test_pair_rotations_run_once_over_rows_of_both_sets_of_heads(programs):
 @pytest.mark.parametrize("length", LENGTHS)
 def test_the_merged_program_matches_eager_and_the_unmerged_one_to_the_bit(programs, name, length):
     torch.manual_seed(length)
-    args = inputs(length)
-    lowered = programs(name)
-    with torch.no_grad():
-        expected = harness.as_list(lowered["merged"].module(*args))
-    merged = harness.run_method(lowered["merged"].method, args)
-    without = harness.run_method(lowered["without"].method, args)
-    assert [tuple(a.shape) for a in merged] == [tuple(e.shape) for e in expected]
-    assert harness.max_error(merged, expected) <= 1e-5
-    for a, b in zip(merged, without):
-        assert torch.equal(a, b)
+    both = programs(name)
+    check_same_numbers(both["merged"], both["without"], inputs(length), 1e-5)
 
 
 class RandomChains(torch.nn.Module):
@@ -196,13 +180,8 @@ class RandomChains(torch.nn.Module):
 def test_random_chains_merge_to_the_same_numbers(seed):
     """Each random chain (6 steps, at least 2 ops each) merges, and its program gives the unmerged
     program's numbers to the bit and eager's within fp32 rounding, at 1 and 7 tokens."""
-    merged, without = Lowered(lambda: RandomChains(seed)), Lowered(lambda: RandomChains(seed), WITHOUT)
+    merged, without = lowered(lambda: RandomChains(seed)), lowered(lambda: RandomChains(seed), WITHOUT)
     assert "xnnpack.merge-head-chains" in merged.partitioner.rewrites_applied, merged.module.steps
     assert sum(merged.inside.values()) < sum(without.inside.values()), (merged.inside, without.inside)
     for length in (1, 7):
-        args = inputs(length)
-        with torch.no_grad():
-            expected = harness.as_list(merged.module(*args))
-        got, reference = harness.run_method(merged.method, args), harness.run_method(without.method, args)
-        assert harness.max_error(got, expected) <= 1e-5, (merged.module.steps, length)
-        assert all(torch.equal(a, b) for a, b in zip(got, reference)), (merged.module.steps, length)
+        check_same_numbers(merged, without, inputs(length), 1e-5, (merged.module.steps, length))

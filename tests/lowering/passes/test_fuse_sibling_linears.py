@@ -35,10 +35,11 @@ HEADER = """graph @g {{
   const %wq: f32[32,16]
   const %wk: f32[16,16]
   const %wv: f32[16,16]"""
-QKV = """
+PROJECTIONS = """
   %lq: f32[1,{s},32] = aten.linear(%x, %wq)
   %lk: f32[1,{s},16] = aten.linear(%x, %wk)
-  %lv: f32[1,{s},16] = aten.linear(%x, %wv)
+  %lv: f32[1,{s},16] = aten.linear(%x, %wv)"""
+QKV = PROJECTIONS + """
   %q: f32[1,{s},4,8] = aten.view_copy(%lq) {{size=[1, -1, 4, 8]}}
   %k: f32[1,{s},2,8] = aten.view_copy(%lk) {{size=[1, -1, 2, 8]}}
   %v: f32[1,{s},2,8] = aten.view_copy(%lv) {{size=[1, -1, 2, 8]}}"""
@@ -86,10 +87,7 @@ def test_static_shapes_slice_with_slice_copy_and_biases_stack_too():
 def test_a_result_that_is_a_graph_output_or_read_by_another_op_is_a_slice_of_the_last_dim():
     # k is returned as it is and v read by a neg: with split_last_dim the pieces are slices of the
     # stacked output's last dim; without it (the default) the three stay apart
-    body = """
-      %lq: f32[1,s0,32] = aten.linear(%x, %wq)
-      %lk: f32[1,s0,16] = aten.linear(%x, %wk)
-      %lv: f32[1,s0,16] = aten.linear(%x, %wv)
+    body = PROJECTIONS.format(s="s0") + """
       %q: f32[1,s0,4,8] = aten.view_copy(%lq) {size=[1, -1, 4, 8]}
       %n: f32[1,s0,16] = aten.neg(%lv)
       return %q, %lk, %n
@@ -273,10 +271,7 @@ def test_heads_viewed_as_pairs_and_flat_heads_share_one_view_of_pairs():
     # Llama's q and k viewed as [.., heads, 4, 2] pairs (xnnpack.rope-as-pair-swap), v as flat heads: one
     # view of pairs; v's view reads its slice and flattens its heads back. q's flat view is dead (what
     # the rotary rewrite left): it is erased with q's linear
-    body = """
-      %lq: f32[1,s0,32] = aten.linear(%x, %wq)
-      %lk: f32[1,s0,16] = aten.linear(%x, %wk)
-      %lv: f32[1,s0,16] = aten.linear(%x, %wv)
+    body = PROJECTIONS.format(s="s0") + """
       %v: f32[1,s0,2,8] = aten.view_copy(%lv) {size=[1, -1, 2, 8]}
       %dead: f32[1,s0,4,8] = aten.view_copy(%lq) {size=[1, -1, 4, 8]}
       %q: f32[1,s0,4,4,2] = aten.view_copy(%lq) {size=[1, -1, 4, 4, 2]}
