@@ -5,7 +5,6 @@ from __future__ import annotations
 import attrs
 
 from passes import Rewriter, rewrite_pattern
-from passes.rewriter import fixed_reader
 from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
 from xir.ops import aten, dim_order_ops, xir_ops
@@ -30,8 +29,6 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
     change = layout_change(node)
     if change:
         return rewriter.notify_match_failure(node, change)
-    if fixed_reader(node.result) is not None:  # (the bf16 LLM flow's KV-cache update reads a cast)
-        return rewriter.notify_match_failure(node, f"read by {fixed_reader(node.result).op}, which cannot read another value")
     if result.dtype is DType.f32:
         # measured: an f32 result of a bf16 -> f32 convert that leaves the delegate (returned, or read
         # by an op left outside) corrupts another output of the delegate. Convert only what XNNPACK

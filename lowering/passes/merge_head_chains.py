@@ -314,7 +314,7 @@ class _Chains:
         if layout == ROWS:
             if op in _ELEMENTWISE or (op in (_MM, _LINEAR) and all(v.is_constant for v in node.operands[1:])):
                 return ROWS if out.rank == 2 else None
-            if op == _VIEW and out.rank == self.a0.rank and out.shape[dim] == heads_a and all(
+            if op == _VIEW and out.rank > dim and out.shape[dim] == heads_a and all(
                     same_dim(x, y) for x, y in zip(out.shape[:dim], self.a0.type.shape[:dim])):
                 return "dim"  # the rows unflattened: the chain's leading dims again
             return None
@@ -326,7 +326,7 @@ class _Chains:
             if out.rank == 2 and rest is not None and out.shape[1] == rest and node.attributes.get("size", [None])[0] == -1:
                 return ROWS  # the leading dims (heads included) flattened into rows
             return None
-        if out.rank != self.a0.rank or out.shape[dim] != heads_a:
+        if out.rank != x.rank or out.shape[dim] != heads_a:  # (a broadcast to more dims would move the heads)
             return None
         if op in _ELEMENTWISE:
             return "dim"

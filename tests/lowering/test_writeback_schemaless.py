@@ -39,3 +39,29 @@ def test_a_schemaless_reader_of_a_rewritten_value_is_rewired(returned):
     assert ours.delegated["aten.relu"] == 1 and ours.delegated["aten.add.Tensor"] == 1
     if not returned:  # (returned, the multiply stays: a graph output is not made an input's alias)
         assert "aten.mul.Tensor" not in ours.delegated  # the no-op multiply is gone
+
+
+class Bf16CacheUpdate(torch.nn.Module):
+    """The flow's bf16 recipe: k computed in fp32 (its rotation), cast to bf16, written to the cache."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 8, 2, 4, dtype=torch.bfloat16))
+
+    def forward(self, x):
+        k = (x.float() * 1.5 + 0.25).to(torch.bfloat16)
+        torch.ops.llama.update_cache(k, self.cache, 0)
+        return self.cache * 2, torch.relu(k)
+
+
+def test_a_cast_the_cache_update_reads_becomes_a_convert_inside_the_delegate():
+    """xnnpack.casts-as-converts rewrites the cast the update reads (it used to decline: the update
+    has no schema) and the write-back rewires the update to the delegate's bf16 output: nothing but
+    the update stays outside, and the cache holds exactly eager's bf16 values."""
+    inputs = (torch.randn(1, 3, 2, 4).bfloat16(),)
+    ep = torch.export.export(Bf16CacheUpdate(), inputs)
+    ours = lower(ep, inputs, enable_bf16=True)
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) == 0.0
+    assert ours.outside == {"torch.ops.higher_order.auto_functionalized_v2": 1}
+    assert ours.delegated["xir.convert"] >= 2 and "aten._to_copy" not in ours.delegated

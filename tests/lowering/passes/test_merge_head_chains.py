@@ -298,3 +298,51 @@ def test_heads_that_are_adjacent_slices_of_one_tensor_need_no_concatenation():
       input %cos: f32[s0,1,8]
       %0: f32[1,s0,6,8] = xir.slice(%qkv) {dim=2, start=0, end=6}""" + SLICED_CHAIN.format(x=0, n=1, n1=2, n2=3, n3=4, n4=5, n5=6, n6=7, n7=8),
                    changed=True)
+
+
+# the flow's bf16 Llama: q's and k's heads are bf16 slices of the fused projection, each converted to
+# fp32 and viewed as pairs (a view to more dims, after the heads), rotated, viewed back and
+# converted to bf16; {extra} is an operand of the product with cos
+BF16_PAIRS = """graph @g {{
+  input %qkv: bf16[1,s0,8,8]
+  input %cos: f32[{cos}]
+  %q: bf16[1,s0,4,8] = xir.slice(%qkv) {{dim=2, start=0, end=4}}
+  %k: bf16[1,s0,2,8] = xir.slice(%qkv) {{dim=2, start=4, end=6}}
+  %qf: f32[1,s0,4,8] = xir.convert(%q) {{dtype=f32}}
+  %kf: f32[1,s0,2,8] = xir.convert(%k) {{dtype=f32}}
+  %q5: f32[1,s0,4,4,2] = aten.view_copy(%qf) {{size=[1, -1, 4, 4, 2]}}
+  %k5: f32[1,s0,2,4,2] = aten.view_copy(%kf) {{size=[1, -1, 2, 4, 2]}}
+  %qc: {qc} = aten.mul.Tensor(%q5, %cos)
+  %kc: {kc} = aten.mul.Tensor(%k5, %cos)
+  %qs: {qc} = aten.sigmoid(%qc)
+  %ks: {kc} = aten.sigmoid(%kc)
+  %qv: f32[1,s0,4,8] = aten.view_copy(%qs) {{size=[1, -1, 4, 8]}}
+  %kv: f32[1,s0,2,8] = aten.view_copy(%ks) {{size=[1, -1, 2, 8]}}
+  %qb: bf16[1,s0,4,8] = xir.convert(%qv) {{dtype=bf16}}
+  %kb: bf16[1,s0,2,8] = xir.convert(%kv) {{dtype=bf16}}
+  return %qb, %kb
+}}"""
+
+
+def test_converted_heads_viewed_to_more_dims_run_once_for_both():
+    check_pipeline(BF16_PAIRS.format(cos="1,s0,1,4,1", qc="f32[1,s0,4,4,2]", kc="f32[1,s0,2,4,2]"), PIPELINE, """graph @g {
+      input %qkv: bf16[1,s0,8,8]
+      input %cos: f32[1,s0,1,4,1]
+      %0: bf16[1,s0,6,8] = xir.slice(%qkv) {dim=2, start=0, end=6}
+      %1: f32[1,s0,6,8] = xir.convert(%0) {dtype=f32}
+      %2: f32[1,s0,6,4,2] = aten.view_copy(%1) {size=[1, -1, 6, 4, 2]}
+      %3: f32[1,s0,6,4,2] = aten.mul.Tensor(%2, %cos)
+      %4: f32[1,s0,6,4,2] = aten.sigmoid(%3)
+      %5: f32[1,s0,6,8] = aten.view_copy(%4) {size=[1, -1, 6, 8]}
+      %6: bf16[1,s0,6,8] = xir.convert(%5) {dtype=bf16}
+      %7: bf16[1,s0,4,8] = xir.slice(%6) {dim=2, start=0, end=4}
+      %8: bf16[1,s0,2,8] = xir.slice(%6) {dim=2, start=4, end=6}
+      return %7, %8
+    }""", changed=True)
+
+
+def test_a_broadcast_to_more_dims_ends_the_chain():
+    # the product with a 6-D cos puts a new dim in front: the heads move to dim 3, so the chain ends
+    # before it (the views and converts are too short a chain to merge)
+    check_declined(BF16_PAIRS.format(cos="2,1,s0,1,4,1", qc="f32[2,1,s0,4,4,2]", kc="f32[2,1,s0,2,4,2]"),
+                   PIPELINE, RULE, "merging 2 ops would save")

@@ -132,3 +132,75 @@ def test_two_rotations_of_one_width_share_the_swap():
 ])
 def test_declined(variant, reason):
     check_declined(rope(**variant), PASS, "rope_as_pair_swap", reason)
+
+
+# the flow's bf16 recipe: fp32 halves, bf16 tables, and to_edge's cast of a table for each product
+# on its own (four casts of two tables); {ic} is what the sum's i*c reads
+ROPE_BF16_TABLES = """
+    graph @g {{
+      input %x: f32[1,s0,2,8]
+      input %c: bf16[s0,4]
+      input %s: bf16[s0,4]
+      %x5: f32[1,s0,2,4,2] = aten.view_copy(%x) {{size=[1, -1, 2, 4, 2]}}
+      %r: f32[1,s0,2,4] = aten.select_copy.int(%x5) {{dim=4, index=0}}
+      %i: f32[1,s0,2,4] = aten.select_copy.int(%x5) {{dim=4, index=1}}
+      %c4: bf16[1,s0,1,4] = aten.view_copy(%c) {{size=[1, -1, 1, 4]}}
+      %s4: bf16[1,s0,1,4] = aten.view_copy(%s) {{size=[1, -1, 1, 4]}}
+      %c_a: f32[1,s0,1,4] = aten._to_copy(%c4) {{dtype=f32}}
+      %s_a: f32[1,s0,1,4] = aten._to_copy(%s4) {{dtype=f32}}
+      %s_b: f32[1,s0,1,4] = aten._to_copy(%s4) {{dtype=f32}}
+      %c_b: f32[1,s0,1,4] = aten._to_copy({ic}) {{dtype=f32}}
+      %rc: f32[1,s0,2,4] = aten.mul.Tensor(%r, %c_a)
+      %is: f32[1,s0,2,4] = aten.mul.Tensor(%i, %s_a)
+      %re: f32[1,s0,2,4] = aten.sub.Tensor(%rc, %is)
+      %rs: f32[1,s0,2,4] = aten.mul.Tensor(%r, %s_b)
+      %ic: f32[1,s0,2,4] = aten.mul.Tensor(%i, %c_b)
+      %im: f32[1,s0,2,4] = aten.add.Tensor(%rs, %ic)
+      %re5: f32[1,s0,2,4,1] = aten.unsqueeze_copy(%re) {{dim=-1}}
+      %im5: f32[1,s0,2,4,1] = aten.unsqueeze_copy(%im) {{dim=-1}}
+      %y5: f32[1,s0,2,4,2] = aten.cat(%re5, %im5) {{dim=-1}}
+      return %y5
+    }}"""
+
+
+def test_bf16_tables_cast_for_each_product_are_one_table_each():
+    """A cast of a table is that table: the rewrite reads the difference's casts (the sum's become
+    dead), and computes the numbers the model does (the casts widen bf16 exactly)."""
+    graph = check_pipeline(ROPE_BF16_TABLES.format(ic="%c4"), PASS, """
+    graph @g {
+      input %x: f32[1,s0,2,8]
+      input %c: bf16[s0,4]
+      input %s: bf16[s0,4]
+      param %rope_pair_swap_8: f32[8,8]
+      param %rope_pair_sign_8: f32[2]
+      %x5: f32[1,s0,2,4,2] = aten.view_copy(%x) {size=[1, -1, 2, 4, 2]}
+      %c4: bf16[1,s0,1,4] = aten.view_copy(%c) {size=[1, -1, 1, 4]}
+      %s4: bf16[1,s0,1,4] = aten.view_copy(%s) {size=[1, -1, 1, 4]}
+      %c_a: f32[1,s0,1,4] = aten._to_copy(%c4) {dtype=f32}
+      %s_a: f32[1,s0,1,4] = aten._to_copy(%s4) {dtype=f32}
+      %0: f32[s0*2,8] = aten.view_copy(%x5) {size=[-1, 8]}
+      %1: f32[1,s0,1,4,1] = aten.view_copy(%c_a) {size=[1, -1, 1, 4, 1]}
+      %2: f32[1,s0,1,4,1] = aten.view_copy(%s_a) {size=[1, -1, 1, 4, 1]}
+      %3: f32[s0*2,8] = aten.mm(%0, %rope_pair_swap_8)
+      %4: f32[1,s0,2,4,2] = aten.view_copy(%3) {size=[1, -1, 2, 4, 2]}
+      %5: f32[1,s0,1,4,2] = aten.mul.Tensor(%2, %rope_pair_sign_8)
+      %6: f32[1,s0,2,4,2] = aten.mul.Tensor(%x5, %1)
+      %7: f32[1,s0,2,4,2] = aten.mul.Tensor(%4, %5)
+      %y5: f32[1,s0,2,4,2] = aten.add.Tensor(%6, %7)
+      return %y5
+    }""", changed=True)
+    assert graph is not None
+    x, c, s = torch.randn(1, 5, 2, 8), torch.randn(5, 4).bfloat16(), torch.randn(5, 4).bfloat16()
+    x5 = x.view(1, 5, 2, 4, 2)
+    r, i = x5.unbind(-1)
+    c4, s4 = c.view(1, 5, 1, 4), s.view(1, 5, 1, 4)
+    expected = torch.stack([r * c4 - i * s4, r * s4 + i * c4], -1)  # (bf16 tables promoted to fp32)
+    assert expected.dtype is torch.float32
+    swap = graph.input_named("rope_pair_swap_8").data
+    swapped = (x5.reshape(-1, 8) @ swap).view(1, 5, 2, 4, 2)
+    actual = x5 * c4.float().unsqueeze(-1) + swapped * (s4.float().unsqueeze(-1) * torch.tensor([-1.0, 1.0]))
+    assert torch.equal(actual, expected)
+
+
+def test_casts_of_different_tables_are_not_one_table():
+    check_declined(ROPE_BF16_TABLES.format(ic="%s4"), PASS, "rope_as_pair_swap", "not r\\*s \\+ i\\*c")
