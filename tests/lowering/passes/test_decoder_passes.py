@@ -1039,24 +1039,24 @@ def test_weight_only_linear_bias(before, expected, changed):
 
 
 @pytest.mark.parametrize("pipeline, op_line", [
-    ("xnnpack.casts-as-converts{enable_bf16=true}",
-     "%a: bf16[1,s0,8] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[0, 1, 2]}"),
     ("shape-ops-as-views", "%a: bf16[1,s0,1,8] = aten.view_copy(%x) {size=[1, %n, 1, 8]}"),
     ("shape-ops-as-views", "%a: bf16[1,s0,1,8] = aten.unsqueeze_copy(%x) {dim=2}"),
 ])
 def test_a_value_read_by_an_op_without_schema_is_kept(pipeline, op_line):
-    """A value read by an imported op whose call has no schema (the bf16 LLM flow's KV-cache
-    update, ``auto_functionalized_v2``, reads a cast) cannot be replaced: the write-back could not
-    rebuild that op's arguments. (A view's size written -1 keeps the value: it still fires.)"""
+    """A value read by an imported op whose call has no schema (the LLM flow's KV-cache update,
+    ``auto_functionalized_v2``) is kept by shape-ops-as-views, which would replace it by a value of
+    another op. (A view's size written -1 keeps the value: it still fires.) xnnpack.casts-as-converts
+    replaces such a value since the write-back rewires a schemaless call in place:
+    ``test_a_cast_read_by_an_op_without_schema_becomes_a_convert`` below, and end to end
+    tests/lowering/test_writeback_schemaless.py."""
     import types
 
     from passes import PassManager
     from xir import parse_graph, print_graph
 
-    x_type = "f32[1,s0,8]" if "casts" in pipeline else "bf16[1,s0,8]"
     graph = parse_graph(f"""
     graph @g {{
-      input %x: {x_type}
+      input %x: bf16[1,s0,8]
       %n: int = aten.sym_size.int(%x) {{dim=1}}
       {op_line}
       %u: bf16[1,s0,8] = higher_order.update_cache(%a)
@@ -1070,6 +1070,26 @@ def test_a_value_read_by_an_op_without_schema_is_kept(pipeline, op_line):
         assert "size=[1, -1, 1, 8]" in print_graph(graph)
     else:
         assert print_graph(graph) == before
+
+
+def test_a_cast_read_by_an_op_without_schema_becomes_a_convert():
+    import types
+
+    from passes import PassManager
+    from xir import parse_graph, print_graph
+
+    graph = parse_graph("""
+    graph @g {
+      input %x: f32[1,s0,8]
+      %a: bf16[1,s0,8] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[0, 1, 2]}
+      %u: bf16[1,s0,8] = higher_order.update_cache(%a)
+      return %u
+    }""")
+    reader = next(n for n in graph if n.op == "higher_order.update_cache")
+    reader.fx_node = types.SimpleNamespace(op="call_function", target=object())  # (no _schema)
+    PassManager("xnnpack.casts-as-converts{enable_bf16=true}").run(graph)
+    assert [n.op for n in graph if not n.is_return] == ["xir.convert", "higher_order.update_cache"], print_graph(graph)
+    assert reader.operands[0].producer.op == "xir.convert"
 
 
 def test_mean_over_last_dims_matmul_false_keeps_the_spatial_form():
