@@ -158,6 +158,31 @@ def _prefills(eager, buffer: bytes, lengths=(1, 7)):
         _, method = load_method(buffer)
         yield length, method.execute([tokens, pos]), expected
 
+def _check_generation(eager, buffer: bytes, params: dict, tolerance: float):
+    """The program ``buffer`` against ``eager`` within ``tolerance`` of the largest logit (at least
+    1): prefills of 1, 7 and 20 tokens, each on a fresh method, and on one method (its own KV
+    cache) a prefill of 7 then three decode steps."""
+    import copy
+
+    from xir_tools.harness import load_method
+
+    def close(actual, expected, what):
+        scale = max(1.0, expected.float().abs().max().item())
+        error = (actual.float() - expected.float()).abs().max().item()
+        assert error <= tolerance * scale, f"{what}: max error {error:.3g} (max |logit| {scale:.3g})"
+
+    for length, actual, expected in _prefills(eager, buffer, lengths=(1, 7, 20)):
+        close(actual[0], expected, f"prefill of {length}")
+    _, method = load_method(buffer)
+    stateful = copy.deepcopy(eager)
+    tokens = torch.randint(0, params["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
+    calls = [(tokens, 0)] + [(torch.tensor([[token]]), 7 + i) for i, token in enumerate((3, 11, 5))]
+    for step, (ids, position) in enumerate(calls):
+        with torch.no_grad():
+            expected = stateful(ids, {"input_pos": torch.tensor([position])})
+        close(method.execute([ids, torch.tensor([position])])[0], expected, f"call {step} at position {position}")
+
+
 
 def test_unsupported_option_is_named(tmp_path, monkeypatch):
     from lowering.llm import UnsupportedOption, check_supported, parse_args
@@ -254,7 +279,6 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     cache update reads the delegate's output: no cast left outside), and one program runs prefills
     of 1, 7 and 20 tokens and a prefill of 7 then three decode steps, within bf16's rounding of the
     eager bf16 model."""
-    import copy
 
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
@@ -262,7 +286,7 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
-    from xir_tools.harness import delegate_count, delegated_ops, load_method, outside_ops
+    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
@@ -290,21 +314,7 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     assert next(eager.parameters()).dtype is torch.bfloat16
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
 
-    def close(actual, expected, what):
-        scale = max(1.0, expected.float().abs().max().item())
-        error = (actual.float() - expected.float()).abs().max().item()
-        assert error <= 2 ** -6 * scale, f"{what}: max error {error:.3g} (max |logit| {scale:.3g})"
-
-    for length, actual, expected in _prefills(eager, buffer, lengths=(1, 7, 20)):
-        close(actual[0], expected, f"prefill of {length}")
-    _, method = load_method(buffer)
-    stateful = copy.deepcopy(eager)
-    tokens = torch.randint(0, params["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
-    calls = [(tokens, 0)] + [(torch.tensor([[token]]), 7 + i) for i, token in enumerate((3, 11, 5))]
-    for step, (ids, position) in enumerate(calls):
-        with torch.no_grad():
-            expected = stateful(ids, {"input_pos": torch.tensor([position])})
-        close(method.execute([ids, torch.tensor([position])])[0], expected, f"call {step} at position {position}")
+    _check_generation(eager, buffer, params, tolerance=2 ** -6)  # (two bf16 ulps of the largest logit)
 
 
 @pytest.mark.parametrize("extended_ops", [True, False], ids=["extended-ops", "dq-linears-only"])
@@ -318,7 +328,6 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
     the flow delegates the dynamically quantized linears only, and so does xir
     (``config_precisions=DYNAMIC_QUANT``): none of its passes that make ops only XNNPACK runs
     (``xir.slice``, ...) may run then, or the program could not be lowered."""
-    import copy
 
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
@@ -326,7 +335,7 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
-    from xir_tools.harness import delegate_count, delegated_ops, load_method, outside_ops
+    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
@@ -359,20 +368,6 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
 
-    def close(actual, expected, what):
-        # (the activations' int8 rounding in XNNPACK and in torchao's eager emulation can differ
-        # by a step: the flow's own error for this recipe, the same for stock's program)
-        scale = max(1.0, expected.float().abs().max().item())
-        error = (actual.float() - expected.float()).abs().max().item()
-        assert error <= 0.02 * scale, f"{what}: max error {error:.3g} (max |logit| {scale:.3g})"
-
-    for length, actual, expected in _prefills(eager, buffer, lengths=(1, 7, 20)):
-        close(actual[0], expected, f"prefill of {length}")
-    _, method = load_method(buffer)
-    stateful = copy.deepcopy(eager)
-    tokens = torch.randint(0, params["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
-    calls = [(tokens, 0)] + [(torch.tensor([[token]]), 7 + i) for i, token in enumerate((3, 11, 5))]
-    for step, (ids, position) in enumerate(calls):
-        with torch.no_grad():
-            expected = stateful(ids, {"input_pos": torch.tensor([position])})
-        close(method.execute([ids, torch.tensor([position])])[0], expected, f"call {step} at position {position}")
+    # (the activations' int8 rounding in XNNPACK and in torchao's eager emulation can differ by a
+    # step: the flow's own error for this recipe, the same for stock's program)
+    _check_generation(eager, buffer, params, tolerance=0.02)
