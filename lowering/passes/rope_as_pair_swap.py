@@ -25,10 +25,10 @@ finite: an infinite or NaN element makes its whole head row NaN through the swap
 (0 * inf), where the model makes only its pair so; attention over that head is NaN either way.
 
 Matched on fp32 only (the flow computes its rotary embedding in fp32 in every recipe), with the
-pair dim last, ``c`` and ``s`` of the pair count's size in their last dim (or fp32 casts of
-them, one per product, as the flow's bf16 recipe has them: a cast of one table is one table) (broadcast against the
-halves), the sub's and add's results read only by the interleaving, and at most one symbolic dim
-in the views it makes. Declined otherwise, with the reason.
+pair dim last, ``c`` and ``s`` of the pair count's size in their last dim (broadcast against the
+halves; or fp32 casts of them, one per product, as the flow's bf16 recipe has them: casts of one
+table are that table), the sub's and add's results read only by the interleaving, and at most one
+symbolic dim in the views it makes. Declined otherwise, with the reason.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import math
 import attrs
 
 from passes import PatternRewritePass, Rewriter
+from passes.remove_no_ops import CONVERT_OPS as CASTS, layout_change
 from passes.shape_ops_as_views import symbolic_product, view_to
 from xir import DType, Node, TensorType, Value
-from passes.remove_no_ops import CONVERT_OPS as CASTS, layout_change
 from xir.ops import aten, xir_ops
 
 from ._base import RunStateRule
@@ -163,7 +163,8 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
     c, s = _factor(minus[0], r), _factor(minus[1], i)  # r*c - i*s
     if c is None or s is None:
         return rewriter.notify_match_failure(node, "not r*c - i*s")
-    if {frozenset(map(_same_as, pair)) for pair in plus} != {frozenset((r, _same_as(s))), frozenset((i, _same_as(c)))}:  # r*s + i*c, in any order
+    wanted = {frozenset(map(_same_as, pair)) for pair in ((r, s), (i, c))}  # r*s + i*c, in any order
+    if {frozenset(map(_same_as, pair)) for pair in plus} != wanted:
         return rewriter.notify_match_failure(node, "not r*s + i*c with the same c and s")
     half = r.type.shape[-1]
     for table in (c, s):

@@ -78,18 +78,26 @@ def test_the_rotation_as_a_pair_swap_symbolic_and_an_output_read_again():
     assert torch.equal(graph.input_named("rope_pair_sign_8").data, torch.tensor([-1.0, 1.0]))
 
 
+def _model_and_rewrite(x, c, s, swap):
+    """(the model's rotation, the rewrite's) of ``x`` [1, n, 2, 8] by the tables ``c``, ``s`` [n, 4]
+    (bf16 tables promote to fp32 in the model's products, and are widened in the rewrite's), the
+    pairs swapped by ``swap``, run with torch."""
+    n = x.shape[1]
+    x5 = x.view(1, n, 2, 4, 2)
+    r, i = x5.unbind(-1)
+    c4, s4 = c.view(1, n, 1, 4), s.view(1, n, 1, 4)
+    model = torch.stack([r * c4 - i * s4, i * c4 + s4 * r], -1)
+    swapped = (x5.reshape(-1, 8) @ swap).view(1, n, 2, 4, 2)
+    rewrite = x5 * c4.float().unsqueeze(-1) + swapped * (s4.float().unsqueeze(-1) * torch.tensor([-1.0, 1.0]))
+    return model, rewrite
+
+
 def test_the_rewrite_computes_the_same_numbers():
     """The rotation and its rewrite, run on the same tensors with torch: equal bit for bit."""
-    x, c, s = torch.randn(1, 5, 2, 8), torch.randn(5, 4), torch.randn(5, 4)
-    x5 = x.view(1, 5, 2, 4, 2)
-    r, i = x5.unbind(-1)
-    c4, s4 = c.view(1, 5, 1, 4), s.view(1, 5, 1, 4)
-    expected = torch.stack([r * c4 - i * s4, i * c4 + s4 * r], -1)
     swap = torch.zeros(8, 8)
     for k in range(0, 8, 2):
         swap[k, k + 1] = swap[k + 1, k] = 1.0
-    swapped = (x5.reshape(-1, 8) @ swap).view(1, 5, 2, 4, 2)
-    actual = x5 * c4.unsqueeze(-1) + swapped * (s4.unsqueeze(-1) * torch.tensor([-1.0, 1.0]))
+    expected, actual = _model_and_rewrite(torch.randn(1, 5, 2, 8), torch.randn(5, 4), torch.randn(5, 4), swap)
     assert torch.equal(actual, expected)
 
 
@@ -189,16 +197,9 @@ def test_bf16_tables_cast_for_each_product_are_one_table_each():
       %y5: f32[1,s0,2,4,2] = aten.add.Tensor(%6, %7)
       return %y5
     }""", changed=True)
-    assert graph is not None
-    x, c, s = torch.randn(1, 5, 2, 8), torch.randn(5, 4).bfloat16(), torch.randn(5, 4).bfloat16()
-    x5 = x.view(1, 5, 2, 4, 2)
-    r, i = x5.unbind(-1)
-    c4, s4 = c.view(1, 5, 1, 4), s.view(1, 5, 1, 4)
-    expected = torch.stack([r * c4 - i * s4, r * s4 + i * c4], -1)  # (bf16 tables promoted to fp32)
+    tables = torch.randn(5, 4).bfloat16(), torch.randn(5, 4).bfloat16()
+    expected, actual = _model_and_rewrite(torch.randn(1, 5, 2, 8), *tables, graph.input_named("rope_pair_swap_8").data)
     assert expected.dtype is torch.float32
-    swap = graph.input_named("rope_pair_swap_8").data
-    swapped = (x5.reshape(-1, 8) @ swap).view(1, 5, 2, 4, 2)
-    actual = x5 * c4.float().unsqueeze(-1) + swapped * (s4.float().unsqueeze(-1) * torch.tensor([-1.0, 1.0]))
     assert torch.equal(actual, expected)
 
 
