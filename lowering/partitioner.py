@@ -62,7 +62,7 @@ PLANNED_IR_REWRITES = ("xnnpack.weight-only-int8-linear",)
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
 DEFAULT_PIPELINE = ("xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
                     "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
-                    "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
+                    "xnnpack.partial-rotary-whole-head,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
@@ -77,7 +77,8 @@ _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAM
 # backend.xnnpack.extended_ops=false) the float ops stay outside, and the partitioner leaves these
 # passes out of its pipeline
 XNNPACK_FLOAT_OP_PASSES = frozenset({
-    "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims",
+    "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.partial-rotary-whole-head",
+    "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims",
     "xnnpack.merge-head-chains", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-bmm-f32-output",
     "xnnpack.bf16-linear-as-f16", "xnnpack.bf16-activations-in-fp32",
 })

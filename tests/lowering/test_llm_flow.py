@@ -371,3 +371,44 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
     # (the activations' int8 rounding in XNNPACK and in torchao's eager emulation can differ by a
     # step: the flow's own error for this recipe, the same for stock's program)
     _check_generation(eager, buffer, params, tolerance=0.02)
+
+
+def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch):
+    """``python -m lowering.llm`` on a 1-layer Phi-4-mini (``model_class: phi_4_mini``: the Hugging
+    Face rope on 12 of each head's 16 dims, partial_rotary_factor 0.75): the layer in two delegates
+    and the head in a third, q's and k's heads rotated together over the whole head
+    (xnnpack.partial-rotary-whole-head: one swap mm, the two tables widened by one mm each), no
+    concatenation and no slice of the head's dims left inside, and one program runs prefills of 1,
+    7 and 20 tokens and a prefill of 7 then three decode steps against eager."""
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
+    from bench.llm_flow import write_checkpoint
+    from lowering.llm import parse_args, run
+    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
+
+    monkeypatch.chdir(tmp_path)
+    params = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, hidden_dim=128, vocab_size=256, norm_eps=1e-5,
+                  rope_theta=10000.0, use_scaled_rope=False, use_hf_rope=True, partial_rotary_factor=0.75,
+                  attention_qkv_bias=False)
+    params_path, checkpoint = write_checkpoint(str(tmp_path), params=params, max_seq_len=TINY_SEQ_LEN)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY_YAML.format(params=params_path, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
+                      .replace("model_class: llama3", "model_class: phi_4_mini"))
+    argv = ["--config", str(config)]
+    builder = run(argv)
+    edge = builder.edge_manager
+    inside, outside = delegated_ops(edge), outside_ops(edge)
+    assert delegate_count(edge) == 3, (inside, outside)
+    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
+    assert not unexpected, unexpected
+    # the swap of q's and k's heads, and each rope table widened from 12 to 16 dims
+    assert inside["aten.mm"] == 1 + 2 and "aten.cat" not in inside, inside
+    # v's heads and q+k's from the fused projection, q and k back out of the rotated heads: no slice
+    # of a head's dims (the partial rotation's two pieces) is left
+    assert inside["xir.slice"] == 4 and not any("slice" in op for op in inside if op != "xir.slice"), inside
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    buffer = open(builder.get_saved_pte_filename(), "rb").read()
+    _check_generation(eager, buffer, params, tolerance=1e-5)
