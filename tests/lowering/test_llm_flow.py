@@ -213,16 +213,15 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     xir.OPTION=true``: the flow's bf16 program with every linear run as XNNPACK's fp16 GEMM (fp16
     weights inside the delegates), or with the delegated ops in fp32 (fp32 linears on fp16 weights,
     no bf16 op inside but converts), loaded on the runtime, within bf16's tolerance of the eager bf16
-    model at prefill lengths 1 and 7 and a decode step; refused for stock's partitioners."""
-    import copy
-
+    model (``_check_generation``: prefills of 1, 7 and 20 tokens, a prefill of 7 then three decode
+    steps); refused for stock's partitioners."""
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import UnsupportedOption, export_llama, parse_args, run
-    from xir_tools.harness import delegate_count, delegated_bf16_ops, delegated_linear_dtypes, load_method, outside_ops
+    from xir_tools.harness import delegate_count, delegated_bf16_ops, delegated_linear_dtypes, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
@@ -254,20 +253,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     assert next(eager.parameters()).dtype is torch.bfloat16
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
-    _, decode_method = load_method(buffer)
-    for length, actual, expected in _prefills(eager, buffer):
-        scale = max(1.0, expected.float().abs().max().item())
-        assert (actual[0].float() - expected.float()).abs().max().item() <= 2 ** -5 * scale, f"prefill of {length}"
-    # a prefill of 7 then one decode step at position 7, on one method (its own KV cache)
-    tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
-    stateful = copy.deepcopy(eager)
-    with torch.no_grad():
-        stateful(tokens, {"input_pos": torch.tensor([0])})
-        expected = stateful(torch.tensor([[3]]), {"input_pos": torch.tensor([7])})
-    decode_method.execute([tokens, torch.tensor([0])])
-    actual = decode_method.execute([torch.tensor([[3]]), torch.tensor([7])])[0]
-    scale = max(1.0, expected.float().abs().max().item())
-    assert (actual.float() - expected.float()).abs().max().item() <= 2 ** -5 * scale
+    _check_generation(eager, buffer, TINY_PARAMS, tolerance=2 ** -5)
 
 
 def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
