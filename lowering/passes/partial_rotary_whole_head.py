@@ -48,6 +48,7 @@ from xir.ops import aten, xir_ops
 
 from ..rules import slice_bounds
 from ._base import _TORCH_DTYPES, RunStateRule
+from .rope_as_pair_swap import write_swap_rotation
 
 
 def _slice_of(value: Value) -> tuple[Value, int, int] | None:
@@ -129,15 +130,9 @@ def partial_rotary_whole_head(node: Node, rewriter: Rewriter, made: dict | None 
     lead = tuple(x.type.shape[:-1])
     rows = math.prod(lead) if all(isinstance(d, int) for d in lead) else symbolic_product(lead)
     flat = view_to(rewriter, node, x, TensorType(x.dtype, (rows, width)))
-    swapped = view_to(rewriter, node, rewriter.op_before(node, aten.mm, [flat, _swap_matrix(rewriter, width, r, x.dtype, made)]),
-                      x.type)
+    swap = _swap_matrix(rewriter, width, r, x.dtype, made)
     cos, sin = _widened(rewriter, c, width, 1.0, made), _widened(rewriter, s, width, 0.0, made)
-    result = rewriter.op_before(node, aten.add.Tensor, [rewriter.op_before(node, aten.mul.Tensor, [x, cos]),
-                                                        rewriter.op_before(node, aten.mul.Tensor, [swapped, sin])])
-    if tuple(result.type.shape) != tuple(y.type.shape):
-        raise AssertionError(f"partial-rotary-whole-head made {result.type} for {y.type}")
-    rewriter.replace_node(node, [result])
-    return True
+    return write_swap_rotation(rewriter, node, x, flat, swap, cos, sin)
 
 
 def _swap_matrix(rewriter: Rewriter, width: int, r: int, dtype, made: dict) -> Value:

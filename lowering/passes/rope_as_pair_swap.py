@@ -34,6 +34,7 @@ symbolic dim in the views it makes. Declined otherwise, with the reason.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import attrs
 
@@ -184,13 +185,23 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
     if c5 is None or s5 is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims in c or s")
     p, sign = _constants(rewriter, width, {} if made is None else made)
-    # (mm, not linear: to_edge has decomposed linears already; P is symmetric, so x @ P swaps)
-    swapped = view_to(rewriter, node, rewriter.op_before(node, aten.mm, [flat, p]), x5.type)
-    signed = rewriter.op_before(node, aten.mul.Tensor, [s5, sign])
-    rotated = rewriter.op_before(node, aten.add.Tensor, [rewriter.op_before(node, aten.mul.Tensor, [x5, c5]),
-                                                         rewriter.op_before(node, aten.mul.Tensor, [swapped, signed])])
+    return write_swap_rotation(rewriter, node, x5, flat, p, c5, lambda: rewriter.op_before(node, aten.mul.Tensor, [s5, sign]))
+
+
+def write_swap_rotation(rewriter: Rewriter, node: Node, x: Value, flat: Value, swap: Value, cos: Value,
+                        sin: Value | Callable[[], Value]) -> bool:
+    """Replace ``node`` by ``x * cos + view(flat @ swap, x's type) * sin``, the ops placed before it
+    (``flat``: x viewed as rows of the swapped width; ``sin``: a value, or a function that makes it
+    after the swap). Shared by ``xnnpack.rope-as-pair-swap`` and ``xnnpack.partial-rotary-whole-head``."""
+    # (mm, not linear: to_edge has decomposed linears already; the swap matrices are symmetric, so
+    # x @ P swaps)
+    swapped = view_to(rewriter, node, rewriter.op_before(node, aten.mm, [flat, swap]), x.type)
+    sin = sin() if callable(sin) else sin
+    rotated = rewriter.op_before(node, aten.add.Tensor, [rewriter.op_before(node, aten.mul.Tensor, [x, cos]),
+                                                         rewriter.op_before(node, aten.mul.Tensor, [swapped, sin])])
+    y = node.result
     if tuple(rotated.type.shape) != tuple(y.type.shape):
-        raise AssertionError(f"rope-as-pair-swap made {rotated.type} for {y.type}")
+        raise AssertionError(f"{node.op} rewritten as a swap rotation of {rotated.type} for {y.type}")
     rewriter.replace_node(node, [rotated])
     return True
 

@@ -158,6 +158,22 @@ def _prefills(eager, buffer: bytes, lengths=(1, 7)):
         _, method = load_method(buffer)
         yield length, method.execute([tokens, pos]), expected
 
+def _flow_argv(tmp_path, params: dict, *, bf16: bool = False, edit=lambda yaml: yaml, extra: str = "") -> list[str]:
+    """``--config tiny.yaml`` for the flow on a seeded checkpoint of ``params`` (the tiny config;
+    ``bf16``: dtype_override bf16 and XNNPACK's bf16 on; ``edit``: a change to the yaml text;
+    ``extra``: yaml sections appended)."""
+    from bench.llm_flow import write_checkpoint
+
+    params_path, checkpoint = write_checkpoint(str(tmp_path), params=params, max_seq_len=TINY_SEQ_LEN)
+    yaml = TINY_YAML.format(params=params_path, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
+    if bf16:
+        yaml = yaml.replace("  enable_dynamic_shape: true\n", "  enable_dynamic_shape: true\n  dtype_override: bf16\n")
+        yaml = yaml.replace("    extended_ops: true\n", "    extended_ops: true\n    enable_bf16: true\n")
+    config = tmp_path / "tiny.yaml"
+    config.write_text(edit(yaml) + extra)
+    return ["--config", str(config)]
+
+
 def _check_generation(eager, buffer: bytes, params: dict, tolerance: float):
     """The program ``buffer`` against ``eager`` within ``tolerance`` of the largest logit (at least
     1): prefills of 1, 7 and 20 tokens, each on a fresh method, and on one method (its own KV
@@ -219,17 +235,11 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
 
-    from bench.llm_flow import write_checkpoint
     from lowering.llm import UnsupportedOption, export_llama, parse_args, run
     from xir_tools.harness import delegate_count, delegated_bf16_ops, delegated_linear_dtypes, outside_ops
 
     monkeypatch.chdir(tmp_path)
-    params, checkpoint = write_checkpoint(str(tmp_path), params=TINY_PARAMS, max_seq_len=TINY_SEQ_LEN)
-    config = tmp_path / "tiny.yaml"
-    yaml = TINY_YAML.format(params=params, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
-    yaml = yaml.replace("  enable_dynamic_shape: true\n", "  enable_dynamic_shape: true\n  dtype_override: bf16\n")
-    config.write_text(yaml.replace("    extended_ops: true\n", "    extended_ops: true\n    enable_bf16: true\n"))
-    argv = ["--config", str(config)]
+    argv = _flow_argv(tmp_path, TINY_PARAMS, bf16=True)
 
     with pytest.raises(UnsupportedOption, match="needs xir's partitioner"):
         export_llama(parse_args(argv)[0], "stock", **{option: True})
@@ -270,18 +280,12 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
 
-    from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
-    params_path, checkpoint = write_checkpoint(str(tmp_path), params=params, max_seq_len=TINY_SEQ_LEN)
-    yaml = TINY_YAML.format(params=params_path, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
-    yaml = yaml.replace("  enable_dynamic_shape: true\n", "  enable_dynamic_shape: true\n  dtype_override: bf16\n")
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.replace("    extended_ops: true\n", "    extended_ops: true\n    enable_bf16: true\n"))
-    argv = ["--config", str(config)]
+    argv = _flow_argv(tmp_path, params, bf16=True)
     builder = run(argv)
     edge = builder.edge_manager
     inside, outside = delegated_ops(edge), outside_ops(edge)
@@ -319,18 +323,13 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
 
-    from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
-    params_path, checkpoint = write_checkpoint(str(tmp_path), params=params, max_seq_len=TINY_SEQ_LEN)
-    config = tmp_path / "tiny.yaml"
-    config.write_text(TINY_YAML.format(params=params_path, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
-                      .replace("extended_ops: true", f"extended_ops: {str(extended_ops).lower()}")
-                      + "quantization:\n  qmode: 8da4w\n  group_size: 32\n")
-    argv = ["--config", str(config)]
+    argv = _flow_argv(tmp_path, params, extra="quantization:\n  qmode: 8da4w\n  group_size: 32\n",
+                      edit=lambda yaml: yaml.replace("extended_ops: true", f"extended_ops: {str(extended_ops).lower()}"))
     builder = run(argv)
     edge = builder.edge_manager
     inside, outside = delegated_ops(edge), outside_ops(edge)
@@ -370,7 +369,6 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch):
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
 
-    from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
@@ -378,11 +376,7 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch):
     params = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, hidden_dim=128, vocab_size=256, norm_eps=1e-5,
                   rope_theta=10000.0, use_scaled_rope=False, use_hf_rope=True, partial_rotary_factor=0.75,
                   attention_qkv_bias=False)
-    params_path, checkpoint = write_checkpoint(str(tmp_path), params=params, max_seq_len=TINY_SEQ_LEN)
-    config = tmp_path / "tiny.yaml"
-    config.write_text(TINY_YAML.format(params=params_path, checkpoint=checkpoint, seq=TINY_SEQ_LEN, out=tmp_path / "out")
-                      .replace("model_class: llama3", "model_class: phi_4_mini"))
-    argv = ["--config", str(config)]
+    argv = _flow_argv(tmp_path, params, edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: phi_4_mini"))
     builder = run(argv)
     edge = builder.edge_manager
     inside, outside = delegated_ops(edge), outside_ops(edge)
