@@ -58,19 +58,6 @@ class _FunctionPattern(RewritePattern):
         return self.match_and_rewrite(node, rewriter)
 
 
-def fixed_reader(value: Value) -> Node | None:
-    """A node reading ``value`` that cannot be made to read another value: one imported from a
-    program whose call has no schema (a higher-order op such as ``auto_functionalized_v2``, the
-    KV-cache update of ExecuTorch's LLM flow), whose arguments the write-back cannot rebuild. A
-    rule that would replace ``value`` by a new one declines when there is one."""
-    for user in value.users:
-        fx_node = getattr(user, "fx_node", None)
-        if not user.is_return and fx_node is not None and getattr(fx_node, "op", None) == "call_function" \
-                and getattr(fx_node.target, "_schema", None) is None:
-            return user
-    return None
-
-
 def rewrite_pattern(*ops: str) -> Callable[[Callable[[Node, "Rewriter"], bool]], RewritePattern]:
     """Make a rule of a function ``fn(node, rewriter) -> bool`` matched on ``ops`` (op handles,
     ``aten.mul.Tensor``, or their names). Every op must be one xir defines: a misspelt name is an

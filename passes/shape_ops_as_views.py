@@ -16,7 +16,7 @@ import attrs
 from xir import Node, Symbol, TensorType, Value
 from xir.ops import aten
 
-from .rewriter import PatternRewritePass, Rewriter, fixed_reader, rewrite_pattern
+from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
 SHAPE_OPS = (aten.unsqueeze_copy, aten.squeeze_copy.dims, aten.squeeze_copy.dim, aten.squeeze_copy,
              aten.expand_copy)
@@ -71,8 +71,6 @@ def shape_op_as_view(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "an expand that repeats elements (not a reshape)")
     if view_size(result.shape) is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view infers one)")
-    if fixed_reader(node.result) is not None:
-        return rewriter.notify_match_failure(node, f"read by {fixed_reader(node.result).op}, which cannot read another value")
     rewriter.replace_node(node, [view_to(rewriter, node, node.input, result)])
     return True
 

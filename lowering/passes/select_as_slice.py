@@ -7,7 +7,6 @@ from __future__ import annotations
 import attrs
 
 from passes import Rewriter, rewrite_pattern
-from passes.rewriter import fixed_reader
 from passes.shape_ops_as_views import view_size, view_to
 from xir import DType, Node, TensorType
 from xir.ops import aten
@@ -34,8 +33,6 @@ def select_as_slice(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "a symbolic dim or index (the slice's offset would be computed at run time)")
     if view_size(result.shape) is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view infers one)")
-    if fixed_reader(node.result) is not None:
-        return rewriter.notify_match_failure(node, f"read by {fixed_reader(node.result).op}, which cannot read another value")
     start = index % size
     one = rewriter.op_before(node, aten.slice_copy.Tensor, [node.input], dim=dim, start=start, end=start + 1, step=1)
     rewriter.replace_node(node, [view_to(rewriter, node, one, result)])

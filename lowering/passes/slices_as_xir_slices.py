@@ -15,7 +15,6 @@ from __future__ import annotations
 import attrs
 
 from passes import Rewriter, rewrite_pattern
-from passes.rewriter import fixed_reader
 from xir import DType, Node, TensorType
 from xir.ops import aten, xir_ops
 
@@ -41,8 +40,6 @@ def slice_as_xir_slice(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "its offset or length along the sliced dim is computed at run time")
     if any(d == 0 for d in result.shape):
         return rewriter.notify_match_failure(node, "empty")
-    if fixed_reader(node.result) is not None:
-        return rewriter.notify_match_failure(node, f"read by {fixed_reader(node.result).op}, which cannot read another value")
     dim, start, end = bounds
     rewriter.replace_node(node, [rewriter.op_before(node, xir_ops.slice, [node.input], dim=dim, start=start, end=end)])
     return True
