@@ -358,13 +358,15 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
     _check_generation(eager, buffer, params, tolerance=0.02)
 
 
-def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch):
+@pytest.mark.parametrize("recipe", ["fp32", "bf16"])
+def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, recipe):
     """``python -m lowering.llm`` on a 1-layer Phi-4-mini (``model_class: phi_4_mini``: the Hugging
-    Face rope on 12 of each head's 16 dims, partial_rotary_factor 0.75): the layer in two delegates
-    and the head in a third, q's and k's heads rotated together over the whole head
-    (xnnpack.partial-rotary-whole-head: one swap mm, the two tables widened by one mm each), no
-    concatenation and no slice of the head's dims left inside, and one program runs prefills of 1,
-    7 and 20 tokens and a prefill of 7 then three decode steps against eager."""
+    Face rope on 12 of each head's 16 dims, partial_rotary_factor 0.75), in fp32 and in bf16 (where
+    the rotation is bf16 arithmetic): the layer in two delegates and the head in a third, q's and
+    k's heads rotated together over the whole head (xnnpack.partial-rotary-whole-head: one swap mm,
+    the two tables widened by one mm each), no concatenation and no slice of the head's dims left
+    inside, and one program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three
+    decode steps against eager (bf16: within two bf16 ulps of the largest logit)."""
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
@@ -376,7 +378,8 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch):
     params = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, hidden_dim=128, vocab_size=256, norm_eps=1e-5,
                   rope_theta=10000.0, use_scaled_rope=False, use_hf_rope=True, partial_rotary_factor=0.75,
                   attention_qkv_bias=False)
-    argv = _flow_argv(tmp_path, params, edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: phi_4_mini"))
+    argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16",
+                      edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: phi_4_mini"))
     builder = run(argv)
     edge = builder.edge_manager
     inside, outside = delegated_ops(edge), outside_ops(edge)
@@ -390,5 +393,6 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch):
     assert inside["xir.slice"] == 4 and not any("slice" in op for op in inside if op != "xir.slice"), inside
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    assert next(eager.parameters()).dtype is (torch.bfloat16 if recipe == "bf16" else torch.float32)
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
-    _check_generation(eager, buffer, params, tolerance=1e-5)
+    _check_generation(eager, buffer, params, tolerance=2 ** -6 if recipe == "bf16" else 1e-5)
