@@ -74,13 +74,14 @@ QUICK = Sizes(hidden=64, intermediate=128, heads=4, vocab=256, cache=32, layers=
 LARGE = Sizes(hidden=2048, intermediate=5632, heads=16, vocab=2048, cache=128, layers=2, prefill=32, steps=32)
 
 
-def decoder_config(name: str, s: Sizes):
+def decoder_config(name: str, s: Sizes, **overrides):
     """Llama is multi-head (as many K/V heads as query heads), Qwen2 grouped-query, Gemma
-    multi-query (one K/V head, as Gemma-2B), Phi-3 multi-head with fused QKV projections."""
+    multi-query (one K/V head, as Gemma-2B), Phi-3 multi-head with fused QKV projections
+    (``overrides``: more config fields, e.g. Phi-3's ``partial_rotary_factor``)."""
     import transformers
 
     common = dict(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate, num_hidden_layers=s.layers,
-                  num_attention_heads=s.heads, max_position_embeddings=2 * s.cache)
+                  num_attention_heads=s.heads, max_position_embeddings=2 * s.cache, **overrides)
     if name == "llama":
         return transformers.LlamaConfig(num_key_value_heads=s.heads, head_dim=s.head_dim, **common)
     if name == "qwen2":
@@ -92,11 +93,11 @@ def decoder_config(name: str, s: Sizes):
     raise ValueError(f"unknown decoder {name!r}; expected one of {', '.join(DECODERS)}")
 
 
-def build_decoder(name: str, s: Sizes, dtype: torch.dtype):
+def build_decoder(name: str, s: Sizes, dtype: torch.dtype, **overrides):
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(decoder_config(name, s)).eval().to(dtype)
+    model = AutoModelForCausalLM.from_config(decoder_config(name, s, **overrides)).eval().to(dtype)
     model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
                                                cache_config={"batch_size": 1, "max_cache_len": s.cache})
     return model

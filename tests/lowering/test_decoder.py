@@ -75,12 +75,13 @@ def test_one_layer_decoder_step(dtype_name):
 
 
 @functools.lru_cache(maxsize=None)
-def other_decoder(name: str, dtype_name: str):
+def other_decoder(name: str, dtype_name: str, partial_rotary_factor: float | None = None):
     """A 1-layer decoder of another family, exported and lowered as above (the bench's builder)."""
     from bench.llm import Sizes, build_decoder, export_decoder
 
     sizes = Sizes(hidden=64, intermediate=128, heads=4, vocab=128, cache=CACHE, layers=1, prefill=4, steps=1)
-    model = build_decoder(name, sizes, getattr(torch, dtype_name))
+    overrides = {} if partial_rotary_factor is None else {"partial_rotary_factor": partial_rotary_factor}
+    model = build_decoder(name, sizes, getattr(torch, dtype_name), **overrides)
     ep = export_decoder(model, CACHE, 1)
     ids, position = torch.tensor([[7]]), torch.tensor([0])
     import copy
@@ -102,3 +103,21 @@ def test_other_decoder_families_in_two_delegates(name, dtype_name, passes):
     assert error <= (1e-5 if dtype_name == "float32" else 2 ** -6) * max(1.0, reference.float().abs().max().item())
     assert ours.delegates == 2, ours.partitioner.report()
     assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_phi3_partial_rotary_over_the_whole_head(dtype_name):
+    """Transformers' Phi-3 with ``partial_rotary_factor=0.5`` (Phi-4-mini's kind of rotation: 8 of
+    each head's 16 dims rotated, the rest concatenated back), static shapes:
+    xnnpack.partial-rotary-whole-head rotates q and k over the whole head (one swap mm each, the
+    two tables widened by one mm each); the one concatenation left builds the tables (cat(freqs,
+    freqs) before cos and sin), no negation; eager's logits."""
+    reference, ours = other_decoder("phi3", dtype_name, partial_rotary_factor=0.5)
+    assert ours.ran, ours.error
+    error = (ours.outputs[0].float() - reference.float()).abs().max().item()
+    assert error <= (1e-5 if dtype_name == "float32" else 2 ** -6) * max(1.0, reference.float().abs().max().item())
+    assert ours.delegates == 2, ours.partitioner.report()
+    assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE
+    assert ours.delegated["aten.cat"] == 1 and "aten.neg" not in ours.delegated, ours.delegated
+    assert ours.delegated["aten.mm"] >= 2 + 2, ours.delegated
+    assert any(value.name.startswith("partial_rotary_swap_8_of_16") for value in ours.partitioner.last_graph.inputs)
