@@ -11,6 +11,8 @@ the same way, so its size is all integers. Two or more symbolic dims: left as it
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from xir import Node, Symbol, TensorType, Value
@@ -39,6 +41,12 @@ def symbolic_product(dims) -> Symbol:
     the type of a dim that a view with -1 merges them into."""
     factors = [str(d) for d in dims if d != 1]
     return Symbol("*".join(f if f.isalnum() else f"({f})" for f in factors))
+
+
+def dims_product(dims) -> int | Symbol:
+    """The product of ``dims``: an int when all are static, else a symbol (:func:`symbolic_product`),
+    the dim a view with -1 merges them into."""
+    return math.prod(dims) if all(isinstance(d, int) for d in dims) else symbolic_product(dims)
 
 
 def view_to(rewriter: Rewriter, anchor: Node, x: Value, result: TensorType) -> Value | None:

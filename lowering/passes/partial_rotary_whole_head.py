@@ -37,31 +37,20 @@ Declined otherwise, with the reason.
 
 from __future__ import annotations
 
-import math
-
 import attrs
 
 from passes import PatternRewritePass, Rewriter
-from passes.shape_ops_as_views import symbolic_product, view_size, view_to
+from passes.shape_ops_as_views import dims_product, view_size, view_to
 from xir import Node, TensorType, Value
 from xir.ops import aten, xir_ops
 
-from ..rules import slice_bounds
 from ._base import _TORCH_DTYPES, RunStateRule
 from .rope_as_pair_swap import write_swap_rotation
+from .rotate_half_sign import last_dim_slice
 
 
-def _slice_of(value: Value) -> tuple[Value, int, int] | None:
-    """``value`` is ``x[..., start:end]`` (step 1, bounds in range; ``slice_copy`` or ``xir.slice``)
-    of a static last dim: (x, start, end)."""
-    node = value.producer
-    if node is None or node.op not in (aten.slice_copy.Tensor, xir_ops.slice) or node.attributes.get("step", 1) not in (None, 1):
-        return None
-    bounds = slice_bounds(node)
-    x = node.operands[0]
-    if bounds is None or bounds[0] != x.rank - 1 or not isinstance(x.type.shape[-1], int):
-        return None
-    return x, bounds[1], bounds[2]
+# the head's pieces: slice_copy, or xir.slice as xnnpack.slices-as-xir-slices (before this pass) writes them
+SLICES = (aten.slice_copy.Tensor, xir_ops.slice)
 
 
 def _product(value: Value) -> tuple[Value, Value] | None:
@@ -73,7 +62,7 @@ def _product(value: Value) -> tuple[Value, Value] | None:
 
 def _swapped(value: Value, a: Value) -> bool:
     """``value`` is cat([a, a], -1)[..., h:h + R] (R: a's last dim, h = R / 2)."""
-    piece = _slice_of(value)
+    piece = last_dim_slice(value, SLICES)
     if piece is None:
         return False
     doubled, start, end = piece
@@ -94,7 +83,7 @@ def partial_rotary_whole_head(node: Node, rewriter: Rewriter, made: dict | None 
     if node.attributes.get("dim", 0) % y.rank != y.rank - 1:
         return rewriter.notify_match_failure(node, "not along the last dim")
     rotated, passed = node.operands
-    tail = _slice_of(passed)
+    tail = last_dim_slice(passed, SLICES)
     if tail is None:
         return rewriter.notify_match_failure(node, "the second piece is not a last-dim slice")
     x, r, end = tail
@@ -112,7 +101,7 @@ def partial_rotary_whole_head(node: Node, rewriter: Rewriter, made: dict | None 
     found = None
     for first, second in (products, products[::-1]):
         for a, c in (first, first[::-1]):
-            head = _slice_of(a)
+            head = last_dim_slice(a, SLICES)
             if head is None or head != (x, 0, r):
                 continue
             for swap, s in (second, second[::-1]):
@@ -128,7 +117,7 @@ def partial_rotary_whole_head(node: Node, rewriter: Rewriter, made: dict | None 
     if any(view_size(v.type.shape) is None for v in (x, c, s)):
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view could not be written)")
     lead = tuple(x.type.shape[:-1])
-    rows = math.prod(lead) if all(isinstance(d, int) for d in lead) else symbolic_product(lead)
+    rows = dims_product(lead)
     flat = view_to(rewriter, node, x, TensorType(x.dtype, (rows, width)))
     swap = _swap_matrix(rewriter, width, r, x.dtype, made)
     cos, sin = _widened(rewriter, c, width, 1.0, made), _widened(rewriter, s, width, 0.0, made)
@@ -167,7 +156,7 @@ def _widened(rewriter: Rewriter, table: Value, width: int, fill: float, made: di
         made[("embed", r, width, dtype)] = rewriter.add_constant(
             f"partial_rotary_embed_{r}_in_{width}", TensorType(dtype, (r, width)), torch.eye(r, width, dtype=torch_dtype))
     lead = tuple(table.type.shape[:-1])
-    rows = math.prod(lead) if all(isinstance(d, int) for d in lead) else symbolic_product(lead)
+    rows = dims_product(lead)
     nodes = [rewriter.create(aten.view_copy, [table], result_types=[TensorType(dtype, (rows, r))],
                              attributes={"size": view_size((rows, r))})]
     nodes.append(rewriter.create(aten.mm, [nodes[-1].result, made[("embed", r, width, dtype)]]))

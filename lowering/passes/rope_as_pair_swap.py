@@ -33,14 +33,13 @@ symbolic dim in the views it makes. Declined otherwise, with the reason.
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import attrs
 
 from passes import PatternRewritePass, Rewriter
 from passes.remove_no_ops import CONVERT_OPS as CASTS, layout_change
-from passes.shape_ops_as_views import symbolic_product, view_to
+from passes.shape_ops_as_views import dims_product, view_to
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten, xir_ops
 
@@ -176,7 +175,7 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
         return rewriter.notify_match_failure(node, "not fp32")
     width = 2 * half
     lead = tuple(x5.type.shape[:-2])
-    rows = math.prod(lead) if all(isinstance(d, int) for d in lead) else symbolic_product(lead)
+    rows = dims_product(lead)
     flat = view_to(rewriter, node, x5, TensorType(DType.f32, (rows, width)))
     if flat is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view could not be written)")

@@ -40,11 +40,11 @@ from ..rules import slice_bounds
 from ._base import _TORCH_DTYPES, RunStateRule
 
 
-def _last_dim_slice(value: Value) -> tuple[Value, int, int] | None:
-    """``value`` is ``x[..., start:end]`` (step 1) of a last dim of static size: (x, start, end), the
-    bounds in range (``lowering.rules.slice_bounds``)."""
+def last_dim_slice(value: Value, ops=(aten.slice_copy.Tensor,)) -> tuple[Value, int, int] | None:
+    """``value`` is ``x[..., start:end]`` (step 1; one of ``ops``) of a last dim of static size:
+    (x, start, end), the bounds in range (``lowering.rules.slice_bounds``)."""
     node = value.producer
-    if node is None or node.op != aten.slice_copy.Tensor or node.attributes.get("step", 1) not in (None, 1):
+    if node is None or node.op not in ops or node.attributes.get("step", 1) not in (None, 1):
         return None
     x = node.operands[0]
     bounds = slice_bounds(node)
@@ -68,7 +68,7 @@ def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = 
     if neg is None or neg.op != aten.neg:
         return rewriter.notify_match_failure(node, "the first piece is not a negation")
     upper = neg.operands[0]
-    a, b = _last_dim_slice(upper), _last_dim_slice(lower)
+    a, b = last_dim_slice(upper), last_dim_slice(lower)
     if a is None or b is None or a[0] is not b[0]:
         return rewriter.notify_match_failure(node, "not two last-dim slices of one tensor")
     x, (_, h, end), (_, start, h_end) = a[0], a, b
