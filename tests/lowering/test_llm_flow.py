@@ -396,3 +396,56 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
     assert next(eager.parameters()).dtype is (torch.bfloat16 if recipe == "bf16" else torch.float32)
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
     _check_generation(eager, buffer, params, tolerance=2 ** -6 if recipe == "bf16" else 1e-5)
+
+
+# what stays outside xir's delegates of a 1-layer program with the flow's attention in ATen ops
+# (use_sdpa_with_kv_cache off), each tensor op with its count: the embedding; the cache writes at
+# input_pos (index_put, and the copies back into the cache buffers); the position arithmetic on
+# input_pos in i64 and bool (arange, an add, a cast, scalar_tensor, where); the rows of the rope
+# tables and of the mask at input_pos (slice_copy with a bound computed at run time); the
+# input_pos picks and the last token's hidden state (select_copy)
+ATEN_SDPA_OUTSIDE = {"aten.embedding.out": 1, "aten.index_put.out": 2, "aten.copy_": 2, "aten.arange.start_out": 1,
+                     "aten.add.out": 1, "aten._to_copy.out": 1, "aten.scalar_tensor.out": 1, "aten.where.self_out": 1,
+                     "aten.slice_copy.Tensor_out": 3, "aten.select_copy.int_out": 3}
+
+
+@pytest.mark.parametrize("recipe", ["fp32", "bf16", "8da4w"])
+def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
+    """``python -m lowering.llm ... model.use_sdpa_with_kv_cache=false``: the flow's attention as ATen
+    ops (the grouped-query repeat of K and V, the additive mask, softmax) on a symbolic sequence
+    length, in fp32, bf16 and 8da4w, on a 1-layer model. The layer is two delegates (split by the
+    cache writes at input_pos, which run on the portable index_put) and the head a third; attention
+    runs inside (two bmm without repeating K and V: xnnpack.fold-repeat-into-bmm; the masked
+    softmax: xnnpack.safe-softmax), nothing of float arithmetic stays outside, and one program
+    runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three decode steps against eager."""
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
+    from lowering.llm import parse_args, run
+    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
+
+    monkeypatch.chdir(tmp_path)
+    params = dict(TINY_PARAMS, n_layers=1)
+    quantized = "quantization:\n  qmode: 8da4w\n  group_size: 32\n" if recipe == "8da4w" else ""
+    argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16", extra=quantized,
+                      edit=lambda yaml: yaml.replace("use_sdpa_with_kv_cache: true", "use_sdpa_with_kv_cache: false"))
+    builder = run(argv)
+    edge = builder.edge_manager
+    inside, outside = delegated_ops(edge), outside_ops(edge)
+    assert delegate_count(edge) == 3, (inside, outside)
+    tensor_ops_outside = {op: n for op, n in outside.items()
+                          if not op.startswith(("executorch.exir.memory.", "executorch_prim.", "aten._local_scalar_dense",
+                                                "aten.sym_constrain_range", "aten._assert_scalar"))}
+    assert tensor_ops_outside == ATEN_SDPA_OUTSIDE, tensor_ops_outside
+    # q K^T and its product with V, each one bmm over the grouped heads (no expand of K or V
+    # anywhere), and the masked softmax inside
+    assert inside["aten.bmm"] == 2 and inside["aten._softmax"] == 1, inside
+    assert not any(op.startswith("aten.expand") for op in inside), inside
+    if recipe == "8da4w":  # qkv (fused), o, w1, w2, w3, the head: each activation quantized inside
+        assert inside["torchao.choose_qparams_affine"] == 6 and inside["torchao.quantize_affine"] == 6, inside
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    buffer = open(builder.get_saved_pte_filename(), "rb").read()
+    tolerance = {"fp32": 1e-5, "bf16": 2 ** -6, "8da4w": 0.02}[recipe]
+    _check_generation(eager, buffer, params, tolerance=tolerance)
