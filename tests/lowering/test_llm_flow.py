@@ -200,6 +200,34 @@ def _check_generation(eager, buffer: bytes, params: dict, tolerance: float):
 
 
 
+def _inside_outside(builder, delegates: int):
+    """The ops (name: count) inside and outside the delegates of the flow's program in ``builder``,
+    after checking that it has ``delegates`` delegates."""
+    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
+
+    edge = builder.edge_manager
+    inside, outside = delegated_ops(edge), outside_ops(edge)
+    assert delegate_count(edge) == delegates, (inside, outside)
+    return inside, outside
+
+
+def _one_layer_in_three_delegates(builder):
+    """The ops inside and outside the delegates of the flow's 1-layer program in ``builder``, after
+    checking that it is the layer in two delegates and the head in a third, with nothing outside
+    but the embedding, the custom ops, the symbolic-size arithmetic and the known slices."""
+    inside, outside = _inside_outside(builder, delegates=3)
+    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
+    assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
+    return inside, outside
+
+
+def _tensor_ops(ops: dict) -> dict:
+    """``ops`` (op name: count) without memory planning and the symbolic-size arithmetic."""
+    scalar = ("executorch.exir.memory.", "executorch_prim.", "aten._local_scalar_dense", "aten.sym_constrain_range",
+              "aten._assert_scalar")
+    return {op: n for op, n in ops.items() if not op.startswith(scalar)}
+
+
 def test_unsupported_option_is_named(tmp_path, monkeypatch):
     from lowering.llm import UnsupportedOption, check_supported, parse_args
 
@@ -281,17 +309,12 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
-    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
     argv = _flow_argv(tmp_path, params, bf16=True)
     builder = run(argv)
-    edge = builder.edge_manager
-    inside, outside = delegated_ops(edge), outside_ops(edge)
-    assert delegate_count(edge) == 3, (inside, outside)
-    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
-    assert not unexpected, unexpected  # (no _to_copy: every cast is a convert inside)
+    inside, outside = _one_layer_in_three_delegates(builder)  # (no _to_copy: every cast is a convert inside)
     # one pair swap for q's and k's heads together, no concatenation (the halves are not re-interleaved)
     assert inside["aten.mm"] == 1 and "aten.cat" not in inside, inside
     # the fused projection's v, q+k (as one slice), and q and k back out of the rotated heads
@@ -372,7 +395,6 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
     import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
-    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, hidden_dim=128, vocab_size=256, norm_eps=1e-5,
@@ -381,11 +403,7 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
     argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16",
                       edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: phi_4_mini"))
     builder = run(argv)
-    edge = builder.edge_manager
-    inside, outside = delegated_ops(edge), outside_ops(edge)
-    assert delegate_count(edge) == 3, (inside, outside)
-    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
-    assert not unexpected, unexpected
+    inside, outside = _one_layer_in_three_delegates(builder)
     # the swap of q's and k's heads, and each rope table widened from 12 to 16 dims
     assert inside["aten.mm"] == 1 + 2 and "aten.cat" not in inside, inside
     # v's heads and q+k's from the fused projection, q and k back out of the rotated heads: no slice
@@ -423,7 +441,6 @@ def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
     import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
-    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
@@ -431,12 +448,8 @@ def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
     argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16", extra=quantized,
                       edit=lambda yaml: yaml.replace("use_sdpa_with_kv_cache: true", "use_sdpa_with_kv_cache: false"))
     builder = run(argv)
-    edge = builder.edge_manager
-    inside, outside = delegated_ops(edge), outside_ops(edge)
-    assert delegate_count(edge) == 3, (inside, outside)
-    tensor_ops_outside = {op: n for op, n in outside.items()
-                          if not op.startswith(("executorch.exir.memory.", "executorch_prim.", "aten._local_scalar_dense",
-                                                "aten.sym_constrain_range", "aten._assert_scalar"))}
+    inside, outside = _inside_outside(builder, delegates=3)
+    tensor_ops_outside = _tensor_ops(outside)
     assert tensor_ops_outside == ATEN_SDPA_OUTSIDE, tensor_ops_outside
     # q K^T and its product with V, each one bmm over the grouped heads (no expand of K or V
     # anywhere), and the masked softmax inside
@@ -449,3 +462,85 @@ def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
     tolerance = {"fp32": 1e-5, "bf16": 2 ** -6, "8da4w": 0.02}[recipe]
     _check_generation(eager, buffer, params, tolerance=tolerance)
+
+
+# Qwen3 in the flow, tiny: q/k RMSNorm before the Hugging Face rope (model_class qwen3_0_6b)
+TINY_QWEN3_PARAMS = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=32, hidden_dim=128, vocab_size=256,
+                         norm_eps=1e-6, rope_theta=1000000.0, use_scaled_rope=False, use_hf_rope=True,
+                         attention_qkv_bias=False, use_qk_norm=True, qk_norm_before_rope=True)
+
+
+@pytest.mark.parametrize("recipe", ["fp32", "8da4w"])
+def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
+    """``python -m lowering.llm`` on a 1-layer Qwen3 (``model_class: qwen3_0_6b``: an RMSNorm on each
+    of q's and k's heads, then the Hugging Face ``rotate_half`` rope), dynamic sequence length, in
+    fp32 and 8da4w: the layer in two delegates and the head in a third, nothing unexpected outside;
+    q's and k's heads normed and rotated as one chain (xnnpack.merge-head-chains on the heads of
+    the one qkv projection: one rsqrt for both norms), every mean a linear (no spatial mean), the
+    rotation one doubled concatenation and its slice (xnnpack.rotate-half-sign-in-sin); and one
+    program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three decode steps against
+    eager."""
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
+    from lowering.llm import parse_args, run
+
+    monkeypatch.chdir(tmp_path)
+    params = TINY_QWEN3_PARAMS
+    quantized = "quantization:\n  qmode: 8da4w\n  group_size: 32\n" if recipe == "8da4w" else ""
+    argv = _flow_argv(tmp_path, params, extra=quantized,
+                      edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: qwen3_0_6b"))
+    builder = run(argv)
+    inside, outside = _one_layer_in_three_delegates(builder)
+    assert outside["aten.slice_copy.Tensor_out"] == 2, outside  # the rope tables' rows at input_pos
+    # the two norms of the layer, the final one and q's and k's together: four rsqrt, four mean
+    # linears besides qkv, o, w1, w2, w3 and the head
+    assert inside["aten.rsqrt"] == 4 and "aten.mean.dim" not in inside and inside["aten.linear"] == 4 + 6, inside
+    # q+k's heads and v's out of the projection, the rotated half, q and k back out
+    assert inside["xir.slice"] == 5 and inside["aten.cat"] == 1, inside
+    if recipe == "8da4w":
+        assert inside["torchao.choose_qparams_affine"] == 6 and inside["torchao.quantize_affine"] == 6, inside
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    buffer = open(builder.get_saved_pte_filename(), "rb").read()
+    _check_generation(eager, buffer, params, tolerance=0.02 if recipe == "8da4w" else 1e-5)
+
+
+def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
+    """``python -m lowering.llm ... model.enable_dynamic_shape=false``: the flow's one-token program
+    (static shapes) on a 1-layer Llama 3 in fp32. The layer's part after the custom SDPA joins the
+    final norm and head (no symbolic last-token pick splits them): two delegates; outside only the
+    embedding, the rope tables' rows at input_pos (``index``), the input_pos pick, the custom SDPA
+    and the cache updates; and one program decodes six tokens one by one from position 0 on its own
+    KV cache, each step's logits against eager's."""
+    import copy
+
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
+    from lowering.llm import parse_args, run
+    from xir_tools.harness import load_method
+
+    monkeypatch.chdir(tmp_path)
+    params = dict(TINY_PARAMS, n_layers=1)
+    argv = _flow_argv(tmp_path, params,
+                      edit=lambda yaml: yaml.replace("enable_dynamic_shape: true", "enable_dynamic_shape: false"))
+    builder = run(argv)
+    inside, outside = _inside_outside(builder, delegates=2)
+    tensor_ops_outside = _tensor_ops(outside)
+    assert tensor_ops_outside == {"aten.embedding.out": 1, "aten.index.Tensor_out": 2, "aten.select_copy.int_out": 1,
+                                  "llama.update_cache.out": 2, "llama.custom_sdpa.out": 1}, tensor_ops_outside
+    assert "aten.mean.dim" not in inside and "aten.cat" not in inside, inside
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    _, method = load_method(open(builder.get_saved_pte_filename(), "rb").read())
+    stateful = copy.deepcopy(eager)
+    for position, token in enumerate((5, 17, 3, 200, 42, 9)):
+        ids, pos = torch.tensor([[token]]), torch.tensor([position])
+        with torch.no_grad():
+            expected = stateful(ids, {"input_pos": pos})
+        actual = method.execute([ids, pos])[0]
+        error = (actual - expected).abs().max().item()
+        assert error <= 1e-5 * max(1.0, expected.abs().max().item()), f"step {position}: max error {error:.3g}"
