@@ -1,7 +1,8 @@
 """lowering.llm: the LLM flow's partitioner sets, xir's rewrites handed to the builder as
 transform_passes, and ``python -m lowering.llm`` (export_llm's arguments, xir's partitioner) end to
-end on a tiny Llama 3 (about a minute; the flow's families and recipes against stock run in
-``python -m bench.llm_flow``)."""
+end on tiny models: Llama 3 in fp32, bf16 and 8da4w, with the custom SDPA or ATen's, dynamic or
+static shapes; Qwen3 and Phi-4-mini (about three minutes in all; the flow's families and recipes
+against stock run in ``python -m bench.llm_flow``)."""
 
 import pytest
 import torch
