@@ -76,6 +76,8 @@ backend:
     enabled: true
     extended_ops: true
 """
+# the flow's phone recipe, as a yaml section for _flow_argv's ``extra``
+QUANTIZATION_8DA4W = "quantization:\n  qmode: 8da4w\n  group_size: 32\n"
 # What the flow's stock partitioners ([XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner])
 # make of this config: `python -m lowering.llm --config tiny.yaml xir.partitioners=stock` (its own
 # run costs as much as the test; measured with executorch 1.5.1)
@@ -175,29 +177,37 @@ def _flow_argv(tmp_path, params: dict, *, bf16: bool = False, edit=lambda yaml: 
     return ["--config", str(config)]
 
 
-def _check_generation(eager, buffer: bytes, params: dict, tolerance: float):
-    """The program ``buffer`` against ``eager`` within ``tolerance`` of the largest logit (at least
-    1): prefills of 1, 7 and 20 tokens, each on a fresh method, and on one method (its own KV
-    cache) a prefill of 7 then three decode steps."""
+def _close(actual, expected, tolerance: float, what: str):
+    """``actual`` within ``tolerance`` of the largest logit of ``expected`` (at least 1)."""
+    scale = max(1.0, expected.float().abs().max().item())
+    error = (actual.float() - expected.float()).abs().max().item()
+    assert error <= tolerance * scale, f"{what}: max error {error:.3g} (max |logit| {scale:.3g})"
+
+
+def _check_calls(eager, buffer: bytes, calls, tolerance: float):
+    """The program ``buffer`` against ``eager`` on one method (its own KV cache) and one copy of
+    ``eager``: each (tokens, position) of ``calls`` in turn, within ``tolerance`` (``_close``)."""
     import copy
 
     from xir_tools.harness import load_method
 
-    def close(actual, expected, what):
-        scale = max(1.0, expected.float().abs().max().item())
-        error = (actual.float() - expected.float()).abs().max().item()
-        assert error <= tolerance * scale, f"{what}: max error {error:.3g} (max |logit| {scale:.3g})"
-
-    for length, actual, expected in _prefills(eager, buffer, lengths=(1, 7, 20)):
-        close(actual[0], expected, f"prefill of {length}")
     _, method = load_method(buffer)
     stateful = copy.deepcopy(eager)
-    tokens = torch.randint(0, params["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
-    calls = [(tokens, 0)] + [(torch.tensor([[token]]), 7 + i) for i, token in enumerate((3, 11, 5))]
     for step, (ids, position) in enumerate(calls):
         with torch.no_grad():
             expected = stateful(ids, {"input_pos": torch.tensor([position])})
-        close(method.execute([ids, torch.tensor([position])])[0], expected, f"call {step} at position {position}")
+        _close(method.execute([ids, torch.tensor([position])])[0], expected, tolerance, f"call {step} at position {position}")
+
+
+def _check_generation(eager, buffer: bytes, params: dict, tolerance: float):
+    """The program ``buffer`` against ``eager`` within ``tolerance`` of the largest logit (at least
+    1): prefills of 1, 7 and 20 tokens, each on a fresh method, and on one method (its own KV
+    cache) a prefill of 7 then three decode steps."""
+    for length, actual, expected in _prefills(eager, buffer, lengths=(1, 7, 20)):
+        _close(actual[0], expected, tolerance, f"prefill of {length}")
+    tokens = torch.randint(0, params["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
+    calls = [(tokens, 0)] + [(torch.tensor([[token]]), 7 + i) for i, token in enumerate((3, 11, 5))]
+    _check_calls(eager, buffer, calls, tolerance)
 
 
 
@@ -352,7 +362,7 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
-    argv = _flow_argv(tmp_path, params, extra="quantization:\n  qmode: 8da4w\n  group_size: 32\n",
+    argv = _flow_argv(tmp_path, params, extra=QUANTIZATION_8DA4W,
                       edit=lambda yaml: yaml.replace("extended_ops: true", f"extended_ops: {str(extended_ops).lower()}"))
     builder = run(argv)
     edge = builder.edge_manager
@@ -445,7 +455,7 @@ def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
-    quantized = "quantization:\n  qmode: 8da4w\n  group_size: 32\n" if recipe == "8da4w" else ""
+    quantized = QUANTIZATION_8DA4W if recipe == "8da4w" else ""
     argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16", extra=quantized,
                       edit=lambda yaml: yaml.replace("use_sdpa_with_kv_cache: true", "use_sdpa_with_kv_cache: false"))
     builder = run(argv)
@@ -489,7 +499,7 @@ def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
 
     monkeypatch.chdir(tmp_path)
     params = TINY_QWEN3_PARAMS
-    quantized = "quantization:\n  qmode: 8da4w\n  group_size: 32\n" if recipe == "8da4w" else ""
+    quantized = QUANTIZATION_8DA4W if recipe == "8da4w" else ""
     argv = _flow_argv(tmp_path, params, extra=quantized,
                       edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: qwen3_0_6b"))
     builder = run(argv)
@@ -515,14 +525,11 @@ def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
     embedding, the rope tables' rows at input_pos (``index``), the input_pos pick, the custom SDPA
     and the cache updates; and one program decodes six tokens one by one from position 0 on its own
     KV cache, each step's logits against eager's."""
-    import copy
-
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
-    from xir_tools.harness import load_method
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
@@ -536,12 +543,6 @@ def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
     assert "aten.mean.dim" not in inside and "aten.cat" not in inside, inside
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
-    _, method = load_method(open(builder.get_saved_pte_filename(), "rb").read())
-    stateful = copy.deepcopy(eager)
-    for position, token in enumerate((5, 17, 3, 200, 42, 9)):
-        ids, pos = torch.tensor([[token]]), torch.tensor([position])
-        with torch.no_grad():
-            expected = stateful(ids, {"input_pos": pos})
-        actual = method.execute([ids, pos])[0]
-        error = (actual - expected).abs().max().item()
-        assert error <= 1e-5 * max(1.0, expected.abs().max().item()), f"step {position}: max error {error:.3g}"
+    buffer = open(builder.get_saved_pte_filename(), "rb").read()
+    _check_calls(eager, buffer, [(torch.tensor([[token]]), position) for position, token in enumerate((5, 17, 3, 200, 42, 9))],
+                 tolerance=1e-5)
