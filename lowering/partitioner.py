@@ -65,8 +65,8 @@ DEFAULT_PIPELINE = ("xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpac
                     "xnnpack.partial-rotary-whole-head,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
-                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
-                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,dead-code-elimination,xnnpack.fuse-sibling-linears,xnnpack.merge-head-chains,"
+                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.bf16-rounded-arithmetic,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
+                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,common-subexpression-elimination,dead-code-elimination,xnnpack.fuse-sibling-linears,xnnpack.merge-head-chains,"
                     "xnnpack.dequantize-per-float-reader,xnnpack.saturate-portable-quantize,dead-code-elimination")
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
@@ -79,7 +79,8 @@ _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAM
 XNNPACK_FLOAT_OP_PASSES = frozenset({
     "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.partial-rotary-whole-head",
     "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims",
-    "xnnpack.merge-head-chains", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-bmm-f32-output",
+    "xnnpack.merge-head-chains", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
+    "xnnpack.bf16-bmm-f32-output",
     "xnnpack.bf16-linear-as-f16", "xnnpack.bf16-activations-in-fp32",
 })
 
@@ -304,7 +305,8 @@ def _with_pass(pipeline: list, name: str, after: tuple[str, ...]) -> list:
 # so that it reads through them
 BF16_LINEARS_AS_F16 = ("xnnpack.bf16-linear-as-f16", ("xnnpack.bf16-bmm-f32-output",))
 BF16_ACTIVATIONS_IN_FP32 = ("xnnpack.bf16-activations-in-fp32",
-                           ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.layer-norm-in-fp32"))
+                           ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
+                            "xnnpack.layer-norm-in-fp32"))
 
 
 def _with_partitioner_options(p: Pass, options: Options) -> Pass:

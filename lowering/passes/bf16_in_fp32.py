@@ -18,6 +18,14 @@ FP32_ONLY_OPS = (aten.convolution, aten.avg_pool2d, aten.max_pool2d, aten.max_po
 @rewrite_pattern(*FP32_ONLY_OPS)
 def bf16_in_fp32(node: Node, rewriter: Rewriter) -> bool:
     """bf16 op XNNPACK defines only in fp32 => xir.convert in, the op in fp32, xir.convert out."""
+    return compute_in_fp32(node, rewriter)
+
+
+def compute_in_fp32(node: Node, rewriter: Rewriter) -> bool:
+    """The bf16 op ``node`` as XNNPACK runs it in fp32: its bf16 operands converted to fp32 (a bf16
+    constant becomes an fp32 constant equal to it), the op in fp32, its first result converted back
+    to bf16 (the rounding eager bf16 makes). Declined when the op has a second result that is used,
+    or when XNNPACK would not take the op in fp32 either."""
     from ..capability import Options, float_verdict
 
     if node.results[0].dtype is not DType.bf16:

@@ -18,12 +18,13 @@ def pipeline_without(name: str) -> str:
 
 class Lowered:
     """``module`` exported on ``sample`` with ``dynamic_shapes``, lowered by xir (the default
-    pipeline, or ``pipeline``), serialized and loaded once."""
+    pipeline, or ``pipeline``; ``options`` for its partitioner, e.g. ``enable_bf16=True``),
+    serialized and loaded once."""
 
-    def __init__(self, module, sample, dynamic_shapes, pipeline=None):
+    def __init__(self, module, sample, dynamic_shapes, pipeline=None, **options):
         self.module = module
         ep = harness.export(module, tuple(sample), dynamic_shapes=dynamic_shapes)
-        options = {} if pipeline is None else {"pipeline": pipeline}
+        options = dict(options) if pipeline is None else {**options, "pipeline": pipeline}
         self.edge, self.partitioner = harness.lower_edge(ep, "xir", **options)
         self.inside, self.outside = harness.delegated_ops(self.edge), harness.outside_ops(self.edge)
         self.delegates = harness.delegate_count(self.edge)
