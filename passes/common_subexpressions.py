@@ -54,8 +54,10 @@ def _key(value: Any) -> Any:
 
 # readers whose operands a backend matches as one unit with the nodes before them: a decomposed
 # linear's input view belongs to that linear (XNNPACK rebuilds the linear from its source
-# partition), so two linears reading equal views keep one each
-MATMULS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.linear", "aten.matmul")
+# partition), so two linears reading equal views keep one each; and a batched matmul reading one
+# permute as both operands multiplies wrong in XNNPACK (xnnpack.bmm-distinct-operands makes two)
+MATMULS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.linear", "aten.matmul",
+           "xir.bmm_f32out", "xir.linear_f16w")  # (and xir's own matmuls, which bf16 rewrites make)
 
 
 def _read_by_matmul(node: Node) -> bool:
