@@ -73,3 +73,19 @@ def test_views_read_by_matrix_multiplies_stay_apart():
       return %m1, %m2
     }"""
     check_pipeline(text, PASS, text, changed=False)
+
+
+def test_two_permutes_read_by_xirs_bf16_batched_matmul_stay_apart():
+    """``xnnpack.bmm-distinct-operands`` gives a batched matmul reading one permute as both operands
+    a second permute (XNNPACK multiplies wrong otherwise); in bf16 the matmul is then
+    ``xir.bmm_f32out``, and a CSE after that rewrite must not merge the two back (fuzz regression
+    a-bmm-reading-one-permute-twice-reads-two, bf16)."""
+    text = """
+    graph @g {
+      input %x: bf16[2,3,3]
+      %a: bf16[2,3,3] = aten.permute_copy(%x) {dims=[0, 2, 1]}
+      %b: bf16[2,3,3] = aten.permute_copy(%x) {dims=[0, 2, 1]}
+      %m: f32[2,3,3] = xir.bmm_f32out(%a, %b)
+      return %m
+    }"""
+    check_pipeline(text, PASS, text, changed=False)
