@@ -51,3 +51,43 @@ def test_stocks_program_returns_fp32(case):
     edge, _ = harness.lower_edge(ep, "stock", "etal", enable_bf16=True)
     outputs = harness.run_method(harness.load_method(harness.to_buffer(edge))[1], inputs)
     assert outputs[0].dtype == torch.float32 and eager[0].dtype == torch.bfloat16
+
+
+class Numbers(torch.nn.Module):
+    def forward(self, x):
+        a = x * 1.7                 # a number bf16 cannot hold: eager multiplies by it in fp32
+        b = (x / 3.3 + 0.1) * x     # eager divides by 3.3 itself but adds 0.1 rounded to bf16, as
+                                    # ExecuTorch's cast does; each result read on inside the delegate
+        c = x * 0.5                 # a bf16 number: the cast rounded nothing, nothing to repair
+        return a, b, c
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    x = (torch.randn(4, 64, generator=torch.Generator().manual_seed(1)) * 3).to(torch.bfloat16)
+    return torch.export.export(Numbers(), (x,)), [x], Numbers()(x)
+
+
+@pytest.mark.parametrize("via", ["etal", "backend"])
+def test_a_python_number_in_a_bf16_op_is_not_rounded_first(numbers, via):
+    """Eager computes ``x * 1.7`` and ``x / 3.3`` (x bf16, rank >= 1) in fp32 with the number itself
+    and rounds once; ExecuTorch's to_edge casts the number to bf16 first (1.703125), which changes a
+    third of the products (stock's program: asserted below). xir computes those ops in fp32 on the
+    number (and leaves ``+ 0.1``, whose number eager rounds too): every element eager's, everything
+    in one delegate."""
+    ep, inputs, eager = numbers
+    edge, partitioner = harness.lower_edge(ep, "xir", via, enable_bf16=True)
+    assert "xnnpack.eager-scalar-promotion" in partitioner.rewrites_applied
+    assert harness.delegate_count(edge) == 1 and not harness.outside_ops(edge), harness.outside_ops(edge)
+    outputs = harness.run_method(harness.load_method(harness.to_buffer(edge))[1], inputs)
+    for ours, theirs in zip(outputs, eager):
+        assert ours.dtype == torch.bfloat16 and torch.equal(ours, theirs)
+
+
+def test_stock_rounds_the_number_first(numbers):
+    ep, inputs, eager = numbers
+    edge, _ = harness.lower_edge(ep, "stock", "etal", enable_bf16=True)
+    outputs = harness.run_method(harness.load_method(harness.to_buffer(edge))[1], inputs)
+    x = inputs[0]
+    assert torch.equal(outputs[0], x * torch.tensor(1.7).to(torch.bfloat16))
+    assert int((outputs[0] != eager[0]).sum()) > x.numel() // 10
