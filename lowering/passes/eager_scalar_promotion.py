@@ -44,7 +44,6 @@ Declined when the number is a bf16 number (the cast rounded nothing: ``x * 0.5``
 from __future__ import annotations
 
 import attrs
-import torch
 
 from passes import PatternRewritePass, Rewriter
 from xir import DType, Node, TensorType, Value
@@ -147,6 +146,8 @@ def number_in_fp32(node: Node, rewriter: Rewriter, made: dict) -> bool:
     number = _rounded_number(operands[at[0]], node)
     if number.data is None:
         return rewriter.notify_match_failure(node, "the number's value is not known")
+    import torch  # (here: listing the passes must not import torch)
+
     if number.data.to(torch.bfloat16).float().equal(number.data.float()):
         return rewriter.notify_match_failure(node, "the number is a bf16 number: the cast rounded nothing")
     x = operands[1 - at[0]]
