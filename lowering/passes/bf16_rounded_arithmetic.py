@@ -65,6 +65,17 @@ def _read_inside(node: Node) -> bool:
     return any(not user.is_return and float_verdict(user, options).supported for user in node.result.users)
 
 
+def _bf16(node: Node) -> bool:
+    return isinstance(node.results[0].type, TensorType) and node.results[0].dtype is DType.bf16
+
+
+def _rounded_where_read_inside(node: Node, rewriter: Rewriter) -> bool:
+    """The op in fp32 between converts, where an op XNNPACK takes reads its result."""
+    if not _read_inside(node):
+        return rewriter.notify_match_failure(node, "no op XNNPACK takes reads its result: XNNPACK writes it rounded")
+    return compute_in_fp32(node, rewriter)
+
+
 def _signs(value) -> bool:
     """A constant whose every element is 1 or -1 (a product with it is exact: rotate_half's signs)."""
     data = value.data if isinstance(value.type, TensorType) and value.is_constant else None
@@ -74,14 +85,12 @@ def _signs(value) -> bool:
 @rewrite_pattern(*ROUNDED_OPS)
 def round_arithmetic(node: Node, rewriter: Rewriter) -> bool:
     """bf16 arithmetic read inside XNNPACK => the op in fp32 between converts."""
-    if not isinstance(node.results[0].type, TensorType) or node.results[0].dtype is not DType.bf16:
+    if not _bf16(node):
         return rewriter.notify_match_failure(node, "not bf16")
     if (node.op == aten.mul.Tensor and any(_signs(v) for v in node.operands)) or (
             node.op == aten.div.Tensor and _signs(node.operands[1])):
         return rewriter.notify_match_failure(node, "a product with signs (every element 1 or -1): exact in bf16")
-    if not _read_inside(node):
-        return rewriter.notify_match_failure(node, "no op XNNPACK takes reads its result: XNNPACK writes it rounded")
-    return compute_in_fp32(node, rewriter)
+    return _rounded_where_read_inside(node, rewriter)
 
 
 @rewrite_pattern(*CLAMPS)
@@ -90,16 +99,14 @@ def round_clamp(node: Node, rewriter: Rewriter) -> bool:
     converts (eager rounds the bound it clamps to)."""
     import torch
 
-    if not isinstance(node.results[0].type, TensorType) or node.results[0].dtype is not DType.bf16:
+    if not _bf16(node):
         return rewriter.notify_match_failure(node, "not bf16")
     bounds = [b for b in (node.attribute(name) for name in _BOUNDS[node.op]) if b is not None]
     if not all(isinstance(b, (int, float)) for b in bounds):
         return rewriter.notify_match_failure(node, "a bound that is not a number")
     if all(float(torch.tensor(float(b)).bfloat16()) == float(b) for b in bounds):
         return rewriter.notify_match_failure(node, "its bounds are bf16 numbers: it only picks bf16 values")
-    if not _read_inside(node):
-        return rewriter.notify_match_failure(node, "no op XNNPACK takes reads its result: XNNPACK writes it rounded")
-    return compute_in_fp32(node, rewriter)
+    return _rounded_where_read_inside(node, rewriter)
 
 
 @attrs.frozen

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import attrs
 
-from passes import PatternRewritePass, Rewriter
+from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten, dim_order_ops
 
@@ -129,7 +129,8 @@ def eager_scalar_promotion(node: Node, rewriter: Rewriter, made: dict) -> bool:
     return True
 
 
-def number_in_fp32(node: Node, rewriter: Rewriter, made: dict) -> bool:
+@rewrite_pattern(*PROMOTED_OPS)
+def number_in_fp32(node: Node, rewriter: Rewriter) -> bool:
     """op(x, cast(number, bf16)) with x a bf16 tensor of rank >= 1, the cast ExecuTorch's
     promotion made for this op => the op in fp32 on the number itself, rounded once to bf16."""
     result = node.results[0]
@@ -138,22 +139,22 @@ def number_in_fp32(node: Node, rewriter: Rewriter, made: dict) -> bool:
     operands = list(node.operands)
     if len(operands) != 2 or not all(isinstance(v.type, TensorType) for v in operands):
         return rewriter.notify_match_failure(node, "not two tensor operands")
-    at = [i for i, v in enumerate(operands) if _rounded_number(v, node) is not None]
-    if len(at) != 1 or operands[1 - at[0]].type.dtype is not DType.bf16:
+    numbers = [(i, n) for i, n in enumerate(_rounded_number(v, node) for v in operands) if n is not None]
+    if len(numbers) != 1 or operands[1 - numbers[0][0]].type.dtype is not DType.bf16:
         return rewriter.notify_match_failure(node, "no Python number ExecuTorch rounded to bf16 for this op")
-    if node.op not in OPMATH_NUMBER_OPS or (node.op == aten.div.Tensor and at[0] != 1):
+    at, number = numbers[0]
+    if node.op not in OPMATH_NUMBER_OPS or (node.op == aten.div.Tensor and at != 1):
         return rewriter.notify_match_failure(node, "eager rounds this op's number to bf16 too (add, sub; a number divided)")
-    number = _rounded_number(operands[at[0]], node)
     if number.data is None:
         return rewriter.notify_match_failure(node, "the number's value is not known")
     import torch  # (here: listing the passes must not import torch)
 
     if number.data.to(torch.bfloat16).float().equal(number.data.float()):
         return rewriter.notify_match_failure(node, "the number is a bf16 number: the cast rounded nothing")
-    x = operands[1 - at[0]]
+    x = operands[1 - at]
     order = {"dim_order": list(range(x.type.rank))}
     wide_x = rewriter.insert_before(node, rewriter.create(CASTS[0], [x], attributes={"dtype": DType.f32, **order})).result
-    wide_operands = [number if i == at[0] else wide_x for i in range(2)]
+    wide_operands = [number if i == at else wide_x for i in range(2)]
     wide = rewriter.insert_before(node, rewriter.create(node.op, wide_operands, [result.type.with_dtype(DType.f32)],
                                                         dict(node.attributes)))
     narrow = rewriter.insert_before(node, rewriter.create(CASTS[0], [wide.result], attributes={"dtype": DType.bf16, **order}))
@@ -184,4 +185,4 @@ class EagerScalarPromotion(PatternRewritePass):
     name = "xnnpack.eager-scalar-promotion"
 
     def patterns(self):
-        return (RunStateRule(eager_scalar_promotion, *PROMOTED_OPS), RunStateRule(number_in_fp32, *PROMOTED_OPS))
+        return (RunStateRule(eager_scalar_promotion, *PROMOTED_OPS), number_in_fp32)

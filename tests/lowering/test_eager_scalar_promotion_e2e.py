@@ -59,7 +59,8 @@ class Numbers(torch.nn.Module):
         b = (x / 3.3 + 0.1) * x     # eager divides by 3.3 itself but adds 0.1 rounded to bf16, as
                                     # ExecuTorch's cast does; each result read on inside the delegate
         c = x * 0.5                 # a bf16 number: the cast rounded nothing, nothing to repair
-        return a, b, c
+        d = a * x + a               # the repaired product is a graph output and has several readers
+        return a, b, c, d
 
 
 @pytest.fixture(scope="module")
