@@ -35,6 +35,7 @@ BUILTIN = {
     "dead-code-elimination": "passes.dead_code_elimination:dead_code_elimination",
     "fold-batch-norm": "passes.fold_batch_norm:FoldBatchNorm",
     "fold-scale-shift-into-linears": "passes.fold_scale_shift:FoldScaleShiftIntoLinears",
+    "hoist-row-select": "passes.hoist_row_select:hoist_row_select",
     "remove-no-ops": "passes.remove_no_ops:RemoveNoOps",
     "shape-ops-as-views": "passes.shape_ops_as_views:ShapeOpsAsViews",
 }

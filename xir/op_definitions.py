@@ -1244,9 +1244,44 @@ def _dequantize_affine(node):
     return None if x is None else [x.with_dtype(_dtype(node, "output_dtype", DType.f32))]
 
 
-# torchao's affine dequantization (8da4w, 8da8w: the weight's int data, its per-group scales and zero
-# points; the activation's per-token ones). Its quantize_affine and choose_qparams_affine stay
-# opaque: only this one is made by a pass (xnnpack.fuse-sibling-linears stacks weights)
+def _choose_qparams_affine(node):
+    """torchao's shapes: a dim of block 1 is kept, a dim of one whole block is reduced (kept as 1
+    with keepdim), a dim of several blocks keeps one entry per block; None (not checked) for a
+    zero point without a given dtype."""
+    x, block = _tensor(node.operands[0]), node.attributes.get("block_size")
+    zero_dtype = _dtype(node, "zero_point_dtype", None)
+    if x is None or zero_dtype is None or not isinstance(block, list) or len(block) != x.rank:
+        return None
+    shape = []
+    for size, b in zip(x.shape, block):
+        if b == 1:
+            shape.append(size)
+        elif b == size:
+            shape += [1] if node.attributes.get("keepdim", False) else []
+        elif isinstance(size, int) and isinstance(b, int) and b > 0 and size % b == 0:
+            shape.append(size // b)
+        else:
+            return None
+    return [TensorType(_dtype(node, "scale_dtype", x.dtype), tuple(shape)), TensorType(zero_dtype, tuple(shape))]
+
+
+def _quantize_affine(node):
+    x = _tensor(node.operands[0])
+    return None if x is None else [x.with_dtype(_dtype(node, "output_dtype", DType.i8))]
+
+
+# torchao's affine quantization (8da4w, 8da8w: the weight's int data, its per-group scales and zero
+# points; the activation's per-token ones): hoist-row-select makes the activation's ops on one row,
+# xnnpack.fuse-sibling-linears stacks weights' dequantizations
+define_op("torchao.choose_qparams_affine", operands=("input",),
+          attributes={"mapping_type": REQUIRED, "block_size": REQUIRED, "target_dtype": REQUIRED, "quant_min": None,
+                      "quant_max": None, "eps": None, "scale_dtype": None, "zero_point_dtype": None, "keepdim": False},
+          traits=PURE, infer=_choose_qparams_affine,
+          doc="a scale and zero point per block of block_size elements of input (its min and max)")
+define_op("torchao.quantize_affine", operands=("input", "scale", "zero_point?"),
+          attributes={"block_size": REQUIRED, "output_dtype": REQUIRED, "quant_min": None, "quant_max": None},
+          traits=PURE, infer=_quantize_affine,
+          doc="input quantized with a scale and zero point per block of block_size elements")
 define_op("torchao.dequantize_affine", operands=("input", "scale", "zero_point?"),
           attributes={"block_size": REQUIRED, "input_dtype": REQUIRED, "quant_min": None, "quant_max": None,
                       "output_dtype": DType.f32}, traits=PURE, infer=_dequantize_affine,

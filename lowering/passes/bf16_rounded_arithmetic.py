@@ -47,6 +47,7 @@ from xir.ops import aten
 
 from ._base import Bf16Rewrite
 from .bf16_in_fp32 import compute_in_fp32
+from .casts_as_converts import CASTS
 
 # bf16 ops XNNPACK defines in bf16 whose result is a new number, which eager rounds to bf16
 ROUNDED_OPS = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.sqrt, aten.rsqrt,
@@ -62,7 +63,15 @@ def _read_inside(node: Node) -> bool:
     from ..capability import Options, float_verdict
 
     options = Options(enable_bf16=True)
-    return any(not user.is_return and float_verdict(user, options).supported for user in node.result.users)
+    return any(not user.is_return and (float_verdict(user, options).supported or _upcast(user)) for user in node.result.users)
+
+
+def _upcast(node: Node) -> bool:
+    """A cast to f32: ``xnnpack.casts-as-converts`` (later in the pipeline) makes it a convert
+    inside XNNPACK, which reads its operand unrounded. Counted as inside either way: rounding a
+    result that then leaves is one op more, never a wrong number."""
+    return str(node.op) in {str(op) for op in CASTS} and isinstance(node.results[0].type, TensorType) \
+        and node.results[0].dtype is DType.f32
 
 
 def _bf16(node: Node) -> bool:

@@ -74,6 +74,35 @@ def test_a_result_that_is_an_output_and_has_several_readers():
     }""", changed=True)
 
 
+def test_a_sum_read_only_by_a_cast_to_f32_and_outside():
+    """The residual sum is read by a cast to f32 (RMSNorm's ``x.float()``, which
+    casts-as-converts later makes a convert inside XNNPACK, reading it unrounded) and by a select
+    left outside: rounded (found when hoist-row-select moved the last layer's residual add, the
+    sum's only other reader, onto the select's row; Qwen3 bf16's logits then left eager's)."""
+    check_pipeline("""
+    graph @g {
+      input %x: bf16[1,s0,4]
+      input %y: bf16[1,s0,4]
+      %h: bf16[1,s0,4] = aten.add.Tensor(%x, %y)
+      %f: f32[1,s0,4] = aten._to_copy(%h) {dtype=f32}
+      %n: f32[1,s0,4] = aten.mul.Tensor(%f, %f)
+      %last: bf16[1,4] = aten.select_copy.int(%h) {dim=1, index=-1}
+      return %n, %last
+    }""", PASS, """
+    graph @g {
+      input %x: bf16[1,s0,4]
+      input %y: bf16[1,s0,4]
+      %0: f32[1,s0,4] = xir.convert(%x) {dtype=f32}
+      %1: f32[1,s0,4] = xir.convert(%y) {dtype=f32}
+      %2: f32[1,s0,4] = aten.add.Tensor(%0, %1)
+      %3: bf16[1,s0,4] = xir.convert(%2) {dtype=bf16}
+      %4: f32[1,s0,4] = aten._to_copy(%3) {dtype=f32}
+      %5: f32[1,s0,4] = aten.mul.Tensor(%4, %4)
+      %6: bf16[1,4] = aten.select_copy.int(%3) {dim=1, index=-1}
+      return %5, %6
+    }""", changed=True)
+
+
 def test_a_clamp_to_a_bound_bf16_cannot_hold():
     """clamp(x, min=0.1): eager clamps to 0.1 rounded to bf16; in fp32 between converts the result
     is rounded the same way."""
