@@ -875,6 +875,9 @@ def parse_args(argv):
     parser.add_argument("--no-custom-sdpa", action="store_true", help="use_sdpa_with_kv_cache off (the flow's SDPA in ATen ops)")
     parser.add_argument("--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)")
     parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="decoder layers (default: the family's 2); what the last layer alone gains or costs "
+                        "(hoist-row-select) weighs less in a deeper model")
     parser.add_argument("--runs", type=int, default=20, help="timed decode steps per program (median)")
     parser.add_argument("--processes", type=int, default=0,
                         help="also time each recipe's programs in this many fresh processes of --runs rounds "
@@ -895,7 +898,11 @@ def parse_args(argv):
 def main(argv=None) -> int:
     global PREFILLS, PARAMS, FAMILY
     args = parse_args(argv)
-    FAMILY, PARAMS = args.model, FAMILIES[args.model][2]
+    FAMILY, PARAMS = args.model, dict(FAMILIES[args.model][2])
+    if args.layers is not None:
+        if args.layers < 1:
+            raise SystemExit("--layers must be at least 1")
+        PARAMS["n_layers"] = args.layers
     _quiet()
     if args.static:
         PREFILLS = (1,)
@@ -949,7 +956,8 @@ def main(argv=None) -> int:
             sides.extend(recipe_sides)
     sdpa = "custom SDPA" if not args.no_custom_sdpa else "ATen SDPA"
     shapes = "static shapes" if args.static else "dynamic shapes"
-    print(f"\nExecuTorch LLM flow (bench.llm_flow --model {args.model}), {FAMILIES[args.model][1]}, KV cache {MAX_SEQ_LEN}, "
+    described = FAMILIES[args.model][1].replace("2 layers", f"{PARAMS['n_layers']} layers")
+    print(f"\nExecuTorch LLM flow (bench.llm_flow --model {args.model}), {described}, KV cache {MAX_SEQ_LEN}, "
           f"{sdpa}, {shapes}{', xir bare (no rewrites)' if args.bare else ''}; err = max abs logits error vs eager; "
           f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}; prefillN ms = median of "
           f"{args.runs} prefills of N tokens from position 0; err {SEQUENCE[0]}+{SEQUENCE[1]} = over a prefill of "

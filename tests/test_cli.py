@@ -163,7 +163,7 @@ def test_lower_writes_a_pte_that_matches_eager_with_the_instruments(xir):
     assert "pass " in result.stderr and "seconds" in result.stderr and "\ntotal " in result.stderr
     # --dump-dir
     dumps = sorted(p.name for p in (xir.folder / "dumps").iterdir())
-    assert dumps[0] == "00-input.xir" and "01-xnnpack.eager-scalar-promotion.xir" in dumps and "02-xnnpack.remove-no-ops.xir" in dumps and dumps[-1].endswith("-dead-code-elimination.xir")
+    assert dumps[0] == "00-input.xir" and "01-hoist-row-select.xir" in dumps and "02-xnnpack.eager-scalar-promotion.xir" in dumps and "03-xnnpack.remove-no-ops.xir" in dumps and dumps[-1].endswith("-dead-code-elimination.xir")
     # progress on stderr
     assert "[mlp.pt2] loading mlp.pt2 ..." in result.stderr
     assert "[mlp.pt2] lowering to XNNPACK with xir" in result.stderr

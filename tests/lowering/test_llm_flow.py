@@ -87,8 +87,9 @@ STOCK_DELEGATES = 24
 EXPECTED_OUTSIDE = ("aten.embedding.", "llama.custom_sdpa.", "llama.update_cache.", "executorch.exir.memory.",
                     "executorch_prim.", "aten._local_scalar_dense", "aten.sym_constrain_range", "aten._assert_scalar")
 # and what XNNPACK's slice cannot take, its offset computed at run time: the rope tables' rows at
-# input_pos (a slice each of cos and sin), the last token's hidden state (a select at -1 of the
-# symbolic length), the input_pos scalar picks (selects of an i64 tensor)
+# input_pos (a slice each of cos and sin), the last token's row (a select at -1 of the symbolic
+# length, of the last attention's output and of its residual input), the input_pos scalar picks
+# (selects of an i64 tensor)
 KNOWN_OUTSIDE = ("aten.slice_copy.", "aten.select_copy.")
 
 
@@ -121,9 +122,11 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     # final norm and head in the last
     assert delegates <= 2 * TINY_PARAMS["n_layers"] < STOCK_DELEGATES
     assert outside["aten.slice_copy.Tensor_out"] == 2, outside
-    # the layers' identical picks of input_pos made once (common-subexpression-elimination): 3,
-    # where the program as exported has 8
-    assert outside["aten.select_copy.int_out"] == 3, outside
+    # the layers' identical picks of input_pos made once (common-subexpression-elimination): 2,
+    # where the program as exported has 7; the last token's row picked from the last layer's
+    # attention output and its residual input (hoist-row-select), where the flow picked it after the
+    # layer: 2
+    assert outside["aten.select_copy.int_out"] == 4, outside
     assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
     assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm")) for op in outside)
     # the rotary embedding as a pair swap (xnnpack.rope-as-pair-swap), q's and k's heads rotated
@@ -222,11 +225,13 @@ def _inside_outside(builder, delegates: int):
     return inside, outside
 
 
-def _one_layer_in_three_delegates(builder):
+def _one_layer_in_two_delegates(builder):
     """The ops inside and outside the delegates of the flow's 1-layer program in ``builder``, after
-    checking that it is the layer in two delegates and the head in a third, with nothing outside
-    but the embedding, the custom ops, the symbolic-size arithmetic and the known slices."""
-    inside, outside = _inside_outside(builder, delegates=3)
+    checking that it is the layer in two delegates, before and after the custom SDPA, the final norm
+    and head in the second (hoist-row-select: the layer's ops after the attention compute the last
+    token's row only, picked where the flow picked it after the layer), with nothing outside but the
+    embedding, the custom ops, the symbolic-size arithmetic and the known slices."""
+    inside, outside = _inside_outside(builder, delegates=2)
     unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
     assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
     return inside, outside
@@ -307,7 +312,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
 
 def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     """``python -m lowering.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true``, xir's
-    default bf16 program, on a 1-layer model: the layer in two delegates and the head in a third, the
+    default bf16 program, on a 1-layer model: the layer in two delegates, the head in the second, the
     rotary embedding of q and k as one pair swap on fp32 copies of their heads (the flow keeps its
     rope tables in bf16 and casts them for each product: xnnpack.rope-as-pair-swap takes the casts
     as the tables), k's rotated heads converted to bf16 inside the delegate that computes them (the
@@ -325,7 +330,7 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     params = dict(TINY_PARAMS, n_layers=1)
     argv = _flow_argv(tmp_path, params, bf16=True)
     builder = run(argv)
-    inside, outside = _one_layer_in_three_delegates(builder)  # (no _to_copy: every cast is a convert inside)
+    inside, outside = _one_layer_in_two_delegates(builder)  # (no _to_copy: every cast is a convert inside)
     # one pair swap for q's and k's heads together, no concatenation (the halves are not re-interleaved)
     assert inside["aten.mm"] == 1 and "aten.cat" not in inside, inside
     # the fused projection's v, q+k (as one slice), and q and k back out of the rotated heads
@@ -333,8 +338,11 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     # converts: the norms' in and out (3 norms), the q+k heads in and out, the tables in (2), the
     # SiLU's in and out; and since xnnpack.bf16-rounded-arithmetic the roundings eager makes inside
     # the layer (the norms' weight products, the gate's product, the residual sums: each an fp32 op
-    # between converts), 11 more
-    assert inside["xir.convert"] == 3 * 2 + 2 + 2 + 2 + 11, inside
+    # between converts), 11 more; and since hoist-row-select moved the final residual sum onto the
+    # last token's row, read inside by the final norm, its rounding (2) and the residual's own
+    # convert (1: its row is a pick of the layer's input, no longer the value the attention's norm
+    # converts)
+    assert inside["xir.convert"] == 3 * 2 + 2 + 2 + 2 + 11 + 3, inside
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     assert next(eager.parameters()).dtype is torch.bfloat16
@@ -349,8 +357,8 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
 def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops):
     """``python -m lowering.llm ... quantization.qmode=8da4w quantization.group_size=32``, the phone
     recipe, on a 1-layer model: xir's partitioner alone takes every dynamically quantized linear
-    into the layer's two delegates and the head's (the flow's stock stages make one delegate per
-    linear), and one
+    into the layer's two delegates, the head in the second (the flow's stock stages make one
+    delegate per linear), and one
     program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three decode steps on its
     own KV cache, against the flow's eager quantized model. With ``backend.xnnpack.extended_ops=false``
     the flow delegates the dynamically quantized linears only, and so does xir
@@ -377,10 +385,11 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
                                "torchao.dequantize_affine"}, inside
         assert not any(op.startswith("xir.") for op in outside), outside
     else:
-        # the layer before the custom SDPA and cache update, the layer after it, and the final norm
-        # and head after the last token's pick (a select at -1 of the symbolic length, outside): 2
-        # per layer + 1
-        assert delegate_count(edge) == 3, (inside, outside)
+        # the layer before the custom SDPA and cache update, and the layer after it with the final
+        # norm and head: after the attention the layer computes the last token's row only, picked
+        # (a select at -1 of the symbolic length, outside) from the attention's output and the
+        # residual (hoist-row-select; its torchao quantization per token goes along)
+        assert delegate_count(edge) == 2, (inside, outside)
         # qkv (one linear: xnnpack.fuse-sibling-linears), o, w1, w2, w3 and the head, each with its
         # activation quantized dynamically inside
         assert inside["torchao.choose_qparams_affine"] == 6 and inside["torchao.quantize_affine"] == 6, inside
@@ -400,7 +409,7 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
 def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, recipe):
     """``python -m lowering.llm`` on a 1-layer Phi-4-mini (``model_class: phi_4_mini``: the Hugging
     Face rope on 12 of each head's 16 dims, partial_rotary_factor 0.75), in fp32 and in bf16 (where
-    the rotation is bf16 arithmetic): the layer in two delegates and the head in a third, q's and
+    the rotation is bf16 arithmetic): the layer in two delegates, the head in the second, q's and
     k's heads rotated together over the whole head (xnnpack.partial-rotary-whole-head: one swap mm,
     the two tables widened by one mm each), no concatenation and no slice of the head's dims left
     inside, and one program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three
@@ -418,7 +427,7 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
     argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16",
                       edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: phi_4_mini"))
     builder = run(argv)
-    inside, outside = _one_layer_in_three_delegates(builder)
+    inside, outside = _one_layer_in_two_delegates(builder)
     # the swap of q's and k's heads, and each rope table widened from 12 to 16 dims
     assert inside["aten.mm"] == 1 + 2 and "aten.cat" not in inside, inside
     # v's heads and q+k's from the fused projection, q and k back out of the rotated heads: no slice
@@ -436,10 +445,11 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
 # input_pos (index_put, and the copies back into the cache buffers); the position arithmetic on
 # input_pos in i64 and bool (arange, an add, a cast, scalar_tensor, where); the rows of the rope
 # tables and of the mask at input_pos (slice_copy with a bound computed at run time); the
-# input_pos picks and the last token's hidden state (select_copy)
+# input_pos picks and the last token's row (select_copy: hoist-row-select picks it where its walk up
+# from the flow's select stops)
 ATEN_SDPA_OUTSIDE = {"aten.embedding.out": 1, "aten.index_put.out": 2, "aten.copy_": 2, "aten.arange.start_out": 1,
                      "aten.add.out": 1, "aten._to_copy.out": 1, "aten.scalar_tensor.out": 1, "aten.where.self_out": 1,
-                     "aten.slice_copy.Tensor_out": 3, "aten.select_copy.int_out": 3}
+                     "aten.slice_copy.Tensor_out": 3, "aten.select_copy.int_out": 4}
 
 
 @pytest.mark.parametrize("recipe", ["fp32", "bf16", "8da4w"])
@@ -489,7 +499,7 @@ TINY_QWEN3_PARAMS = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=3
 def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
     """``python -m lowering.llm`` on a 1-layer Qwen3 (``model_class: qwen3_0_6b``: an RMSNorm on each
     of q's and k's heads, then the Hugging Face ``rotate_half`` rope), dynamic sequence length, in
-    fp32 and 8da4w: the layer in two delegates and the head in a third, nothing unexpected outside;
+    fp32 and 8da4w: the layer in two delegates, the head in the second, nothing unexpected outside;
     q's and k's heads normed and rotated as one chain (xnnpack.merge-head-chains on the heads of
     the one qkv projection: one rsqrt for both norms), every mean a linear (no spatial mean), the
     rotation one doubled concatenation and its slice (xnnpack.rotate-half-sign-in-sin); and one
@@ -507,7 +517,7 @@ def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
     argv = _flow_argv(tmp_path, params, extra=quantized,
                       edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: qwen3_0_6b"))
     builder = run(argv)
-    inside, outside = _one_layer_in_three_delegates(builder)
+    inside, outside = _one_layer_in_two_delegates(builder)
     assert outside["aten.slice_copy.Tensor_out"] == 2, outside  # the rope tables' rows at input_pos
     # the two norms of the layer, the final one and q's and k's together: four rsqrt, four mean
     # linears besides qkv, o, w1, w2, w3 and the head

@@ -188,6 +188,38 @@ def test_a_permute_a_bmm_and_a_cat_pass_the_row_on():
     }""", changed=True)
 
 
+def test_a_matmul_decomposition_s_expand_and_view_to_their_own_shape():
+    # torch.export writes q @ k^T as expand -> view -> bmm -> view, each to the shape it has; the
+    # expand's size becomes -1s (the input's size), the views' sizes the one row
+    check_pipeline("""
+    graph @g {
+      input %q: f32[1,s0,8]
+      input %kt: f32[1,8,s0]
+      %n: int = aten.sym_size.int(%q) {dim=1}
+      %e: f32[1,s0,8] = aten.expand_copy(%q) {size=[1, %n, 8]}
+      %v: f32[1,s0,8] = aten.view_copy(%e) {size=[1, %n, 8]}
+      %b: f32[1,s0,s0] = aten.bmm(%v, %kt)
+      %w: f32[1,s0,s0] = aten.view_copy(%b) {size=[1, %n, %n]}
+      %p: f32[1,s0,s0] = aten._softmax(%w) {dim=-1, half_to_float=false}
+      %last: f32[1,s0] = aten.select_copy.int(%p) {dim=1, index=-1}
+      return %last
+    }""", PASS, """
+    graph @g {
+      input %q: f32[1,s0,8]
+      input %kt: f32[1,8,s0]
+      %n: int = aten.sym_size.int(%q) {dim=1}
+      %q1: f32[1,8] = aten.select_copy.int(%q) {dim=1, index=-1}
+      %q2: f32[1,1,8] = aten.view_copy(%q1) {size=[1, 1, 8]}
+      %e: f32[1,1,8] = aten.expand_copy(%q2) {size=[-1, -1, -1]}
+      %v: f32[1,1,8] = aten.view_copy(%e) {size=[1, 1, 8]}
+      %b: f32[1,1,s0] = aten.bmm(%v, %kt)
+      %w: f32[1,1,s0] = aten.view_copy(%b) {size=[1, 1, -1]}
+      %p: f32[1,1,s0] = aten._softmax(%w) {dim=-1, half_to_float=false}
+      %last: f32[1,s0] = aten.view_copy(%p) {size=[1, -1]}
+      return %last
+    }""", changed=True)
+
+
 @pytest.mark.parametrize("text", [
     pytest.param("""
     graph @g {
@@ -233,6 +265,14 @@ def test_a_permute_a_bmm_and_a_cat_pass_the_row_on():
       %col: f32[2,4] = aten.select_copy.int(%b) {dim=2, index=1}
       return %col
     }""", id="a-bmm's-column"),
+    pytest.param("""
+    graph @g {
+      input %q: bf16[2,4,3]
+      input %k: bf16[2,3,5]
+      %b: bf16[2,4,5] = aten.bmm(%q, %k)
+      %row: bf16[2,5] = aten.select_copy.int(%b) {dim=1, index=3}
+      return %row
+    }""", id="a-bf16-bmm's-row"),
 ])
 def test_left_alone(text):
     check_pipeline(text, PASS, text, changed=False)
