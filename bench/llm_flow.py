@@ -495,10 +495,11 @@ def timing_cases() -> dict[str, list]:
     return {"decode": list(decode_inputs(32)), "prefill 7": list(prefill_inputs(7)), "prefill 64": list(prefill_inputs(64))}
 
 
-def lower_variants(recipe: str, model: str, variants: dict, count: tuple = ()) -> dict[str, bytes]:
+def lower_variants(recipe: str, model: str, variants: dict, count: tuple = (), layers: int | None = None) -> dict[str, bytes]:
     """The flow's program of ``model`` and ``recipe`` (dynamic shapes, custom SDPA) lowered with each
     of ``variants`` ({name: a function returning the partitioners}): {name: the .pte bytes}. Prints
-    how many of each op in ``count`` each program has inside its delegates."""
+    how many of each op in ``count`` each program has inside its delegates. ``layers``: the decoder
+    layers (default: the family's)."""
     import executorch.kernels.quantized  # noqa: F401
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
@@ -506,7 +507,8 @@ def lower_variants(recipe: str, model: str, variants: dict, count: tuple = ()) -
     from xir_tools.harness import delegated_ops
 
     with tempfile.TemporaryDirectory() as directory:
-        params, checkpoint = write_checkpoint(directory, params=FAMILIES[model][2])
+        family = dict(FAMILIES[model][2], **({} if layers is None else {"n_layers": layers}))
+        params, checkpoint = write_checkpoint(directory, params=family)
         prepared = prepare(llm_config(recipe, params, checkpoint, directory, True, True, model))
         buffers = {}
         for name, partitioners in variants.items():

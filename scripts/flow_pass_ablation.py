@@ -7,7 +7,7 @@ from stock's after a prefill of 7.
 
     .venv/bin/python scripts/flow_pass_ablation.py [--without xnnpack.rotate-half-sign-in-sin]
         [--instead 'xnnpack.mean-over-last-dims{linear=false}'] [--model qwen3] [--recipe fp32 8da4w]
-        [--rounds 400] [--processes N [--threads T]]
+        [--rounds 400] [--processes N [--threads T]] [--layers N]
 
 The default is Qwen3 (which rotates q and k the Hugging Face way, ``rotate_half``) without
 ``xnnpack.rotate-half-sign-in-sin``. ``--instead`` runs the pass it names with the options given
@@ -46,6 +46,7 @@ def main(argv=None) -> int:
                         "run in place of the default's (instead of --without)")
     parser.add_argument("--model", default="qwen3", choices=sorted(flow.FAMILIES))
     parser.add_argument("--recipe", nargs="*", default=["fp32", "8da4w"])
+    parser.add_argument("--layers", type=int, default=None, help="decoder layers (default: the family's 2)")
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--processes", type=int, default=0,
                         help="time in this many fresh processes, one after the other (bench.time_programs), "
@@ -66,13 +67,13 @@ def main(argv=None) -> int:
         parser.error(f"{args.instead or args.without} is not in xir's default pipeline")
     if args.zoo is not None:
         return zoo(args.zoo, pipeline, label, max(args.rounds // 10, 5), quick=not args.full)
-    print(f"{args.model}, {', '.join(args.recipe)}; {label}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1")
+    print(f"{args.model}{'' if args.layers is None else f' ({args.layers} layers)'}, {', '.join(args.recipe)}; {label}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1")
     for recipe in args.recipe:
         bf16 = recipe == "bf16"
         buffers = flow.lower_variants(recipe, args.model, {
             "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
             "xir with" if args.instead else "xir without": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))],
-            "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)})
+            "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)}, layers=args.layers)
         if args.processes:
             flow.fresh_process_rounds(buffers, args.rounds, args.processes, args.threads)
         else:
