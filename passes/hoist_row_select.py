@@ -23,6 +23,10 @@ the shape it has (a matmul's decomposition writes them); the rows of ``bmm``'s f
 ``quantize_affine``, ``dequantize_affine`` with a block of 1 along the dim), which 8da4w writes
 before each linear. Exact: each narrowed op computes the same numbers for that row as before.
 
+Worth it only where the narrowed ops include a linear or a batched matmul: elsewhere the walk is
+left undone (a row picked from a symbolic dim is a select outside XNNPACK, which would split a
+delegate for an elementwise tail's sake).
+
 Not passed (the walk ends there): ``clone``. With the flow's attention in ATen ops (no custom SDPA)
 the attention's output is a clone of its permuted heads; past it the walk would narrow q's
 projection, rotation and scores to one row while k's keep every row, and the passes that take q
@@ -46,6 +50,7 @@ NAME = "hoist-row-select"
 # along the dim
 CHOOSE_QPARAMS = "torchao.choose_qparams_affine"
 QUANTIZE = ("torchao.quantize_affine", "torchao.dequantize_affine")
+MATMULS = (str(aten.linear), str(aten.bmm))  # what makes a walk worth its picks
 REDUCTIONS = (str(aten.mean.dim), str(aten.sum.dim_IntList), str(aten.amax))
 SOFTMAXES = (str(aten._softmax), str(aten._log_softmax))
 
@@ -217,7 +222,10 @@ def _narrowed_attributes(node: Node, result: TensorType, dim: int) -> dict:
 def _hoist(graph: Graph, select: Node) -> bool:
     x, dim, index = _seed(select)
     region, row_dim = _region(graph, select, x, dim)
-    if not region:
+    if not any(node.op in MATMULS for node in region):
+        # elementwise ops and norms alone save little, and a row picked from a symbolic dim is a
+        # select outside XNNPACK: in the middle of a delegate it splits it in two (measured on
+        # random programs: a tail of a mean or a softmax took two delegates where there was one)
         return False
     made_here = {id(r) for node in region for r in node.results}
     for node in region:

@@ -109,18 +109,20 @@ def test_the_walk_stops_at_a_view_that_merges_the_rows():
     check_pipeline("""
     graph @g {
       input %x: f32[2,3,4]
+      param %w: f32[4,4]
       %v: f32[6,4] = aten.view_copy(%x) {size=[6, 4]}
-      %e: f32[6,4] = aten.exp(%v)
-      %row: f32[4] = aten.select_copy.int(%e) {dim=0, index=1}
+      %l: f32[6,4] = aten.linear(%v, %w)
+      %row: f32[4] = aten.select_copy.int(%l) {dim=0, index=1}
       return %row
     }""", PASS, """
     graph @g {
       input %x: f32[2,3,4]
+      param %w: f32[4,4]
       %v: f32[6,4] = aten.view_copy(%x) {size=[6, 4]}
       %v1: f32[4] = aten.select_copy.int(%v) {dim=0, index=1}
       %v2: f32[1,4] = aten.view_copy(%v1) {size=[1, 4]}
-      %e: f32[1,4] = aten.exp(%v2)
-      %row: f32[4] = aten.view_copy(%e) {size=[4]}
+      %l: f32[1,4] = aten.linear(%v2, %w)
+      %row: f32[4] = aten.view_copy(%l) {size=[4]}
       return %row
     }""", changed=True)
 
@@ -273,6 +275,15 @@ def test_a_matmul_decomposition_s_expand_and_view_to_their_own_shape():
       %row: bf16[2,5] = aten.select_copy.int(%b) {dim=1, index=3}
       return %row
     }""", id="a-bf16-bmm's-row"),
+    pytest.param("""
+    graph @g {
+      input %x: f32[1,s0,8]
+      %e: f32[1,s0,8] = aten.exp(%x)
+      %m: f32[1,s0,1] = aten.mean.dim(%e) {dim=[-1], keepdim=true}
+      %d: f32[1,s0,8] = aten.sub.Tensor(%e, %m)
+      %last: f32[1,8] = aten.select_copy.int(%d) {dim=1, index=-1}
+      return %last
+    }""", id="no-linear-or-matmul-to-save"),
 ])
 def test_left_alone(text):
     check_pipeline(text, PASS, text, changed=False)
