@@ -46,8 +46,7 @@ from .shape_ops_as_views import view_size
 
 NAME = "hoist-row-select"
 
-# torchao's dynamic quantization ops (opaque to xir: no definition), row-wise when their block is 1
-# along the dim
+# torchao's dynamic quantization ops, row-wise when their block is 1 along the dim
 CHOOSE_QPARAMS = "torchao.choose_qparams_affine"
 QUANTIZE = ("torchao.quantize_affine", "torchao.dequantize_affine")
 MATMULS = (str(aten.linear), str(aten.bmm))  # what makes a walk worth its picks
@@ -182,11 +181,12 @@ def _seed(node: Node) -> tuple[Value, int, int] | None:
     return None if x.shape[dim] == 1 else (node.operands[0], dim, node.attributes["index"])
 
 
-def _region(graph: Graph, select: Node, x: Value, dim: int) -> tuple[list[Node], dict[int, int]]:
-    """The nodes to narrow (program order) and, per narrowed value (by id), the dim of its row."""
+def _region(graph: Graph, select: Node, x: Value, dim: int) -> tuple[list[tuple[Node, list]], dict[int, int]]:
+    """The nodes to narrow (program order), each with its operands' row dims (``operand_dims``),
+    and, per narrowed value (by id), the dim of its row."""
     demand: dict[int, set[int]] = {id(x): {dim}}
     narrowed_uses: dict[int, int] = {id(x): 1}
-    narrowed: list[Node] = []
+    narrowed: list[tuple[Node, list]] = []
     row_dim: dict[int, int] = {}
     order = graph.nodes
     for node in reversed(order[:order.index(select)]):
@@ -200,7 +200,7 @@ def _region(graph: Graph, select: Node, x: Value, dim: int) -> tuple[list[Node],
         picks = operand_dims(node, d)
         if picks is None:
             continue
-        narrowed.append(node)
+        narrowed.append((node, picks))
         for r in results:
             row_dim[id(r)] = d
         for value, k in zip(node.operands, picks):
@@ -222,14 +222,14 @@ def _narrowed_attributes(node: Node, result: TensorType, dim: int) -> dict:
 def _hoist(graph: Graph, select: Node) -> bool:
     x, dim, index = _seed(select)
     region, row_dim = _region(graph, select, x, dim)
-    if not any(node.op in MATMULS for node in region):
+    if not any(node.op in MATMULS for node, _ in region):
         # elementwise ops and norms alone save little, and a row picked from a symbolic dim is a
         # select outside XNNPACK: in the middle of a delegate it splits it in two (measured on
         # random programs: a tail of a mean or a softmax took two delegates where there was one)
         return False
-    made_here = {id(r) for node in region for r in node.results}
-    for node in region:
-        for value, k in zip(node.operands, operand_dims(node, row_dim[id(node.results[0])])):
+    made_here = {id(r) for node, _ in region for r in node.results}
+    for node, dims in region:
+        for value, k in zip(node.operands, dims):
             if k is not None and id(value) not in made_here and view_size(_one_row(value.type, k).shape) is None:
                 return False  # the row picked there would need a view with two symbolic dims
     new: dict[int, Value] = {}
@@ -251,10 +251,10 @@ def _hoist(graph: Graph, select: Node) -> bool:
                                           {"size": view_size(_one_row(t, k).shape)}, origin)
         return picks[(id(value), k)]
 
-    for node in region:
+    for node, dims in region:
         d = row_dim[id(node.results[0])]
         operands = []
-        for value, k in zip(node.operands, operand_dims(node, d)):
+        for value, k in zip(node.operands, dims):
             if k is None:
                 operands.append(value)
             elif id(value) in new:
@@ -270,7 +270,7 @@ def _hoist(graph: Graph, select: Node) -> bool:
     row = place(select, aten.view_copy, [new[id(x)]], select.result.type,
                 {"size": view_size(select.result.type.shape)}, origin)
     graph.replace_node(select, [row])
-    for node in reversed(region):
+    for node, _ in reversed(region):
         graph.erase(node)
     return True
 

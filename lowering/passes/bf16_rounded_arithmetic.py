@@ -49,6 +49,8 @@ from ._base import Bf16Rewrite
 from .bf16_in_fp32 import compute_in_fp32
 from .casts_as_converts import CASTS
 
+_CAST_OPS = frozenset(str(op) for op in CASTS)
+
 # bf16 ops XNNPACK defines in bf16 whose result is a new number, which eager rounds to bf16
 ROUNDED_OPS = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.sqrt, aten.rsqrt,
                aten.exp, aten.log, aten.sigmoid, aten.tanh, aten.sin, aten.cos, aten.hardswish,
@@ -70,8 +72,7 @@ def _upcast(node: Node) -> bool:
     """A cast to f32: ``xnnpack.casts-as-converts`` (later in the pipeline) makes it a convert
     inside XNNPACK, which reads its operand unrounded. Counted as inside either way: rounding a
     result that then leaves is one op more, never a wrong number."""
-    return str(node.op) in {str(op) for op in CASTS} and isinstance(node.results[0].type, TensorType) \
-        and node.results[0].dtype is DType.f32
+    return node.op in _CAST_OPS and isinstance(node.results[0].type, TensorType) and node.results[0].dtype is DType.f32
 
 
 def _bf16(node: Node) -> bool:
