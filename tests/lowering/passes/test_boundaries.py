@@ -1271,6 +1271,21 @@ DECOMPOSE_GELU_TANH = [
 ]
 
 
+def test_decompose_gelu_tanh_leaves_bf16_whole_without_enable_bf16():
+    """Without enable_bf16 a bf16 GELU stays one op: decomposed, its casts to fp32 and back would
+    stay outside XNNPACK, two portable ops more (fuzz fp32 97069: 7 ops outside against stock's 6)."""
+    text = """
+    graph @g {
+      input %x: bf16[2,8]
+      %g: bf16[2,8] = aten.gelu(%x) {approximate="tanh"}
+      %r: f32[2,8] = dim_order_ops._to_dim_order_copy(%g) {dtype=f32}
+      return %r
+    }"""
+    check_pipeline(text, "xnnpack.decompose-gelu-tanh{enable_bf16=false}", text, changed=False)
+    f32 = DECOMPOSE_GELU_TANH[0].values  # an fp32 GELU is still decomposed
+    check_pipeline(f32[0], "xnnpack.decompose-gelu-tanh{enable_bf16=false}", f32[1], changed=True)
+
+
 @pytest.mark.parametrize("before, expected, changed", DECOMPOSE_GELU_TANH)
 def test_decompose_gelu_tanh(before, expected, changed):
     graph = check_pipeline(before, "xnnpack.decompose-gelu-tanh", expected, changed=changed)
