@@ -18,6 +18,10 @@ an op reading the result reads a value eager would have rounded. Stock's program
 
 so a graph output has eager's dtype and value, and a reader the promotion built for fp32 reads
 eager's rounded value in fp32 (``t / 2.0 / 3.0`` is rewritten op by op: the second op reads ``r2``).
+The same when both operands are such values of one dtype, the promotion's casts or results this
+pass rounded: ``t + 0.25 * t`` and ``t * 0.5 + t * 0.25`` are bf16 in eager, computed in fp32 and
+rounded once, where to_edge leaves their sum fp32 (fuzz bf16 97001). A 0-D bf16 tensor with a 0-D
+fp16 or fp32 one is fp32 in eager too, and left alone.
 
 Recognized by provenance, not by shape alone: the cast must be the one ExecuTorch made for this op
 (it gives the cast the op's ``from_node`` metadata), and the constant one ExecuTorch made from a
@@ -101,7 +105,8 @@ def _eager_dtype(value: Value, reader: Node, made: dict) -> DType | None:
 
 
 def eager_scalar_promotion(node: Node, rewriter: Rewriter, made: dict) -> bool:
-    """op(cast(t, f32), number) with t a 0-D bf16/fp16 tensor, the cast ExecuTorch's promotion =>
+    """op(cast(t, f32), number) with t a 0-D bf16/fp16 tensor, the cast ExecuTorch's promotion (or
+    op(a, b), each such a cast or a value rounded here, of one dtype) =>
     the op, then its result rounded to t's dtype for the graph outputs and back to fp32 for the
     other readers (``made``: the rounded fp32 values of this run, by value, with their eager dtype)."""
     result = node.results[0]
@@ -112,8 +117,9 @@ def eager_scalar_promotion(node: Node, rewriter: Rewriter, made: dict) -> bool:
         return rewriter.notify_match_failure(node, "not two tensor operands")
     dtypes = [_eager_dtype(v, node, made) for v in operands]
     numbers = [_number_constant(v) for v in operands]
-    if not ((dtypes[0] and numbers[1]) or (dtypes[1] and numbers[0])):
-        return rewriter.notify_match_failure(node, "not a low-precision 0-D tensor promoted by ExecuTorch with a number")
+    if not ((dtypes[0] and numbers[1]) or (dtypes[1] and numbers[0]) or (dtypes[0] and dtypes[0] == dtypes[1])):
+        return rewriter.notify_match_failure(node, "not a low-precision 0-D tensor promoted by ExecuTorch with a number "
+                                                   "or with another of its dtype")
     low = dtypes[0] or dtypes[1]
     readers = [user for user in result.users if not user.is_return]
     outputs = [i for i, value in enumerate(rewriter.graph.outputs) if value is result]

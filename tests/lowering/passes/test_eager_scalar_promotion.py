@@ -95,3 +95,60 @@ def test_a_node_with_no_fx_node_is_declined():
       return %a
     }"""
     check_pipeline(graph_with_data(text), PASS, text, changed=False)
+
+
+def test_two_low_precision_scalars_of_one_dtype_are_rounded_and_mixed_ones_are_not():
+    """``t + 0.25 * t`` (the promotion's cast of t and the product rounded here) and ``t * 0.5 + t *
+    0.25`` (two products rounded here, no cast: both were fp32 already) are bf16 in eager; their sum
+    is rounded, for the output and for its reader (fuzz bf16 97001). ``h * 0.5 + t``, a rounded f16
+    product and a bf16 cast, is fp32 in eager (bf16 with f16): left as it is."""
+    graph = _with_provenance(graph_with_data("""
+    graph @g {
+      input %t: bf16[]
+      input %h: f16[]
+      buffer %_lifted_tensor_constant0: f32[]
+      buffer %_lifted_tensor_constant1: f32[]
+      %c: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %m: f32[] = aten.mul.Tensor(%_lifted_tensor_constant0, %c)
+      %ca: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %a: f32[] = aten.add.Tensor(%ca, %m)
+      %n: f32[] = aten.mul.Tensor(%a, %_lifted_tensor_constant1)
+      %c2: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %p: f32[] = aten.mul.Tensor(%c2, %_lifted_tensor_constant1)
+      %s: f32[] = aten.add.Tensor(%m, %p)
+      %ch: f32[] = dim_order_ops._to_dim_order_copy(%h) {dtype=f32, dim_order=[]}
+      %q: f32[] = aten.mul.Tensor(%ch, %_lifted_tensor_constant0)
+      %cm: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %x: f32[] = aten.add.Tensor(%q, %cm)
+      return %a, %n, %s, %x
+    }"""), "mul", "mul", "add", "add", "mul_1", "mul_2", "mul_2", "add_1", "mul_3", "mul_3", "add_2", "add_2")
+    check_pipeline(graph, PASS, """
+    graph @g {
+      input %t: bf16[]
+      input %h: f16[]
+      buffer %_lifted_tensor_constant0: f32[]
+      buffer %_lifted_tensor_constant1: f32[]
+      %c: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %m: f32[] = aten.mul.Tensor(%_lifted_tensor_constant0, %c)
+      %0: bf16[] = dim_order_ops._to_dim_order_copy(%m) {dtype=bf16, dim_order=[]}
+      %1: f32[] = dim_order_ops._to_dim_order_copy(%0) {dtype=f32, dim_order=[]}
+      %ca: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %a: f32[] = aten.add.Tensor(%ca, %1)
+      %2: bf16[] = dim_order_ops._to_dim_order_copy(%a) {dtype=bf16, dim_order=[]}
+      %3: f32[] = dim_order_ops._to_dim_order_copy(%2) {dtype=f32, dim_order=[]}
+      %n: f32[] = aten.mul.Tensor(%3, %_lifted_tensor_constant1)
+      %4: bf16[] = dim_order_ops._to_dim_order_copy(%n) {dtype=bf16, dim_order=[]}
+      %c2: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %p: f32[] = aten.mul.Tensor(%c2, %_lifted_tensor_constant1)
+      %5: bf16[] = dim_order_ops._to_dim_order_copy(%p) {dtype=bf16, dim_order=[]}
+      %6: f32[] = dim_order_ops._to_dim_order_copy(%5) {dtype=f32, dim_order=[]}
+      %s: f32[] = aten.add.Tensor(%1, %6)
+      %7: bf16[] = dim_order_ops._to_dim_order_copy(%s) {dtype=bf16, dim_order=[]}
+      %ch: f32[] = dim_order_ops._to_dim_order_copy(%h) {dtype=f32, dim_order=[]}
+      %q: f32[] = aten.mul.Tensor(%ch, %_lifted_tensor_constant0)
+      %8: f16[] = dim_order_ops._to_dim_order_copy(%q) {dtype=f16, dim_order=[]}
+      %9: f32[] = dim_order_ops._to_dim_order_copy(%8) {dtype=f32, dim_order=[]}
+      %cm: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %x: f32[] = aten.add.Tensor(%9, %cm)
+      return %2, %4, %7, %x
+    }""", changed=True)
