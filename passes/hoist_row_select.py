@@ -27,7 +27,9 @@ Worth it only where the narrowed ops include a linear or a batched matmul: elsew
 left undone (a row picked from a symbolic dim is a select outside XNNPACK, which would split a
 delegate for an elementwise tail's sake).
 
-Not passed (the walk ends there): ``clone``. With the flow's attention in ATen ops (no custom SDPA)
+Not passed (the walk ends there): the op of a pt2e Q/DQ pattern (the operand it reads a row of is a
+``quantized_decomposed`` dequantize's result), whose pattern a pick would break, leaving its Q/DQ
+on portable kernels; and ``clone``. With the flow's attention in ATen ops (no custom SDPA)
 the attention's output is a clone of its permuted heads; past it the walk would narrow q's
 projection, rotation and scores to one row while k's keep every row, and the passes that take q
 and k together (one projection for q, k and v, one chain for their norms and rotations) would
@@ -170,6 +172,14 @@ def _quantize_dims(node: Node, dim: int) -> list[int | None] | None:
     return [dim] * len(node.operands)
 
 
+def _quantized_pattern(value: Value) -> bool:
+    """``value`` is a pt2e dequantize's result (``quantized_decomposed``): the op reading it is the
+    quantized op of a Q/DQ pattern, which a row picked between them would break; its Q/DQ would then
+    stay outside XNNPACK (fuzz dynamic 97034: a dynamically quantized linear, then ``x.select(0, 2)``)."""
+    producer = value.producer
+    return producer is not None and str(producer.op).startswith("quantized_decomposed.")
+
+
 def _seed(node: Node) -> tuple[Value, int, int] | None:
     """(x, dim, index) of a select worth hoisting: a number index, on a dim of more than one row."""
     if node.op != str(aten.select_copy.int) or not isinstance(node.attributes.get("index"), int):
@@ -198,7 +208,7 @@ def _region(graph: Graph, select: Node, x: Value, dim: int) -> tuple[list[tuple[
             continue  # read whole somewhere, or its rows along two dims: picked where read
         (d,) = dims
         picks = operand_dims(node, d)
-        if picks is None:
+        if picks is None or any(k is not None and _quantized_pattern(value) for value, k in zip(node.operands, picks)):
             continue
         narrowed.append((node, picks))
         for r in results:

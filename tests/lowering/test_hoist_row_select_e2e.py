@@ -85,3 +85,33 @@ def test_the_rows_after_the_mixing_are_one_and_match_eager(programs):
         assert got.shape == expected.shape == (1, VOCAB)
         assert harness.max_error([got], [expected]) <= tolerance, (recipe, length)
         assert harness.max_error([reference], [expected]) <= tolerance, (recipe, length)
+
+
+class QuantizedThenRow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.linear = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x).select(0, 2))
+
+
+def test_a_pt2e_dynamically_quantized_linear_keeps_its_pattern():
+    """Fuzz dynamic 97034: a pt2e dynamically quantized linear (choose_qparams, quantize and
+    dequantize of the whole activation, then the linear), then one row. The walk does not take the
+    linear: a row picked between the dequantize and the linear would break the pattern and leave
+    its Q/DQ on portable kernels. Everything is in one delegate, as in stock's program, and matches
+    eager (the quantized module)."""
+    from xir_tools.examples import quantize_module
+
+    x = torch.randn(3, 5, 32, generator=torch.Generator().manual_seed(2))
+    module = quantize_module(QuantizedThenRow().eval(), (x,), mode="dynamic", per_channel=True)
+    ep = torch.export.export(module, (x,))
+    edge, _ = harness.lower_edge(ep, "xir", "etal")
+    assert harness.delegate_count(edge) == 1 and not harness.outside_ops(edge), harness.outside_ops(edge)
+    inside = harness.delegated_ops(edge)
+    assert inside["aten.linear"] == 1 and inside["quantized_decomposed.choose_qparams.tensor"] == 1, inside
+    (out,) = harness.run_method(harness.load_method(harness.to_buffer(edge))[1], [x])
+    expected = module(x)
+    assert out.shape == expected.shape and torch.allclose(out, expected, atol=0.05), (out - expected).abs().max()

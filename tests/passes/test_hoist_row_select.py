@@ -222,7 +222,48 @@ def test_a_matmul_decomposition_s_expand_and_view_to_their_own_shape():
     }""", changed=True)
 
 
+def test_a_linear_on_a_dequantized_weight_passes_the_row_on():
+    # a pt2e dequantize of the weight (read whole) does not stop the walk; one of the activation does
+    # (test_left_alone's "a-pt2e-dynamically-quantized-linear")
+    check_pipeline("""
+    graph @g {
+      input %x: f32[3,5,32]
+      param %wq: i8[4,32]
+      param %ws: f32[4]
+      param %wz: i64[4]
+      %w: f32[4,32] = quantized_decomposed.dequantize_per_channel(%wq, %ws, %wz) {axis=0, quant_min=-127, quant_max=127, dtype=i8}
+      %l: f32[3,5,4] = aten.linear(%x, %w)
+      %r: f32[3,5,4] = aten.relu(%l)
+      %row: f32[5,4] = aten.select_copy.int(%r) {dim=0, index=2}
+      return %row
+    }""", PASS, """
+    graph @g {
+      input %x: f32[3,5,32]
+      param %wq: i8[4,32]
+      param %ws: f32[4]
+      param %wz: i64[4]
+      %0: f32[4,32] = quantized_decomposed.dequantize_per_channel(%wq, %ws, %wz) {axis=0, quant_min=-127, quant_max=127, dtype=i8}
+      %1: f32[5,32] = aten.select_copy.int(%x) {dim=0, index=2}
+      %2: f32[1,5,32] = aten.view_copy(%1) {size=[1, 5, 32]}
+      %3: f32[1,5,4] = aten.linear(%2, %0)
+      %4: f32[1,5,4] = aten.relu(%3)
+      %5: f32[5,4] = aten.view_copy(%4) {size=[5, 4]}
+      return %5
+    }""", changed=True)
+
+
 @pytest.mark.parametrize("text", [
+    pytest.param("""
+    graph @g {
+      input %x: f32[3,5,32]
+      param %w: f32[4,32]
+      %s: f64[1], %z: i64[1] = quantized_decomposed.choose_qparams.tensor(%x) {quant_min=-128, quant_max=127, eps=0.000244140625, dtype=i8}
+      %q: i8[3,5,32] = quantized_decomposed.quantize_per_tensor.tensor(%x, %s, %z) {quant_min=-128, quant_max=127, dtype=i8}
+      %dq: f32[3,5,32] = quantized_decomposed.dequantize_per_tensor.tensor(%q, %s, %z) {quant_min=-128, quant_max=127, dtype=i8}
+      %l: f32[3,5,4] = aten.linear(%dq, %w)
+      %row: f32[5,4] = aten.select_copy.int(%l) {dim=0, index=2}
+      return %row
+    }""", id="a-pt2e-dynamically-quantized-linear"),  # (fuzz dynamic 97034: its Q/DQ left outside XNNPACK)
     pytest.param("""
     graph @g {
       input %x: f32[1,s0,8]
