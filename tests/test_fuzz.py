@@ -76,8 +76,10 @@ def test_generated_programs_run_in_eager():
         shapes["returned-and-consumed"] += any(uses[o] for o in program.outputs)
         shapes["shared"] += any(n > 1 for n in uses.values())
         shapes["multi-input"] += len(program.inputs) > 1
+        shapes["select"] += any(op.kind == "select" for op in program.ops)  # a number index: x[:, -1]
     for feature in ("multi-output", "returned-and-consumed", "shared", "multi-input"):
         assert shapes[feature] >= 30, shapes  # DAGs, not chains
+    assert shapes["select"] >= 20, shapes
 
 
 def test_shrinker_reduces_a_program_with_an_injected_failure():
@@ -427,7 +429,7 @@ def test_a_bf16_option_reaches_xirs_side_of_bf16_programs_and_their_repros(tmp_p
 
     assert xir_options(parser().parse_args(["--bf16-option", "activations-in-fp32"])) == {"bf16_activations_in_fp32": True}
     assert xir_options(parser().parse_args([])) == {}
-    bf16, fp32 = generate(1007, "bf16", max_ops=4, min_ops=2), generate(1007, "fp32", max_ops=4, min_ops=2)
+    bf16, fp32 = generate(1014, "bf16", max_ops=4, min_ops=2), generate(1014, "fp32", max_ops=4, min_ops=2)
     assert "linear" in [op.kind for op in bf16.ops]  # (the option's fp16 weights)
 
     def run(program, options, sides=("xir",)):

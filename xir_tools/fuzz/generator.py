@@ -26,15 +26,15 @@ WEIGHTS = {
     "fp32": dict(linear=8, conv1d=2, conv2d=4, conv3d=1.5, conv_transpose1d=1, conv_transpose2d=1.5, batch_norm=3,
                  layer_norm=3, group_norm=2, rms_norm=2, activation=10, softmax=3, binary=10, binary_scalar=4, unary=5,
                  matmul=3, reduce=4, reshape=4, permute=3, unsqueeze=2, squeeze=1.5, cat=3, slice=3, split=2, pad=2,
-                 pool=3, interpolate=2, where=2, cast=2.5),
+                 pool=3, interpolate=2, where=2, cast=2.5, select=2),
     "static": dict(linear=14, conv1d=3, conv2d=8, conv3d=1, conv_transpose1d=1, conv_transpose2d=2, batch_norm=4,
                    layer_norm=1.5, group_norm=1, rms_norm=1, activation=12, softmax=2, binary=10, binary_scalar=3,
                    unary=2, matmul=2, reduce=3, reshape=3, permute=2, unsqueeze=1.5, squeeze=1, cat=4, slice=2, split=1.5,
-                   pad=1.5, pool=4, interpolate=1.5, where=1, cast=0),
+                   pad=1.5, pool=4, interpolate=1.5, where=1, cast=0, select=1),
     "dynamic": dict(linear=30, conv1d=1, conv2d=2, conv3d=0, conv_transpose1d=0, conv_transpose2d=0.5, batch_norm=1,
                     layer_norm=2, group_norm=0.5, rms_norm=1, activation=8, softmax=2, binary=6, binary_scalar=2, unary=2,
                     matmul=2, reduce=2, reshape=3, permute=2, unsqueeze=1, squeeze=1, cat=2, slice=2, split=1, pad=1,
-                    pool=1, interpolate=0.5, where=1, cast=0),
+                    pool=1, interpolate=0.5, where=1, cast=0, select=1.5),
 }
 WEIGHTS["bf16"] = dict(WEIGHTS["fp32"], cast=2)
 
@@ -720,6 +720,28 @@ class _Builder:
         else:
             index = ", ".join([":"] * dim + [piece])
         return dict(kind="slice", template=f"{{0}}[{index}]", args=[x], exact=True)
+
+    def op_select(self, x):
+        """One index of one dim, the dim dropped (``x[:, -1]``, ``x.select(1, 2)``): a number index,
+        which ``hoist-row-select`` and ``xnnpack.select-as-slice`` rewrite."""
+        r = self.rng
+        shape = self.shape(x)
+        if len(shape) < 2:
+            return None
+        dim = r.randrange(len(shape))
+        size = shape[dim]
+        index = r.choice([-1, -1, 0, r.randrange(size), r.randrange(size) - size])
+        form = r.random()
+        if form < 0.5:
+            if dim == len(shape) - 1 and r.random() < 0.5:
+                template = f"{{0}}[..., {index}]"
+            else:
+                template = "{0}[" + ", ".join([":"] * dim + [str(index)]) + "]"
+        elif form < 0.8:
+            template = f"{{0}}.select({dim if r.random() < 0.7 else dim - len(shape)}, {index})"
+        else:
+            template = f"torch.select({{0}}, {dim}, {index})"
+        return dict(kind="select", template=template, args=[x], exact=True)
 
     def op_split(self, x):
         r = self.rng
