@@ -260,8 +260,16 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
     for entry in entries:  # (a time no run takes: the re-run's own times cannot equal it by chance)
         entry["record"]["xir"]["seconds"] = -1.0
     (first / "programs.jsonl").write_text("\n".join([lines[0]] + [json.dumps(e) for e in entries]) + "\n")
-    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common, "--rerun", str(first), "--only-ops", chosen,
-                           "--out", str(again)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    # (no --max-ops/--min-ops: a re-run builds its programs with the campaign's; other ones are refused)
+    sizes = common.index("--max-ops")
+    refused = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common[:sizes], "--max-ops", "3", *common[sizes + 4:],
+                              "--rerun", str(first), "--out", str(tmp_path / "other")], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+    assert refused.returncode == 2 and "built its programs with --max-ops 2, this run asks for 3" in refused.stderr, \
+        refused.stdout[-3000:] + refused.stderr[-3000:]
+    assert not (tmp_path / "other").exists()
+    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common[:sizes], *common[sizes + 4:], "--rerun", str(first),
+                           "--only-ops", chosen, "--out", str(again)], cwd=ROOT, capture_output=True, text=True, timeout=900)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     rerun = [json.loads(line)["record"]["seed"] for line in (again / "programs.jsonl").read_text().splitlines()[1:]]

@@ -717,8 +717,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bf16-option", choices=sorted(BF16_OPTIONS), default=None,
                    help="xir lowers every bf16 program with this option of its partitioner (activations-in-fp32: "
                         "bf16_activations_in_fp32=True; linears-as-f16: bf16_linears_as_f16=True); default: none")
-    p.add_argument("--max-ops", type=int, default=12, help="ops per program at most (default: 12)")
-    p.add_argument("--min-ops", type=int, default=3, help="ops per program at least (default: 3)")
+    p.add_argument("--max-ops", type=int, help="ops per program at most (default: 12; with --rerun, the campaign's)")
+    p.add_argument("--min-ops", type=int, help="ops per program at least (default: 3; with --rerun, the campaign's)")
     p.add_argument("--shrink", choices=["own", "xir", "all", "none"], default="xir",
                    help="which failures to shrink before writing their repro: own (xir's own), xir (every program xir "
                         "fails; default), all (stock-only too), none")
@@ -745,12 +745,40 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+SIZES = {"max_ops": 12, "min_ops": 3}  # the defaults of --max-ops and --min-ops
+
+
+def _program_sizes(args) -> None:
+    """Set ``args.max_ops``/``args.min_ops``: a seed builds its program with them, so --rerun takes
+    the campaign's own (other values would build other programs under the same seeds, and compare
+    them with the campaign's as if they were the same; one given that differs is refused); else
+    the values given, or the defaults."""
+    header = {}
+    if args.rerun:
+        path = journal_path(Path(args.rerun))
+        if path is not None:
+            header, _ = read_journal(path, lenient=True)
+    for name, default in SIZES.items():
+        given, theirs = getattr(args, name), header.get(name)
+        if given is not None and theirs is not None and given != theirs:
+            option = "--" + name.replace("_", "-")
+            raise CampaignError(f"--rerun: the campaign in {args.rerun} built its programs with {option} {theirs}, "
+                                f"this run asks for {given}: the same seeds would build other programs; leave "
+                                f"{option} out (a re-run takes the campaign's)")
+        setattr(args, name, given if given is not None else theirs if theirs is not None else default)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.count < 1:
         parser().error("--count must be at least 1")
     if args.only_ops and not args.rerun:
         parser().error("--only-ops goes with --rerun")
+    try:
+        _program_sizes(args)
+    except CampaignError as error:
+        print(f"xir fuzz: {error}", file=sys.stderr)
+        return 2
     if args.replay is not None:
         return replay(args)
     if args.report is not None:
