@@ -21,7 +21,8 @@ eager's rounded value in fp32 (``t / 2.0 / 3.0`` is rewritten op by op: the seco
 The same when both operands are such values of one dtype, the promotion's casts or results this
 pass rounded: ``t + 0.25 * t`` and ``t * 0.5 + t * 0.25`` are bf16 in eager, computed in fp32 and
 rounded once, where to_edge leaves their sum fp32 (fuzz bf16 97001). A 0-D bf16 tensor with a 0-D
-fp16 or fp32 one is fp32 in eager too, and left alone.
+fp16 or fp32 one is fp32 in eager too, and left alone. And an elementwise op of one such rounded
+value (``exp(t + 0.25 * t)``, ``relu(t * 3.0)``): its result is rounded too.
 
 Recognized by provenance, not by shape alone: the cast must be the one ExecuTorch made for this op
 (it gives the cast the op's ``from_node`` metadata), and the constant one ExecuTorch made from a
@@ -51,7 +52,7 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, dim_order_ops
+from xir.ops import aten, dim_order_ops, has_trait
 
 from ._base import RunStateRule
 
@@ -104,23 +105,38 @@ def _eager_dtype(value: Value, reader: Node, made: dict) -> DType | None:
     return source.type.dtype
 
 
+def _one_operand_low(node: Node, made: dict) -> DType | None:
+    """The eager dtype of ``node``'s result when it is an elementwise op of one tensor operand, a
+    value this pass rounded (``exp(t * 0.5)``: bf16 in eager, computed in fp32 and rounded once)."""
+    tensors = [v for v in node.operands if isinstance(v.type, TensorType)]
+    if len(tensors) != 1 or tensors[0] not in made or len(node.results) != 1:
+        return None
+    if node.op in CASTS or not (has_trait(node.op, "elementwise") and has_trait(node.op, "pure")):
+        return None  # (a cast the user wrote, ``(t * 0.5).float()``, is fp32 in eager too)
+    return made[tensors[0]]
+
+
 def eager_scalar_promotion(node: Node, rewriter: Rewriter, made: dict) -> bool:
     """op(cast(t, f32), number) with t a 0-D bf16/fp16 tensor, the cast ExecuTorch's promotion (or
     op(a, b), each such a cast or a value rounded here, of one dtype) =>
     the op, then its result rounded to t's dtype for the graph outputs and back to fp32 for the
     other readers (``made``: the rounded fp32 values of this run, by value, with their eager dtype)."""
-    result = node.results[0]
-    if not _scalar(result) or result.type.dtype is not DType.f32:
+    result = node.results[0] if node.results else None
+    if result is None or not _scalar(result) or result.type.dtype is not DType.f32:
         return rewriter.notify_match_failure(node, "not a 0-D fp32 result")
-    operands = [v for v in node.operands if isinstance(v.type, TensorType)]
-    if len(operands) != 2:
-        return rewriter.notify_match_failure(node, "not two tensor operands")
-    dtypes = [_eager_dtype(v, node, made) for v in operands]
-    numbers = [_number_constant(v) for v in operands]
-    if not ((dtypes[0] and numbers[1]) or (dtypes[1] and numbers[0]) or (dtypes[0] and dtypes[0] == dtypes[1])):
-        return rewriter.notify_match_failure(node, "not a low-precision 0-D tensor promoted by ExecuTorch with a number "
-                                                   "or with another of its dtype")
-    low = dtypes[0] or dtypes[1]
+    low = _one_operand_low(node, made)
+    if low is None:
+        if node.op not in PROMOTED_OPS:
+            return rewriter.notify_match_failure(node, "not an op ExecuTorch promotes, nor an elementwise op of a value rounded here")
+        operands = [v for v in node.operands if isinstance(v.type, TensorType)]
+        if len(operands) != 2:
+            return rewriter.notify_match_failure(node, "not two tensor operands")
+        dtypes = [_eager_dtype(v, node, made) for v in operands]
+        numbers = [_number_constant(v) for v in operands]
+        if not ((dtypes[0] and numbers[1]) or (dtypes[1] and numbers[0]) or (dtypes[0] and dtypes[0] == dtypes[1])):
+            return rewriter.notify_match_failure(node, "not a low-precision 0-D tensor promoted by ExecuTorch with a number "
+                                                       "or with another of its dtype")
+        low = dtypes[0] or dtypes[1]
     readers = [user for user in result.users if not user.is_return]
     outputs = [i for i, value in enumerate(rewriter.graph.outputs) if value is result]
     rounded = rewriter.insert_after(node, rewriter.create(CASTS[0], [result], attributes={"dtype": low, "dim_order": []}))
@@ -191,4 +207,4 @@ class EagerScalarPromotion(PatternRewritePass):
     name = "xnnpack.eager-scalar-promotion"
 
     def patterns(self):
-        return (RunStateRule(eager_scalar_promotion, *PROMOTED_OPS), number_in_fp32)
+        return (RunStateRule(eager_scalar_promotion), number_in_fp32)  # (the first: on every op, see _one_operand_low)

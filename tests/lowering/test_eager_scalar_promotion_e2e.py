@@ -100,13 +100,15 @@ class TwoScalars(torch.nn.Module):
         a = s + 0.25 * s                # the product is rounded, then the sum of two bf16 scalars
         b = s * 0.5 + s * 0.75          # two rounded products: fp32 in the edge program, bf16 in eager
         c = torch.relu(z * a)           # the rounded sum read on by a bf16 tensor op
-        return a, b, c
+        d = torch.exp(b * 0.1)          # an elementwise op of a rounded value: bf16 in eager too
+        return a, b, c, d
 
 
 @pytest.mark.parametrize("via", ["etal", "backend"])
 def test_two_bf16_scalars_combined_keep_eagers_dtype_and_value(via):
-    """Fuzz bf16 97001 (``x @ x + 0.25 * (x @ x)``, x 1-D): to_edge leaves the sum of two 0-D bf16
-    values fp32, in stock's program too (asserted); xir rounds it where eager does."""
+    """Fuzz bf16 97001 (``exp(x @ x + 0.25 * (x @ x))``, x 1-D): to_edge leaves the sum of two 0-D
+    bf16 values, and an op of it, fp32, in stock's program too (asserted); xir rounds them where
+    eager does."""
     x = torch.randn(14, generator=torch.Generator().manual_seed(9700190)).to(torch.bfloat16)
     z = torch.randn(2, 3, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
     ep, eager = torch.export.export(TwoScalars(), (x, z)), TwoScalars()(x, z)
@@ -114,10 +116,10 @@ def test_two_bf16_scalars_combined_keep_eagers_dtype_and_value(via):
     assert "xnnpack.eager-scalar-promotion" in partitioner.rewrites_applied
     assert harness.delegated_ops(edge)["aten.relu"] == 1
     outputs = harness.run_method(harness.load_method(harness.to_buffer(edge))[1], [x, z])
-    assert [t.dtype for t in outputs] == [t.dtype for t in eager] == [torch.bfloat16] * 3
+    assert [t.dtype for t in outputs] == [t.dtype for t in eager] == [torch.bfloat16] * 4
     for ours, theirs in zip(outputs, eager):
         assert torch.equal(ours, theirs), (ours, theirs)
     if via == "etal":
         stock, _ = harness.lower_edge(ep, "stock", "etal", enable_bf16=True)
         theirs = harness.run_method(harness.load_method(harness.to_buffer(stock))[1], [x, z])
-        assert theirs[0].dtype == torch.float32 and theirs[1].dtype == torch.float32
+        assert theirs[0].dtype == theirs[1].dtype == theirs[3].dtype == torch.float32

@@ -152,3 +152,31 @@ def test_two_low_precision_scalars_of_one_dtype_are_rounded_and_mixed_ones_are_n
       %x: f32[] = aten.add.Tensor(%9, %cm)
       return %2, %4, %7, %x
     }""", changed=True)
+
+
+def test_an_elementwise_op_of_a_rounded_value_is_rounded_and_a_users_cast_is_not():
+    """``exp(t * 0.5)`` is bf16 in eager (fuzz bf16 97001, shrunk again: ``exp(t + 0.25 * t)``);
+    ``(t * 0.5).float()``, a cast the user wrote, is fp32 in eager: left as it is."""
+    graph = _with_provenance(graph_with_data("""
+    graph @g {
+      input %t: bf16[]
+      buffer %_lifted_tensor_constant0: f32[]
+      %c: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %m: f32[] = aten.mul.Tensor(%c, %_lifted_tensor_constant0)
+      %e: f32[] = aten.exp(%m)
+      %f: f32[] = dim_order_ops._to_dim_order_copy(%m) {dtype=f32, dim_order=[]}
+      return %e, %f
+    }"""), "mul", "mul", "exp", "float_1")
+    check_pipeline(graph, PASS, """
+    graph @g {
+      input %t: bf16[]
+      buffer %_lifted_tensor_constant0: f32[]
+      %c: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
+      %m: f32[] = aten.mul.Tensor(%c, %_lifted_tensor_constant0)
+      %0: bf16[] = dim_order_ops._to_dim_order_copy(%m) {dtype=bf16, dim_order=[]}
+      %1: f32[] = dim_order_ops._to_dim_order_copy(%0) {dtype=f32, dim_order=[]}
+      %e: f32[] = aten.exp(%1)
+      %2: bf16[] = dim_order_ops._to_dim_order_copy(%e) {dtype=bf16, dim_order=[]}
+      %f: f32[] = dim_order_ops._to_dim_order_copy(%1) {dtype=f32, dim_order=[]}
+      return %2, %f
+    }""", changed=True)
