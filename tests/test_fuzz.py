@@ -60,6 +60,30 @@ def test_generator_is_deterministic():
     assert len(sources) == 10
 
 
+def test_the_first_generator_edition_builds_the_journals_of_record():
+    """Edition 1 (before the select of one index) builds the programs of data/campaigns, whose
+    journals name no edition: --rerun and --resume of them run those programs."""
+    import gzip
+    import json
+
+    from xir_tools.fuzz.generator import GENERATOR
+
+    assert GENERATOR == 2
+    for kind in ("fp32", "bf16"):
+        lines = gzip.open(ROOT / "data" / "campaigns" / kind / "programs.jsonl.gz", "rt").read().splitlines()
+        header = json.loads(lines[0])["campaign"]
+        assert "generator" not in header
+        for line in lines[1:6]:
+            entry = json.loads(line)
+            record = entry["record"]
+            built = generate(record["seed"], kind, max_ops=header["max_ops"], min_ops=header["min_ops"], generator=1)
+            assert json.loads(json.dumps(built.to_json())) == entry["program"], record["seed"]
+    firsts = [generate(seed, "fp32", generator=1) for seed in range(40)]
+    assert not any(op.kind == "select" for p in firsts for op in p.ops)
+    with pytest.raises(ValueError, match="unknown generator edition 3"):
+        generate(0, "fp32", generator=3)
+
+
 def test_generated_programs_run_in_eager():
     shapes = Counter()
     for seed in range(300):
@@ -268,6 +292,18 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
     assert refused.returncode == 2 and "built its programs with --max-ops 2, this run asks for 3" in refused.stderr, \
         refused.stdout[-3000:] + refused.stderr[-3000:]
     assert not (tmp_path / "other").exists()
+    # a journal whose program is not what its seed builds (edited, or another generator's) is refused
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    changed = [dict(e) for e in entries]
+    changed[0]["program"] = {**changed[0]["program"], "outputs": list(changed[0]["program"]["outputs"]) + ["v1"]}
+    (edited / "programs.jsonl").write_text("\n".join([lines[0]] + [json.dumps(e) for e in changed]) + "\n")
+    refused = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common[:sizes], *common[sizes + 4:], "--rerun",
+                              str(edited), "--out", str(tmp_path / "other")], cwd=ROOT, capture_output=True, text=True,
+                             timeout=300)
+    seed = entries[0]["record"]["seed"]
+    assert refused.returncode == 2 and f"fp32 seed {seed} is not the one that seed builds" in refused.stderr, \
+        refused.stdout[-3000:] + refused.stderr[-3000:]
     done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common[:sizes], *common[sizes + 4:], "--rerun", str(first),
                            "--only-ops", chosen, "--out", str(again)], cwd=ROOT, capture_output=True, text=True, timeout=900)
     output = done.stdout + done.stderr

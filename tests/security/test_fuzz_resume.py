@@ -18,17 +18,18 @@ from pathlib import Path
 import pytest
 
 from xir_tools.fuzz.cli import source_code_id, source_commit
-from xir_tools.fuzz.generator import generate
+from xir_tools.fuzz.generator import GENERATOR, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ["--kind", "fp32", "--seed", "1000", "--jobs", "1", "--max-ops", "2", "--min-ops", "2", "--timeout", "300"]
 
 
-def _journal(folder: Path, entries: list[dict]) -> Path:
-    """``folder/programs.jsonl`` as a campaign with SETTINGS at this checkout writes it."""
+def _journal(folder: Path, entries: list[dict], generator: int | None = GENERATOR) -> Path:
+    """``folder/programs.jsonl`` as a campaign with SETTINGS at this checkout writes it (``generator``
+    None: as one written before the journal named the generator's edition)."""
     folder.mkdir(parents=True, exist_ok=True)
     header = {"campaign": {"commit": source_commit(), "code": source_code_id(), "max_ops": 2, "min_ops": 2,
-                           "timeout": 300.0}}
+                           "timeout": 300.0, **({} if generator is None else {"generator": generator})}}
     path = folder / "programs.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in [header] + entries) + "\n")
     return path
@@ -131,3 +132,15 @@ except OSError as error:
     assert "write failed: File too large" in done.stdout, done.stdout + done.stderr
     (repro,) = tmp_path.iterdir()
     assert repro.read_text() == "# an earlier repro\n"
+
+
+def test_a_journal_that_names_no_generator_edition_resumes_with_the_first(tmp_path):
+    """A journal written before editions were recorded holds the first edition's programs (no
+    select): --resume rebuilds them with it, and refuses a --generator that differs, by name."""
+    out = tmp_path / "campaign"
+    first = generate(1003, "fp32", max_ops=2, min_ops=2, generator=1).to_json()
+    _journal(out, [_entry(1003, label="ok", program=first)], generator=None)
+    code, output = _fuzz("--seed", "1003", "--count", "1", "--resume", "--generator", "2", "--out", str(out))
+    assert code == 2 and "built its programs with --generator 1, this run asks for 2" in output, output[-3000:]
+    code, output = _fuzz("--seed", "1003", "--count", "1", "--resume", "--out", str(out))
+    assert code == 0 and "resumed: 1 ran before" in output, output[-3000:]

@@ -84,7 +84,8 @@ def _record(kind: str, seed: int, outcome: dict) -> dict:
 
 
 def _task(kind: str, seed: int, args, sides=None) -> dict:
-    return {"seed": seed, "kind": kind, "max_ops": args.max_ops, "min_ops": args.min_ops, "sides": list(sides or SIDES)}
+    return {"seed": seed, "kind": kind, "max_ops": args.max_ops, "min_ops": args.min_ops, "generator": args.generator,
+            "sides": list(sides or SIDES)}
 
 
 def _should_shrink(record: dict, mode: str) -> bool:
@@ -309,7 +310,8 @@ def source_code_id() -> str | None:
     return code + ("+dirty" if dirty else "")
 
 
-RESUMABLE_ARGS = ("max_ops", "min_ops", "timeout", "bf16_option")
+RESUMABLE_ARGS = ("max_ops", "min_ops", "timeout", "bf16_option", "generator")
+FIRST_EDITION = 1  # the generator edition of a journal that names none (written before editions were recorded)
 
 # --bf16-option: xir's partitioner option its side of every bf16 program lowers with
 BF16_OPTIONS = {"activations-in-fp32": "bf16_activations_in_fp32", "linears-as-f16": "bf16_linears_as_f16"}
@@ -394,10 +396,12 @@ def journalled_program(record: dict, stored: dict | None, args) -> dict | None:
     if stored is None:
         return None
     kind, seed = record["kind"], record["seed"]
-    program = json.loads(json.dumps(generate(seed, kind, max_ops=args.max_ops, min_ops=args.min_ops).to_json()))
+    program = json.loads(json.dumps(generate(seed, kind, max_ops=args.max_ops, min_ops=args.min_ops,
+                                             generator=args.generator).to_json()))
     if program != stored:
         raise CampaignError(f"the program journalled for {kind} seed {seed} is not the one seed {seed} builds "
-                            f"(--max-ops {args.max_ops} --min-ops {args.min_ops}): the journal was edited, or written "
+                            f"(--max-ops {args.max_ops} --min-ops {args.min_ops} --generator {args.generator}): the "
+                            f"journal was edited, or written "
                             f"by other code; nothing of it was run. Delete that line to run seed {seed} again, or "
                             f"use another --out")
     return program
@@ -429,6 +433,8 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
         raise CampaignError(f"--resume: {error}") from None
     if "code" not in header:
         settings = {"commit": commit, **{k: v for k, v in settings.items() if k != "code"}}
+    if "generator" not in header:
+        header = {**header, "generator": FIRST_EDITION}
     for name, value in settings.items():
         if header.get(name) != value:
             raise CampaignError(f"--resume: the campaign in {out} ran with {name} {header.get(name)!r}, this run has "
@@ -468,6 +474,7 @@ def campaign(args) -> int:
     if args.rerun:
         try:
             before = rerun_selection(Path(args.rerun), kinds, args.only_ops)
+            check_rerun_programs(Path(args.rerun), before, args)
         except CampaignError as error:
             print(f"xir fuzz: {error}", file=sys.stderr)
             return 2
@@ -619,6 +626,28 @@ def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) 
     return selected
 
 
+def check_rerun_programs(folder: Path, selected: dict, args) -> None:
+    """Each program of ``selected`` that ``folder``'s journal kept must be what its seed builds with
+    ``args``' settings (the campaign's): else a re-run would run other programs and compare them with
+    the journal's as if they were the same (a campaign of another generator, a journal edited).
+    CampaignError names the first that is not."""
+    from .generator import generate
+
+    _, entries = read_journal(journal_path(folder))
+    for entry in entries:
+        record, stored = entry["record"], entry.get("program")
+        key = (record["kind"], record["seed"])
+        if key not in selected or stored is None:
+            continue
+        built = json.loads(json.dumps(generate(key[1], key[0], max_ops=args.max_ops, min_ops=args.min_ops,
+                                               generator=args.generator).to_json()))
+        if built != stored:
+            raise CampaignError(f"--rerun: the program journalled for {key[0]} seed {key[1]} is not the one that seed "
+                                f"builds with --max-ops {args.max_ops} --min-ops {args.min_ops} --generator "
+                                f"{args.generator}: the journal was edited, or written by another generator; nothing "
+                                f"was run")
+
+
 def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list, list]:
     """What changed for xir between two runs of the same programs: (label transitions; regressions
     [(key, why)]: xir failed where it had run, or a failure of xir's own or worse than stock
@@ -682,7 +711,7 @@ def replay(args) -> int:
     from .repro import write_repro
 
     kind = "fp32" if args.kind == "all" else args.kind
-    program = generate(args.replay, kind, max_ops=args.max_ops, min_ops=args.min_ops)
+    program = generate(args.replay, kind, max_ops=args.max_ops, min_ops=args.min_ops, generator=args.generator)
     print(f"# {program.describe()}; rebuilt at code {source_code_id() or 'unknown'} (a journal made at another "
           "code id may hold another program for this seed)")
     print(program.module_source())
@@ -719,6 +748,8 @@ def parser() -> argparse.ArgumentParser:
                         "bf16_activations_in_fp32=True; linears-as-f16: bf16_linears_as_f16=True); default: none")
     p.add_argument("--max-ops", type=int, help="ops per program at most (default: 12; with --rerun, the campaign's)")
     p.add_argument("--min-ops", type=int, help="ops per program at least (default: 3; with --rerun, the campaign's)")
+    p.add_argument("--generator", type=int, help="the generator's edition: 1 (before the select of one index) or 2 "
+                   "(default: the latest; with --rerun and --resume, the campaign's)")
     p.add_argument("--shrink", choices=["own", "xir", "all", "none"], default="xir",
                    help="which failures to shrink before writing their repro: own (xir's own), xir (every program xir "
                         "fails; default), all (stock-only too), none")
@@ -745,26 +776,35 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-SIZES = {"max_ops": 12, "min_ops": 3}  # the defaults of --max-ops and --min-ops
+def _program_settings(args) -> None:
+    """Set ``args.max_ops``, ``args.min_ops`` and ``args.generator``: a seed builds its program with
+    them, so --rerun takes the campaign's own, and --resume the campaign's generator edition (other
+    values would build other programs under the same seeds, and compare them with the campaign's as
+    if they were the same; one given that differs is refused); else the values given, or the
+    defaults."""
+    from .generator import GENERATOR
 
-
-def _program_sizes(args) -> None:
-    """Set ``args.max_ops``/``args.min_ops``: a seed builds its program with them, so --rerun takes
-    the campaign's own (other values would build other programs under the same seeds, and compare
-    them with the campaign's as if they were the same; one given that differs is refused); else
-    the values given, or the defaults."""
-    header = {}
+    defaults = {"max_ops": 12, "min_ops": 3, "generator": GENERATOR}
+    header, source = {}, None
     if args.rerun:
-        path = journal_path(Path(args.rerun))
-        if path is not None:
-            header, _ = read_journal(path, lenient=True)
-    for name, default in SIZES.items():
+        source, path = "--rerun", journal_path(Path(args.rerun))
+    elif args.resume:
+        source, path = "--resume", Path(args.out) / JOURNAL
+        path = path if path.exists() else None
+    else:
+        path = None
+    if path is not None:
+        header, _ = read_journal(path, lenient=True)
+        header = {"generator": FIRST_EDITION, **header}
+    for name, default in defaults.items():
         given, theirs = getattr(args, name), header.get(name)
+        if source == "--resume" and name != "generator":
+            theirs = None  # (--resume refuses other sizes itself, naming the setting: _journal)
         if given is not None and theirs is not None and given != theirs:
             option = "--" + name.replace("_", "-")
-            raise CampaignError(f"--rerun: the campaign in {args.rerun} built its programs with {option} {theirs}, "
+            raise CampaignError(f"{source}: the campaign in {path.parent} built its programs with {option} {theirs}, "
                                 f"this run asks for {given}: the same seeds would build other programs; leave "
-                                f"{option} out (a re-run takes the campaign's)")
+                                f"{option} out (it takes the campaign's)")
         setattr(args, name, given if given is not None else theirs if theirs is not None else default)
 
 
@@ -775,7 +815,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_ops and not args.rerun:
         parser().error("--only-ops goes with --rerun")
     try:
-        _program_sizes(args)
+        _program_settings(args)
     except CampaignError as error:
         print(f"xir fuzz: {error}", file=sys.stderr)
         return 2

@@ -62,16 +62,30 @@ def config(seed: int, kind: str) -> tuple[str, bool]:
     return via, per_channel
 
 
-def generate(seed: int, kind: str, max_ops: int = 12, min_ops: int = 3) -> Program:
-    """The program of (seed, kind): deterministic."""
+# The generator's editions: an op kind added to WEIGHTS changes the program of every seed (its
+# weighted choice draws from another table), so each edition keeps its own set. A campaign records
+# the edition it ran; --resume and --rerun build its programs with it.
+GENERATOR = 2
+SINCE = {"select": 2}  # op kinds added after the first edition, and the edition that added them
+
+
+def _weights(kind: str, generator: int) -> dict:
+    return {op: weight for op, weight in WEIGHTS[kind].items() if SINCE.get(op, 1) <= generator}
+
+
+def generate(seed: int, kind: str, max_ops: int = 12, min_ops: int = 3, generator: int = GENERATOR) -> Program:
+    """The program of (seed, kind): deterministic. ``generator``: the edition (1: before the
+    select of one index; 2: the current one)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if generator not in range(1, GENERATOR + 1):
+        raise ValueError(f"unknown generator edition {generator!r}; expected 1 to {GENERATOR}")
     min_ops = max(1, min(min_ops, max_ops))
     last_error = None
     for attempt in range(200):
         rng = random.Random(f"xir-fuzz/{kind}/{seed}/{attempt}/{min_ops}/{max_ops}")
         try:
-            program = _Builder(rng, seed, kind, min_ops, max_ops).build()
+            program = _Builder(rng, seed, kind, min_ops, max_ops, _weights(kind, generator)).build()
             check_eager(program)
             return program
         except Retry as error:
@@ -138,9 +152,10 @@ def _kwargs(**options) -> str:
 
 
 class _Builder:
-    def __init__(self, rng: random.Random, seed: int, kind: str, min_ops: int, max_ops: int):
+    def __init__(self, rng: random.Random, seed: int, kind: str, min_ops: int, max_ops: int, weights: dict):
         import torch
 
+        self.weights = weights
         self.torch = torch
         self.rng, self.seed, self.kind = rng, seed, kind
         self.min_ops, self.max_ops = min_ops, max_ops
@@ -271,7 +286,7 @@ class _Builder:
         return self.rng.choice(candidates)
 
     def add_random_op(self, first: str | None = None) -> bool:
-        weights = WEIGHTS[self.kind]
+        weights = self.weights
         for _ in range(80):
             kind = self.choice_weighted(weights)
             x = first or self.pick(ranks=RANKS.get(kind))

@@ -97,7 +97,8 @@ def execute(task: dict, on_phase=None, on_side=None) -> dict:
         program = Program.from_json(task["program"])
     else:
         on_phase("generate")
-        program = generate(task["seed"], task["kind"], max_ops=task.get("max_ops", 12), min_ops=task.get("min_ops", 3))
+        program = generate(task["seed"], task["kind"], max_ops=task.get("max_ops", 12), min_ops=task.get("min_ops", 3),
+                           **({"generator": task["generator"]} if "generator" in task else {}))
         on_side("program", program.to_json())
     if (program.kind in case.QUANTIZED and any(op.kind == "batch_norm" for op in program.ops)
             and not _WARM["quantization"]):
