@@ -386,18 +386,28 @@ def _journal_entry(line: str) -> dict | None:
     return entry if valid else None
 
 
+def built_program(kind: str, seed: int, args) -> dict:
+    """The program (kind, seed) builds with ``args``' settings, as a journal stores it (JSON)."""
+    from .generator import generate
+
+    return json.loads(json.dumps(generate(seed, kind, max_ops=args.max_ops, min_ops=args.min_ops,
+                                          generator=args.generator).to_json()))
+
+
+def with_edition(header: dict) -> dict:
+    """A journal's header with its generator edition: FIRST_EDITION when it names none."""
+    return {"generator": FIRST_EDITION, **header}
+
+
 def journalled_program(record: dict, stored: dict | None, args) -> dict | None:
     """The program of a journal entry, rebuilt from its (kind, seed) with the generator, as
     --rerun runs programs: the program stored in a journal is never run (its text is Python
     source, and a journal is a file anyone may have edited). The stored one must be what the
     seed builds, else CampaignError names the seed. None when the journal kept no program."""
-    from .generator import generate
-
     if stored is None:
         return None
     kind, seed = record["kind"], record["seed"]
-    program = json.loads(json.dumps(generate(seed, kind, max_ops=args.max_ops, min_ops=args.min_ops,
-                                             generator=args.generator).to_json()))
+    program = built_program(kind, seed, args)
     if program != stored:
         raise CampaignError(f"the program journalled for {kind} seed {seed} is not the one seed {seed} builds "
                             f"(--max-ops {args.max_ops} --min-ops {args.min_ops} --generator {args.generator}): the "
@@ -433,8 +443,7 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
         raise CampaignError(f"--resume: {error}") from None
     if "code" not in header:
         settings = {"commit": commit, **{k: v for k, v in settings.items() if k != "code"}}
-    if "generator" not in header:
-        header = {**header, "generator": FIRST_EDITION}
+    header = with_edition(header)
     for name, value in settings.items():
         if header.get(name) != value:
             raise CampaignError(f"--resume: the campaign in {out} ran with {name} {header.get(name)!r}, this run has "
@@ -631,17 +640,13 @@ def check_rerun_programs(folder: Path, selected: dict, args) -> None:
     ``args``' settings (the campaign's): else a re-run would run other programs and compare them with
     the journal's as if they were the same (a campaign of another generator, a journal edited).
     CampaignError names the first that is not."""
-    from .generator import generate
-
     _, entries = read_journal(journal_path(folder))
     for entry in entries:
         record, stored = entry["record"], entry.get("program")
         key = (record["kind"], record["seed"])
         if key not in selected or stored is None:
             continue
-        built = json.loads(json.dumps(generate(key[1], key[0], max_ops=args.max_ops, min_ops=args.min_ops,
-                                               generator=args.generator).to_json()))
-        if built != stored:
+        if built_program(*key, args) != stored:
             raise CampaignError(f"--rerun: the program journalled for {key[0]} seed {key[1]} is not the one that seed "
                                 f"builds with --max-ops {args.max_ops} --min-ops {args.min_ops} --generator "
                                 f"{args.generator}: the journal was edited, or written by another generator; nothing "
@@ -795,7 +800,7 @@ def _program_settings(args) -> None:
         path = None
     if path is not None:
         header, _ = read_journal(path, lenient=True)
-        header = {"generator": FIRST_EDITION, **header}
+        header = with_edition(header)
     for name, default in defaults.items():
         given, theirs = getattr(args, name), header.get(name)
         if source == "--resume" and name != "generator":

@@ -82,7 +82,7 @@ def execute(task: dict, on_phase=None, on_side=None) -> dict:
     """Run one task in this process: {"program": Program-as-json | None, "seed", "kind",
     "max_ops", "min_ops", "sides"}. Returns {"program": json, "prepare": ..., side: ...}."""
     from xir_tools.fuzz import case
-    from xir_tools.fuzz.generator import generate
+    from xir_tools.fuzz.generator import GENERATOR, generate
     from xir_tools.fuzz.program import Program, instantiate
 
     report = on_phase or (lambda name: None)
@@ -98,7 +98,7 @@ def execute(task: dict, on_phase=None, on_side=None) -> dict:
     else:
         on_phase("generate")
         program = generate(task["seed"], task["kind"], max_ops=task.get("max_ops", 12), min_ops=task.get("min_ops", 3),
-                           **({"generator": task["generator"]} if "generator" in task else {}))
+                           generator=task.get("generator", GENERATOR))
         on_side("program", program.to_json())
     if (program.kind in case.QUANTIZED and any(op.kind == "batch_norm" for op in program.ops)
             and not _WARM["quantization"]):
