@@ -9,6 +9,7 @@ with no installed package metadata. A pass's module is imported only when a pipe
 
 # name -> "module:Class"; a name whose class has another name is an old name of that pass
 PASSES = {
+    "xnnpack.as-strided-as-view": "lowering.passes.as_strided_as_view:AsStridedAsView",
     "fold-constants": "lowering.passes.fold_constants:FoldConstants",
     "xnnpack.bf16-activations-in-fp32": "lowering.passes.bf16_activations_in_fp32:Bf16ActivationsInFp32",
     "xnnpack.bf16-bmm-f32-output": "lowering.passes.bf16_bmm_f32_output:Bf16BmmF32Output",
@@ -26,6 +27,7 @@ PASSES = {
     "xnnpack.expand-as-broadcast": "lowering.passes.expand_as_broadcast:ExpandAsBroadcast",
     "xnnpack.fold-repeat-into-bmm": "lowering.passes.fold_repeat_into_bmm:FoldRepeatIntoBmm",
     "xnnpack.fuse-sibling-linears": "lowering.passes.fuse_sibling_linears:FuseSiblingLinears",
+    "xnnpack.index-select-as-slices": "lowering.passes.index_select_as_slices:IndexSelectAsSlices",
     "xnnpack.layer-norm-in-fp32": "lowering.passes.layer_norm_in_fp32:LayerNormInFp32",
     "xnnpack.mean-keepdim": "lowering.passes.mean_keepdim:MeanKeepdim",
     "xnnpack.mean-over-last-dims": "lowering.passes.mean_over_last_dims:MeanOverLastDims",
@@ -42,6 +44,7 @@ PASSES = {
     "xnnpack.select-as-slice": "lowering.passes.select_as_slice:SelectAsSlice",
     "xnnpack.slices-as-xir-slices": "lowering.passes.slices_as_xir_slices:SlicesAsXirSlices",
     "xnnpack.split-as-slices": "lowering.passes.split_as_slices:SplitAsSlices",
+    "xnnpack.step-slice-as-view": "lowering.passes.step_slice_as_view:StepSliceAsView",
     "xnnpack.weight-only-int8-linear": "lowering.passes.weight_only_int8_linear:WeightOnlyInt8Linear",
     "xnnpack.weight-only-linear-bias": "lowering.passes.weight_only_linear_bias:WeightOnlyLinearBias",
     # old names: asking for one is an error that gives the new one
