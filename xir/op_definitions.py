@@ -311,16 +311,19 @@ def _view(node):
 
 
 def _as_strided(node):
-    """as_strided_copy: the result has the shape ``size`` (integer sizes only), the input's dtype."""
+    """as_strided_copy: the result has the shape ``size``, the input's dtype (not inferred when a
+    size is a value computed at run time)."""
     x = _tensor(node.operands[0])
     if x is None:
         return None
     size, stride = _attr(node, "size"), _attr(node, "stride")
     for name, dims in (("size", size), ("stride", stride)):
-        if not isinstance(dims, list) or not all(_is_int(d) and d >= 0 for d in dims):
-            raise IRError(f"{name} must be a list of non-negative integers, got {dims!r}")
+        if not isinstance(dims, list) or not all((_is_int(d) and d >= 0) or isinstance(d, Value) for d in dims):
+            raise IRError(f"{name} must be a list of non-negative sizes, got {dims!r}")
     if len(size) != len(stride):
         raise IRError(f"size {size} and stride {stride} have different lengths")
+    if not all(_is_int(d) for d in size):
+        return None  # (a size computed at run time: the importer gives the type)
     return [TensorType(x.dtype, tuple(size))]
 
 
@@ -1156,6 +1159,10 @@ for _name in ("view_copy", "view", "reshape", "_unsafe_view"):
               traits=PURE | VIEW, infer=_view, check=_check_view)
 define_op("aten.expand_copy", operands=("input",), attributes={"size": REQUIRED, "implicit": False}, traits=PURE | VIEW,
           infer=_expand_copy)
+# functional writes (a window mask built by slice assignment exports as these, from constants)
+define_op("aten.copy", operands=("input", "src"), attributes={"non_blocking": False}, traits=PURE, infer=same_as_input)
+define_op("aten.slice_scatter", operands=("input", "src"), attributes={"dim": 0, "start": None, "end": None, "step": 1},
+          traits=PURE, infer=same_as_input)
 define_op("aten.as_strided_copy", operands=("input",),
           attributes={"size": REQUIRED, "stride": REQUIRED, "storage_offset": None}, traits=PURE, infer=_as_strided)
 define_op("aten.unsqueeze_copy", operands=("input",), attributes={"dim": REQUIRED}, traits=PURE | VIEW, infer=_unsqueeze)
