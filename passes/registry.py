@@ -150,7 +150,8 @@ def get_pass_class(name: str) -> type["Pass"]:
     where = listed().get(name)
     if where is None:
         known = ", ".join(pass_names())
-        raise PipelineError(f"unknown pass {name!r}; registered passes: {known}")
+        hint = " (a backend's passes are known once its package is imported)" if "." in name else ""
+        raise PipelineError(f"unknown pass {name!r}{hint}; registered passes: {known}")
     cls = _load(where)
     if cls.name != name:
         raise PipelineError(f"pass {name!r} was renamed: it is now {cls.name!r}")

@@ -35,6 +35,7 @@ PASSES = {
     "xnnpack.merge-head-chains": "lowering.passes.merge_head_chains:MergeHeadChains",
     "xnnpack.partial-rotary-whole-head": "lowering.passes.partial_rotary_whole_head:PartialRotaryWholeHead",
     "xnnpack.patch-conv-as-matmul": "lowering.passes.patch_conv_as_matmul:PatchConvAsMatmul",
+    "xnnpack.pow-as-multiplies": "lowering.passes.pow_as_multiplies:PowAsMultiplies",
     "xnnpack.remove-no-ops": "lowering.passes.remove_no_ops:XnnpackRemoveNoOps",
     "xnnpack.rope-as-pair-swap": "lowering.passes.rope_as_pair_swap:RopeAsPairSwap",
     "xnnpack.rotate-half-sign-in-sin": "lowering.passes.rotate_half_sign:RotateHalfSignInSin",
