@@ -11,6 +11,7 @@ with no installed package metadata. A pass's module is imported only when a pipe
 PASSES = {
     "xnnpack.as-strided-as-view": "lowering.passes.as_strided_as_view:AsStridedAsView",
     "fold-constants": "lowering.passes.fold_constants:FoldConstants",
+    "xnnpack.avg-pool-padding-as-pad": "lowering.passes.avg_pool_padding_as_pad:AvgPoolPaddingAsPad",
     "xnnpack.bf16-activations-in-fp32": "lowering.passes.bf16_activations_in_fp32:Bf16ActivationsInFp32",
     "xnnpack.bf16-bmm-f32-output": "lowering.passes.bf16_bmm_f32_output:Bf16BmmF32Output",
     "xnnpack.bf16-in-fp32": "lowering.passes.bf16_in_fp32:Bf16InFp32",

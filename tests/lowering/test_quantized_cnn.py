@@ -5,8 +5,9 @@ outside, and a concatenation) used to become a delegate per conv with xir: the c
 checked a concatenation's unit, whose dequantizes lie right after each branch, before it had seen
 the later branches' ancestors, merged it with the stem's group across the pool branch, and the
 cycle that made split every group into its units (``lowering/partition.py``,
-``_ConvexMerger.record_ancestors``). InceptionV3 quantized the way ExecuTorch's example does went
-from 150 delegates to stock's count the same way."""
+``_ConvexMerger.record_ancestors``). The pools count their zero padding, which XNNPACK's pooling
+does not: both partitioners left them outside, until xnnpack.avg-pool-padding-as-pad wrote each as
+a quantized zero pad and an unpadded pool. Now the block is one delegate."""
 
 from __future__ import annotations
 
@@ -49,13 +50,28 @@ def inception():
     inputs = (torch.randn(1, 3, 16, 16),)
     quantized = quantize_pt2e(Net().eval(), inputs, is_per_channel=True)
     ep = torch.export.export(quantized, inputs)
-    return reference(ep, inputs), lower(ep, inputs, "xir"), lower(ep, inputs, "stock")
+    return reference(ep, inputs), lower(ep, inputs, "xir"), lower(ep, inputs, "stock"), ep
 
 
-def test_a_quantized_inception_block_is_as_few_delegates_as_stock(inception):
-    expected, ours, stock = inception
+def test_a_quantized_inception_block_is_one_delegate(inception):
+    expected, ours, stock, _ = inception
     assert ours.outputs is not None, ours.error
     assert ours.err(expected) <= max(stock.err(expected), 1e-6) * 1.01
-    assert ours.delegates <= stock.delegates == 3, ours.partitioner.report()
-    assert ours.outside == stock.outside == {"aten.avg_pool2d": 2}, (ours.outside, stock.outside)
+    assert stock.delegates == 3 and stock.outside == {"aten.avg_pool2d": 2}, (stock.delegates, stock.outside)
+    assert ours.delegates == 1 and not ours.outside, ours.partitioner.report()
     assert ours.delegated["aten.convolution"] == 13 and ours.delegated["aten.cat"] == 2
+    assert ours.delegated["aten.avg_pool2d"] == 2 and ours.delegated["aten.constant_pad_nd"] == 2
+
+
+def test_the_merger_alone_gives_stock_s_three_delegates(inception):
+    """Without the pool rewrite (the pools outside), the convex merger keeps the branches of each
+    block together: stock's three delegates, not one per conv (21 before the merger's fix)."""
+    from executorch.exir import to_edge
+
+    import xir
+    from lowering.capability import Options
+    from lowering.partition import plan_partition
+
+    plan = plan_partition(xir.from_exported_program(to_edge(inception[3]).exported_program()), Options())
+    assert len(plan.groups) == 3, plan.report()
+    assert sorted(r.node.op for r in plan.rejected) == ["aten.avg_pool2d", "aten.avg_pool2d"]
