@@ -172,3 +172,27 @@ def test_kwargs_validation_as_xnnpack():
 
     with pytest.raises(TypeError, match="expected an XNNPackRecipeType, got str"):
         XirRecipeType.from_xnnpack("xnnpack_fp32")
+
+
+def test_rewrites_run_before_to_backend_in_a_staged_pipeline():
+    """With the recipe's pipeline as separate stages (to_edge, the edge transform, to_backend), xir's
+    rewrites run in the edge transform stage, before xir's partitioner tags."""
+    from executorch.export import ExportRecipe, StageType, export
+    from executorch.runtime import Runtime
+
+    torch.manual_seed(1)
+    model = ConvLinear().eval()
+    x = torch.randn(2, 3, 6, 6)
+    recipe = ExportRecipe.get_recipe(XirRecipeType.FP32)
+    recipe.pipeline_stages = [StageType.TORCH_EXPORT, StageType.TO_EDGE, StageType.EDGE_PROGRAM_MANAGER_TRANSFORM,
+                              StageType.TO_BACKEND, StageType.TO_EXECUTORCH]
+    session = export(model=model, example_inputs=[(x,)], export_recipe=recipe)
+    partitioner = xir_partitioner(recipe)
+    assert "xnnpack.decompose-gelu-tanh" in partitioner.rewrites_applied
+    assert "0 left outside" in partitioner.report(), partitioner.report()
+    graph = session.get_edge_program_manager().exported_program().graph
+    outside = [str(n.target) for n in graph.nodes if n.op == "call_function"]
+    assert not [t for t in outside if any(f"aten.{op}." in t for op in NOT_OUTSIDE)], outside
+    (actual,) = Runtime.get().load_program(session.get_pte_buffer()).load_method("forward").execute((x,))
+    with torch.no_grad():
+        torch.testing.assert_close(actual, model(x), atol=1e-5, rtol=1e-5)
