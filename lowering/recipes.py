@@ -122,7 +122,10 @@ class XirRecipeProvider(BackendRecipeProvider):
     """
 
     def __init__(self, **partitioner_options: Any) -> None:
+        from .partitioner import XnnpackPartitioner
+
         super().__init__()
+        XnnpackPartitioner(**partitioner_options)  # (bad options fail here, not at the first recipe)
         self.partitioner_options = dict(partitioner_options)
         self._xnnpack = XNNPACKRecipeProvider()
 

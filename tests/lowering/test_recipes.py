@@ -174,6 +174,14 @@ def test_kwargs_validation_as_xnnpack():
         XirRecipeType.from_xnnpack("xnnpack_fp32")
 
 
+def test_provider_partitioner_options():
+    provider = XirRecipeProvider(per_op_mode=True, enable_bf16=True)
+    partitioner = xir_partitioner(provider.create_recipe(XirRecipeType.FP32))
+    assert partitioner.options.per_op_mode and partitioner.options.enable_bf16
+    with pytest.raises(TypeError, match="unknown keyword argument.*bogus"):
+        XirRecipeProvider(bogus=1)
+
+
 def test_rewrites_run_before_to_backend_in_a_staged_pipeline():
     """With the recipe's pipeline as separate stages (to_edge, the edge transform, to_backend), xir's
     rewrites run in the edge transform stage, before xir's partitioner tags."""
