@@ -38,10 +38,11 @@ def _sqnr(reference: torch.Tensor, actual: torch.Tensor) -> float:
 
 
 # recipe type, kwargs, max |runtime - the exported (quantized) program|, min SQNR (dB) vs float eager
+# (the outputs are within +-0.17; measured: 5e-8 / 8e-4 / 6e-4 and 135 / 46 / 24 dB)
 CASES = [
     (XirRecipeType.FP32, {}, 1e-5, 80.0),
-    (XirRecipeType.PT2E_INT8_DYNAMIC_PER_CHANNEL, {}, 5e-2, 25.0),
-    (XirRecipeType.TORCHAO_INT8_DYNAMIC_ACT_INT4_WEIGHT_PER_TENSOR, {"group_size": 32}, 5e-2, 12.0),
+    (XirRecipeType.PT2E_INT8_DYNAMIC_PER_CHANNEL, {}, 5e-3, 30.0),
+    (XirRecipeType.TORCHAO_INT8_DYNAMIC_ACT_INT4_WEIGHT_PER_TENSOR, {"group_size": 32}, 5e-3, 15.0),
 ]
 
 
