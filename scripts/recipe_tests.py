@@ -28,8 +28,8 @@ Last run (ExecuTorch 1.5.1, at 98ace6e's provider; about 3 minutes per run on 2 
 stock and xir alike, 6 of 7 tests and 8 of 17 subtests pass (pytest: "9 failed, 7 passed,
 8 subtests passed"); every failure, in both, is a model of ``test_all_models_with_recipes`` whose
 package is not installed here (torchvision for dl3, ic3, mv2, mv3, resnet18, resnet50, vit; timm
-for ic4; torchaudio for w2l). In the xir run every partition() was xir's (14), in the stock run
-ExecuTorch's (14); no test passes with stock and fails with xir.
+for ic4; torchaudio for w2l). In the xir run every partition() was xir's (9), in the stock run
+ExecuTorch's (9); no test passes with stock and fails with xir.
 """
 
 from __future__ import annotations
