@@ -43,7 +43,7 @@ logger = logging.getLogger("xir")
 
 BACKEND_NAME = "xir"
 
-# the kwargs each recipe type takes (the rest are ignored with a warning, as XNNPACK's provider does)
+# the one kwarg a recipe takes (the 8da4w per-group one); others are ignored with a warning, as XNNPACK does
 GROUP_SIZE = "group_size"
 
 
