@@ -24,7 +24,7 @@ download them on first use: without network access those subtests fail in both r
 download. The mechanism is that of ``run_executorch_op_tests.py`` (this file is also the pytest
 plugin the subprocesses load with ``-p``; outcomes go to a JSON-lines file as the tests report).
 
-Last run (ExecuTorch 1.5.1, at 98ace6e's provider; about 3 minutes per run on 2 loaded cores):
+Last run (ExecuTorch 1.5.1, at 6f96ef3; about 2 minutes per run on 2 loaded cores):
 stock and xir alike, 6 of 7 tests and 8 of 17 subtests pass (pytest: "9 failed, 7 passed,
 8 subtests passed"); every failure, in both, is a model of ``test_all_models_with_recipes`` whose
 package is not installed here (torchvision for dl3, ic3, mv2, mv3, resnet18, resnet50, vit; timm
