@@ -203,6 +203,15 @@ class XnnpackPartitioner(_base()):
 
     # ------------------------------------------------------------ decomposition
     def ops_to_not_decompose(self, ep) -> tuple[list, Any]:
+        from .xir_ops_as_aten import rewrite_program, undelegated_xir_nodes
+
+        if undelegated_xir_nodes(ep.graph_module):
+            # xir's ops exist only after xir's transform passes, and ExecuTorch's
+            # to_edge_transform_and_lower asks again only after its last to_backend, about the
+            # program to_executorch lowers: what no partitioner of the list took is written back,
+            # in place, as the ATen ops it stands for (an xir op has no kernel outside a delegate)
+            rewrite_program(ep)
+            return [_aten_op(name) for name in PRESERVED_OPS], lambda fx_node: False
         if any(n.op == "call_function" and "executorch_call_delegate" in str(n.target) for n in ep.graph.nodes):
             # ExecuTorch asks again after lowering, to check that no op it kept whole was left out
             # as supported: what is still outside is what xir's plan rejected
@@ -430,6 +439,12 @@ def to_edge_transform_and_lower(programs, partitioner=None, transform_passes=Non
     for p in partitioners:
         if isinstance(p, XnnpackPartitioner):
             passes.extend(p.transform_passes())
-    return et_lower(programs, partitioner=partitioners, transform_passes=passes or None,
+    edge = et_lower(programs, partitioner=partitioners, transform_passes=passes or None,
                     constant_methods=constant_methods, compile_config=compile_config,
                     generate_etrecord=generate_etrecord)
+    # (xir's partitioners write back the xir ops no partitioner took when ExecuTorch asks them
+    # after lowering; transform passes of xir's without an xir partitioner in the list leave theirs)
+    from .xir_ops_as_aten import rewrite_edge_manager
+
+    rewrite_edge_manager(edge)
+    return edge

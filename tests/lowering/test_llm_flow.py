@@ -17,13 +17,18 @@ def test_partitioner_sets():
     )
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as StockPartitioner
 
-    stock, xir, dq_xir = (llm_partitioners(kind, enable_bf16=True) for kind in PARTITIONER_SETS)
+    from lowering.rules import DYNAMIC
+
+    stock, xir, dq_xir, xir_dq_xir = (llm_partitioners(kind, enable_bf16=True) for kind in PARTITIONER_SETS)
     assert [type(p) for p in stock] == [XnnpackDynamicallyQuantizedPartitioner, StockPartitioner]
     assert [type(p) for p in xir] == [XnnpackPartitioner]
     assert [type(p) for p in dq_xir] == [XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner]
-    assert xir[0].options.enable_bf16 and dq_xir[1].options.enable_bf16
+    assert [type(p) for p in xir_dq_xir] == [XnnpackPartitioner, XnnpackPartitioner]
+    assert xir_dq_xir[0].options.precisions == {DYNAMIC} and DYNAMIC in xir_dq_xir[1].options.precisions
+    assert xir[0].options.enable_bf16 and dq_xir[1].options.enable_bf16 and xir_dq_xir[0].options.enable_bf16
     assert transform_passes(stock) == []
     assert len(transform_passes(xir)) == 1 and len(transform_passes(dq_xir)) == 1
+    assert len(transform_passes(xir_dq_xir)) == 2
     with pytest.raises(ValueError, match="unknown partitioner set"):
         llm_partitioners("xnnpack")
 
