@@ -17,7 +17,7 @@ them to ExecuTorch's ``to_edge_transform_and_lower``, which is where xir's rewri
 The whole flow, from export_llm's own arguments (``--config FILE`` and ``key=value``), lowered
 by xir's partitioner alone and saved where the flow saves it:
 
-    python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+    python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
                            [xir.bf16_linears_as_f16=true] [xir.bf16_activations_in_fp32=true]
 
 (``main``; ``run(argv)`` returns the builder, ``export_llama(llm_config)`` takes an LlmConfig).
@@ -109,7 +109,7 @@ def to_edge_and_lower_llama_xnnpack(builder_exported, partitioners: Sequence[Any
 
 # ------------------------------------------------------------------ export_llm with xir's partitioner
 #
-#     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+#     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
 #
 # takes what ``python -m executorch.extension.llm.export.export_llm`` takes (parsed by ExecuTorch's
 # own code: its ``export_llm`` helpers and hydra's ``llm_config`` schema) and runs the flow's
@@ -205,7 +205,7 @@ def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
     for name, value in xir_options.items():
         if value and (partitioners == "stock" or not llm_config.backend.xnnpack.enable_bf16
                       or not llm_config.backend.xnnpack.extended_ops):
-            raise UnsupportedOption(f"xir.{name}=true needs xir's partitioner (xir.partitioners=xir or dq+xir), "
+            raise UnsupportedOption(f"xir.{name}=true needs xir's partitioner (xir.partitioners=xir, dq+xir or xir-dq+xir), "
                                     "backend.xnnpack.enable_bf16=true and backend.xnnpack.extended_ops=true "
                                     "(with model.dtype_override=bf16)")
     _download_checkpoint_if_needed(llm_config)
