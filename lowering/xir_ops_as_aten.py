@@ -65,10 +65,10 @@ def uses_dim_order(graph_module: torch.fx.GraphModule, default: bool = True) -> 
     for node in graph_module.graph.nodes:
         if node.op != "call_function":
             continue
-        namespace = getattr(node.target, "namespace", None)
-        if namespace == "dim_order_ops":
+        name = node.target.name() if callable(getattr(node.target, "name", None)) else ""
+        if name.startswith("dim_order_ops::"):
             return True
-        if namespace == "aten" and str(getattr(node.target, "__name__", "")).startswith("_to_copy"):
+        if name == "aten::_to_copy":
             return False
     return default
 

@@ -176,3 +176,30 @@ def test_an_xir_op_without_a_value_is_named():
     with pytest.raises(XirOpLeftOutside, match=r"xir_slice_default_1 .*no tensor value"):
         rewrite_graph_module(gm)
     assert [(n.name, n.target, n.args) for n in gm.graph.nodes] == before
+
+
+def test_cast_follows_the_programs_dim_order_mode():
+    """Without the program (a to_executorch pass sees only its graph module), the cast an
+    xir.convert becomes follows the casts the graph has: aten._to_copy with _skip_dim_order,
+    dim_order_ops' otherwise (and when it has none, ExecuTorch's default)."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    import lowering.xnnpack_ops  # noqa: F401
+    from lowering.xir_ops_as_aten import rewrite_graph_module
+
+    edge = exir_ops.edge
+    for cast, expected in ((edge.aten._to_copy.default, edge.aten._to_copy.default),
+                           (edge.dim_order_ops._to_dim_order_copy.default, edge.dim_order_ops._to_dim_order_copy.default),
+                           (None, edge.dim_order_ops._to_dim_order_copy.default)):
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        x.meta["val"] = torch.empty(2, 8, dtype=torch.bfloat16)
+        first = x if cast is None else graph.call_function(cast, (x,), {"dtype": torch.bfloat16})
+        first.meta["val"] = x.meta["val"]
+        convert = graph.call_function(edge.xir.convert.default, (first, torch.float32))
+        convert.meta["val"] = torch.empty(2, 8)
+        graph.output((convert,))
+        gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+        assert rewrite_graph_module(gm) == [convert.name]
+        assert convert.target == expected and convert.kwargs["dtype"] == torch.float32
+        assert ("dim_order" in convert.kwargs) == (expected is not edge.aten._to_copy.default)
