@@ -17,7 +17,7 @@ LENGTHS = (5, 13)
 class GatedBlock(torch.nn.Module):
     """Two linears and the float ops between them on a symbolic sequence length: its slices of the
     last dim become xir.slice (xnnpack.slices-as-xir-slices), one of a graph input, one read by
-    several ops, one a graph output."""
+    several ops, one a graph output; two batched matmuls (in bf16 xir.bmm_f32out)."""
 
     def __init__(self):
         super().__init__()
@@ -27,7 +27,8 @@ class GatedBlock(torch.nn.Module):
     def forward(self, x):
         h = self.up(x)
         a, b = h[..., :16], h[..., 16:]
-        g = a * torch.sigmoid(b) + a + x[..., :16] * 0.5
+        mixed = torch.bmm(torch.bmm(a, b.transpose(1, 2)), a)  # (bf16: xir.bmm_f32out)
+        g = a * torch.sigmoid(b) + a + x[..., :16] * 0.5 + mixed * 0.01
         return self.down(g), b
 
 
@@ -109,7 +110,9 @@ def test_xir_ops_no_partitioner_takes_are_written_back(dtype):
     nothing of a float program): ExecuTorch's to_edge_transform_and_lower asks it
     ops_to_not_decompose about the final program, and it writes back every xir op there as ATen
     ops (xir.slice of a graph input, one read by several ops, one a graph output; in bf16 the
-    converts around the bf16 arithmetic): the program runs on portable kernels and matches eager."""
+    converts around the bf16 arithmetic and the bmm with an fp32 result): the program runs on
+    portable kernels and matches eager. (The DQ-only stage's decomposition, which ExecuTorch runs
+    first, decomposes the float linears: see the next test for xir.linear_f16w.)"""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     bf16 = dtype is torch.bfloat16
@@ -123,7 +126,7 @@ def test_xir_ops_no_partitioner_takes_are_written_back(dtype):
         written = _written_back(edge)
         assert written.count("xir.slice") >= 3, written
         if bf16:
-            assert "xir.convert" in written, written
+            assert {"xir.convert", "xir.bmm_f32out"} <= set(written), written
             casts = [op for op in harness.outside_ops(edge) if "to_copy" in op or "to_dim_order_copy" in op]
             assert casts and all(("dim_order" in op) != skip_dim_order for op in casts), casts
         _check_on_runtime(edge, module, dtype, tolerance=2 ** -6 if bf16 else 1e-5)
@@ -154,6 +157,27 @@ def test_to_backend_then_to_executorch_pass():
     edge = to_edge(ep).transform(full.transform_passes()).to_backend(_dq("xir")).to_backend(full)
     assert harness.delegated_ops(edge)["xir.slice"] >= 3
     _check_on_runtime(edge, module)
+
+
+def test_linears_on_fp16_weights_written_back():
+    """bf16 linears kept whole by to_edge (``preserve_ops``), rewritten by xir as fp32 linears on
+    fp16 constants (``bf16_activations_in_fp32``: xir.linear_f16w, between converts), then a DQ-only
+    xir stage that takes none of it: ``rewrite_edge_manager`` writes them back as ``linear`` of the
+    weight cast to fp32, and the program matches eager bf16 within bf16's rounding."""
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    from lowering.xir_ops_as_aten import rewrite_edge_manager
+
+    ep, module = _program(quantized=False, dtype=torch.bfloat16)
+    rewrites = harness.make_partitioner("xir", enable_bf16=True, bf16_activations_in_fp32=True)
+    config = EdgeCompileConfig(preserve_ops=[torch.ops.aten.linear.default])
+    edge = to_edge(ep, compile_config=config).transform(rewrites.transform_passes())
+    edge = edge.to_backend(_dq("xir", enable_bf16=True))
+    assert rewrite_edge_manager(edge)
+    written = _written_back(edge)
+    assert written.count("xir.linear_f16w") == 2, written
+    assert harness.outside_ops(edge)["aten.linear"] == 2
+    _check_on_runtime(edge, module, torch.bfloat16, tolerance=2 ** -6)
 
 
 def test_an_xir_op_without_a_value_is_named():
