@@ -123,4 +123,5 @@ def test_an_xir_op_left_outside_is_left_to_the_next_partitioner():
     assert "fp32 is not among config_precisions" in plan.rejected[0].reason
     assert not plan.unlowerable
     plan.raise_if_unlowerable()
+    assert "xir's own ops left outside (xir.slice) go to the next partitioner" in plan.report()
     assert [n.op for n in plan_partition(graph, Options()).delegated_nodes] == ["xir.slice"]  # (with fp32)
