@@ -128,6 +128,13 @@ class XnnpackPartitioner(_base()):
     rounding); a linear's bf16 weight is stored as fp16 (exact but below 2**-14, within 2**-25),
     which XNNPACK widens to fp32 when the program loads, other constants as fp32.
 
+    In a list of partitioners (ExecuTorch's LLM flow: a DQ-only stage, then the rest; stock's
+    partitioner before or after xir's) it takes what its plan delegates and leaves the rest, xir's
+    own ops (``xir.slice``, ``xir.convert``, ...) among them, to the next. Those no partitioner took
+    are written back as the ATen ops they stand for when ExecuTorch's ``to_edge_transform_and_lower``
+    asks ``ops_to_not_decompose`` after its last ``to_backend`` (``lowering.xir_ops_as_aten``; after
+    one's own ``to_backend`` calls, its ``XirOpsAsAten`` pass for ``to_executorch``).
+
     A delegate whose ops ExecuTorch's XNNPACK preprocessing passes would leave as they are gets
     only the one of them that can change it (``lowering.backend_passes``: the same delegate, in
     less lowering time); ``all_backend_passes=True`` runs all of them on every delegate.
