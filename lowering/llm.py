@@ -17,7 +17,7 @@ them to ExecuTorch's ``to_edge_transform_and_lower``, which is where xir's rewri
 The whole flow, from export_llm's own arguments (``--config FILE`` and ``key=value``), lowered
 by xir's partitioner alone and saved where the flow saves it:
 
-    python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+    python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
                            [xir.bf16_linears_as_f16=true] [xir.bf16_activations_in_fp32=true]
 
 (``main``; ``run(argv)`` returns the builder, ``export_llama(llm_config)`` takes an LlmConfig).
@@ -29,8 +29,9 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-# the partitioner sets: "stock" is what the flow builds with xnnpack + xnnpack_extended_ops
-PARTITIONER_SETS = ("stock", "xir", "dq+xir")
+# the partitioner sets: "stock" is what the flow builds with xnnpack + xnnpack_extended_ops;
+# "xir-dq+xir" is the flow's two stages with xir's partitioner in both
+PARTITIONER_SETS = ("stock", "xir", "dq+xir", "xir-dq+xir")
 # xir's partitioner's bf16 options the flow passes on (``xir.NAME=true``; see XnnpackPartitioner):
 # bf16 linears as XNNPACK's fp16 GEMM, and the delegated bf16 ops computed in fp32
 XIR_BF16_OPTIONS = ("bf16_linears_as_f16", "bf16_activations_in_fp32")
@@ -46,7 +47,8 @@ def _xir_options(options: dict) -> dict:
 def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) -> list:
     """``stock``: [stock XnnpackDynamicallyQuantizedPartitioner, stock XnnpackPartitioner] (the
     flow's own, in its order); ``xir``: [xir's XnnpackPartitioner]; ``dq+xir``: stock's dynamically
-    quantized stage, then xir's partitioner. ``xir_options`` (:data:`XIR_BF16_OPTIONS`:
+    quantized stage, then xir's partitioner; ``xir-dq+xir``: the flow's two stages, each xir's
+    (``config_precisions=DYNAMIC_QUANT``, then all). ``xir_options`` (:data:`XIR_BF16_OPTIONS`:
     ``bf16_linears_as_f16``, ``bf16_activations_in_fp32``) go to xir's partitioner."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackDynamicallyQuantizedPartitioner,
@@ -65,6 +67,11 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) 
         return [XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
     if kind == "dq+xir":
         return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16),
+                XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
+    if kind == "xir-dq+xir":
+        from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+
+        return [XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT, enable_bf16=enable_bf16),
                 XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
     raise ValueError(f"unknown partitioner set {kind!r}; expected one of {', '.join(PARTITIONER_SETS)}")
 
@@ -102,15 +109,15 @@ def to_edge_and_lower_llama_xnnpack(builder_exported, partitioners: Sequence[Any
 
 # ------------------------------------------------------------------ export_llm with xir's partitioner
 #
-#     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|stock]
+#     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
 #
 # takes what ``python -m executorch.extension.llm.export.export_llm`` takes (parsed by ExecuTorch's
 # own code: its ``export_llm`` helpers and hydra's ``llm_config`` schema) and runs the flow's
 # ``_export_llama`` step for step, but lowers to XNNPACK with xir's partitioner.
 
-#: what ``xir.partitioners=`` takes: xir alone (the default), stock's DQ stage then xir, or the
-#: flow's own stock pair (for comparison, the same program the flow writes)
-COMMAND_SETS = ("xir", "dq+xir", "stock")
+#: what ``xir.partitioners=`` takes: xir alone (the default), stock's DQ stage then xir, the flow's
+#: two stages both xir's, or the flow's own stock pair (for comparison, the same program the flow writes)
+COMMAND_SETS = ("xir", "dq+xir", "xir-dq+xir", "stock")
 
 #: LlmConfig options the flow supports that this command refuses, with why
 _OTHER_BACKENDS = ("coreml", "vulkan", "qnn", "openvino", "tosa", "ethosu", "vgf", "mlx")
@@ -152,7 +159,7 @@ def partitioners_for_config(kind: str, llm_config, **xir_options: bool) -> list:
 
     from .partitioner import XnnpackPartitioner
 
-    if kind == "xir":
+    if kind in ("xir", "xir-dq+xir"):
         return [XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT, enable_bf16=enable_bf16)]
     if kind in ("stock", "dq+xir"):
         return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16)]
@@ -198,7 +205,7 @@ def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
     for name, value in xir_options.items():
         if value and (partitioners == "stock" or not llm_config.backend.xnnpack.enable_bf16
                       or not llm_config.backend.xnnpack.extended_ops):
-            raise UnsupportedOption(f"xir.{name}=true needs xir's partitioner (xir.partitioners=xir or dq+xir), "
+            raise UnsupportedOption(f"xir.{name}=true needs xir's partitioner (xir.partitioners=xir, dq+xir or xir-dq+xir), "
                                     "backend.xnnpack.enable_bf16=true and backend.xnnpack.extended_ops=true "
                                     "(with model.dtype_override=bf16)")
     _download_checkpoint_if_needed(llm_config)

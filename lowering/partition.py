@@ -96,17 +96,17 @@ class PartitionPlan:
     @property
     def unlowerable(self) -> list[Rejection]:
         """Rejected nodes whose ops run nowhere but in XNNPACK (see :data:`capability.AFFINE_RULE`,
-        :data:`capability.UNRUNNABLE_RULE`), and xir's own ops (``xir.*``: made by its transform
-        passes for XNNPACK, they have no kernel outside it) left outside."""
-        return [r for r in self.rejected if r.rule in (AFFINE_RULE, UNRUNNABLE_RULE) or str(r.node.op).startswith("xir.")]
+        :data:`capability.UNRUNNABLE_RULE`). Not xir's own ops (``xir.*``, made by its transform
+        passes for XNNPACK): one left outside is left to the next partitioner of the list, and what
+        no delegate takes is written back as the ATen ops it stands for (``lowering.xir_ops_as_aten``)."""
+        return [r for r in self.rejected if r.rule in (AFFINE_RULE, UNRUNNABLE_RULE)]
 
     def raise_if_unlowerable(self) -> None:
         """Raise :class:`NotLowerable` naming each such node and why XNNPACK cannot take it."""
         if self.unlowerable:
             lines = "\n".join(f"  {r.node.op} {r.node.results[0].type}: {r.reason}" for r in self.unlowerable)
             raise NotLowerable(f"XNNPACK cannot run these ops, and their quantize/dequantize ops cannot run outside an "
-                               f"XNNPACK delegate either (torchao's, and xir's own xir.* ops, have no ExecuTorch "
-                               f"kernel):\n{lines}")
+                               f"XNNPACK delegate either (torchao's have no ExecuTorch kernel):\n{lines}")
 
     def group_of(self, node: Node) -> Group | None:
         for group in self.groups:

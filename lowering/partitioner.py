@@ -128,6 +128,13 @@ class XnnpackPartitioner(_base()):
     rounding); a linear's bf16 weight is stored as fp16 (exact but below 2**-14, within 2**-25),
     which XNNPACK widens to fp32 when the program loads, other constants as fp32.
 
+    In a list of partitioners (ExecuTorch's LLM flow: a DQ-only stage, then the rest; stock's
+    partitioner before or after xir's) it takes what its plan delegates and leaves the rest, xir's
+    own ops (``xir.slice``, ``xir.convert``, ...) among them, to the next. Those no partitioner took
+    are written back as the ATen ops they stand for when ExecuTorch's ``to_edge_transform_and_lower``
+    asks ``ops_to_not_decompose`` after its last ``to_backend`` (``lowering.xir_ops_as_aten``; after
+    one's own ``to_backend`` calls, its ``XirOpsAsAten`` pass for ``to_executorch``).
+
     A delegate whose ops ExecuTorch's XNNPACK preprocessing passes would leave as they are gets
     only the one of them that can change it (``lowering.backend_passes``: the same delegate, in
     less lowering time); ``all_backend_passes=True`` runs all of them on every delegate.
@@ -203,6 +210,15 @@ class XnnpackPartitioner(_base()):
 
     # ------------------------------------------------------------ decomposition
     def ops_to_not_decompose(self, ep) -> tuple[list, Any]:
+        from .xir_ops_as_aten import rewrite_program, undelegated_xir_nodes
+
+        if undelegated_xir_nodes(ep.graph_module):
+            # xir's ops exist only after xir's transform passes, and ExecuTorch's
+            # to_edge_transform_and_lower asks again only after its last to_backend, about the
+            # program to_executorch lowers: what no partitioner of the list took is written back,
+            # in place, as the ATen ops it stands for (an xir op has no kernel outside a delegate)
+            rewrite_program(ep)
+            return [_aten_op(name) for name in PRESERVED_OPS], lambda fx_node: False
         if any(n.op == "call_function" and "executorch_call_delegate" in str(n.target) for n in ep.graph.nodes):
             # ExecuTorch asks again after lowering, to check that no op it kept whole was left out
             # as supported: what is still outside is what xir's plan rejected
@@ -430,6 +446,12 @@ def to_edge_transform_and_lower(programs, partitioner=None, transform_passes=Non
     for p in partitioners:
         if isinstance(p, XnnpackPartitioner):
             passes.extend(p.transform_passes())
-    return et_lower(programs, partitioner=partitioners, transform_passes=passes or None,
+    edge = et_lower(programs, partitioner=partitioners, transform_passes=passes or None,
                     constant_methods=constant_methods, compile_config=compile_config,
                     generate_etrecord=generate_etrecord)
+    # (xir's partitioners write back the xir ops no partitioner took when ExecuTorch asks them
+    # after lowering; transform passes of xir's without an xir partitioner in the list leave theirs)
+    from .xir_ops_as_aten import rewrite_edge_manager
+
+    rewrite_edge_manager(edge)
+    return edge

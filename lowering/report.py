@@ -38,4 +38,8 @@ def format_report(plan: "PartitionPlan") -> str:
         lines.append("    " + "  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
         for row in rows:
             lines.append("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        own = sorted({r.node.op for r in compute_out if str(r.node.op).startswith("xir.")})
+        if own:
+            lines.append(f"  xir's own ops left outside ({', '.join(own)}) go to the next partitioner of the list; "
+                         "what none takes is written back as the ATen ops it stands for (lowering.xir_ops_as_aten)")
     return "\n".join(lines) + "\n"

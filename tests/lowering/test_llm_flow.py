@@ -17,13 +17,18 @@ def test_partitioner_sets():
     )
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as StockPartitioner
 
-    stock, xir, dq_xir = (llm_partitioners(kind, enable_bf16=True) for kind in PARTITIONER_SETS)
+    from lowering.rules import DYNAMIC
+
+    stock, xir, dq_xir, xir_dq_xir = (llm_partitioners(kind, enable_bf16=True) for kind in PARTITIONER_SETS)
     assert [type(p) for p in stock] == [XnnpackDynamicallyQuantizedPartitioner, StockPartitioner]
     assert [type(p) for p in xir] == [XnnpackPartitioner]
     assert [type(p) for p in dq_xir] == [XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner]
-    assert xir[0].options.enable_bf16 and dq_xir[1].options.enable_bf16
+    assert [type(p) for p in xir_dq_xir] == [XnnpackPartitioner, XnnpackPartitioner]
+    assert xir_dq_xir[0].options.precisions == {DYNAMIC} and DYNAMIC in xir_dq_xir[1].options.precisions
+    assert xir[0].options.enable_bf16 and dq_xir[1].options.enable_bf16 and xir_dq_xir[0].options.enable_bf16
     assert transform_passes(stock) == []
     assert len(transform_passes(xir)) == 1 and len(transform_passes(dq_xir)) == 1
+    assert len(transform_passes(xir_dq_xir)) == 2
     with pytest.raises(ValueError, match="unknown partitioner set"):
         llm_partitioners("xnnpack")
 
@@ -560,3 +565,50 @@ def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
     _check_calls(eager, buffer, [(torch.tensor([[token]]), position) for position, token in enumerate((5, 17, 3, 200, 42, 9))],
                  tolerance=1e-5)
+
+
+# What the flow's stock stages ([XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner]) make of
+# the 1-layer tiny config, by recipe (`python -m lowering.llm ... xir.partitioners=stock`; executorch 1.5.1)
+STOCK_ONE_LAYER_DELEGATES = {"fp32": 14, "bf16": 19, "8da4w": 14}
+
+
+@pytest.mark.parametrize("recipe", ["fp32", "bf16", "8da4w"])
+def test_export_llm_command_two_xir_stages_one_layer(tmp_path, monkeypatch, capsys, recipe):
+    """``python -m lowering.llm ... xir.partitioners=xir-dq+xir``: the flow's two stages, both xir's
+    (``config_precisions=DYNAMIC_QUANT``, then all), xir's rewrites as the transform passes of both.
+    The DQ-only stage leaves the float ops, xir's own among them (xir.slice, xir.convert), to the
+    second (issue 54: it refused the program); no xir op is left outside, no linear either, the
+    delegates are at most stock's two stages', and one program runs prefills of 1, 7 and 20 tokens
+    and a prefill of 7 then three decode steps against eager."""
+    from executorch.examples.models.llama import export_llama_lib as flow
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
+    from lowering.llm import parse_args, run
+    from xir_tools.harness import delegate_count, delegated_ops, outside_ops
+
+    monkeypatch.chdir(tmp_path)
+    params = dict(TINY_PARAMS, n_layers=1)
+    argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16", extra=QUANTIZATION_8DA4W if recipe == "8da4w" else "")
+    builder = run(argv + ["xir.partitioners=xir-dq+xir"])
+    edge = builder.edge_manager
+    inside, outside = delegated_ops(edge), outside_ops(edge)
+    with capsys.disabled():
+        print(f"\nxir-dq+xir on the 1-layer tiny Llama 3, {recipe}: {delegate_count(edge)} delegates "
+              f"(stock's two stages {STOCK_ONE_LAYER_DELEGATES[recipe]})")
+    assert not any(op.startswith("xir.") for op in outside), outside
+    assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm", "torchao.")) for op in outside), outside
+    unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
+    assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
+    assert 2 <= delegate_count(edge) <= STOCK_ONE_LAYER_DELEGATES[recipe], (inside, outside)
+    # the second stage took xir's own ops (the first decomposed the float linears it does not take,
+    # as ExecuTorch does for each partitioner of a list in turn: fewer of xir's rewrites match)
+    assert inside["xir.slice"] >= 2, inside
+    if recipe == "bf16":
+        assert inside["xir.convert"] >= 2, inside
+    if recipe == "8da4w":  # the first stage took the dynamically quantized linears: qkv (fused), o, w1, w2, w3, head
+        assert inside["torchao.choose_qparams_affine"] == 6, inside
+
+    eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
+    buffer = open(builder.get_saved_pte_filename(), "rb").read()
+    _check_generation(eager, buffer, params, tolerance={"fp32": 1e-5, "bf16": 2 ** -6, "8da4w": 0.02}[recipe])

@@ -104,10 +104,12 @@ def test_the_partitioner_times_its_own_steps(monkeypatch):
     assert partitioner.step_counts["passes"] == partitioner.step_counts["write-back"] == 1
 
 
-def test_an_xir_op_left_outside_is_not_lowerable():
-    """xir's own ops (made by its passes for XNNPACK) have no kernel outside it: one the plan leaves
-    outside (here: fp32 is not among the partitioner's precisions) stops the lowering, named."""
-    from lowering.partition import NotLowerable
+def test_an_xir_op_left_outside_is_left_to_the_next_partitioner():
+    """xir's own ops (made by its passes for XNNPACK) have no kernel outside it, but one the plan
+    leaves outside (here: fp32 is not among the partitioner's precisions, as in the LLM flow's
+    DQ-only first stage) does not stop the lowering: the next partitioner of the list may take it,
+    and what none takes is written back as ATen ops (lowering.xir_ops_as_aten, tested end to end
+    in test_partitioner_lists.py)."""
     from lowering.rules import STATIC
 
     graph = parse_graph("""
@@ -117,7 +119,9 @@ def test_an_xir_op_left_outside_is_not_lowerable():
       return %a
     }""")
     plan = plan_partition(graph, Options(precisions=frozenset({STATIC})))
-    assert [r.node.op for r in plan.unlowerable] == ["xir.slice"]
-    with pytest.raises(NotLowerable, match=r"xir.slice f32\[s0,4\]: fp32 is not among config_precisions"):
-        plan.raise_if_unlowerable()
-    assert not plan_partition(graph, Options()).unlowerable  # (delegated with fp32)
+    assert [r.node.op for r in plan.rejected] == ["xir.slice"] and not plan.groups
+    assert "fp32 is not among config_precisions" in plan.rejected[0].reason
+    assert not plan.unlowerable
+    plan.raise_if_unlowerable()
+    assert "xir's own ops left outside (xir.slice) go to the next partitioner" in plan.report()
+    assert [n.op for n in plan_partition(graph, Options()).delegated_nodes] == ["xir.slice"]  # (with fp32)
