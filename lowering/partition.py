@@ -15,7 +15,7 @@ from typing import Callable
 import attrs
 
 from xir import Graph, Node, TensorType
-from xir.ops import aten, dim_order_ops, quantized_decomposed, xir_ops
+from xir.ops import aten, dim_order_ops, has_trait, quantized_decomposed, xir_ops
 
 from .capability import (
     AFFINE_RULE,
@@ -388,10 +388,18 @@ def _readers_of_converted_conv_inputs(group: Group) -> list[Unit]:
         for reader in value.readers:
             unit = unit_of.get(id(reader))
             if (unit is None or id(reader) in chain or unit is unit_of.get(id(conv)) or unit in found
-                    or any(n.op in CHANNELS_LAST_OPS for n in unit.nodes)):
+                    or any(n.op in CHANNELS_LAST_OPS for n in unit.nodes) or _reads_any_layout(unit)):
                 continue
             found.append(unit)
     return found
+
+
+def _reads_any_layout(unit: Unit) -> bool:
+    """A float unit of one elementwise op whose tensor operands are all 4-D: XNNPACK's channels-last
+    pass converts every one of them to the converted input's layout (a per-channel ``x * scale``
+    beside a dynamically quantized conv of ``x``: one delegate, eager's numbers, as stock's)."""
+    return (unit.kind == FP32 and len(unit.nodes) == 1 and has_trait(unit.anchor.op, "elementwise")
+            and all(v.rank == 4 for v in unit.anchor.operands if isinstance(v.type, TensorType)))
 
 
 def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
@@ -453,23 +461,24 @@ def _zero_pads_quantized_by_preprocessing(group: Group) -> list[Node]:
     return found
 
 
-def _channels_last_chain(value, inside: set) -> bool:
+def _channels_last_chain(value, inside: set, seen: dict | None = None) -> bool:
     """Whether ``value`` is computed, in the group ``inside``, by an op XNNPACK keeps channels-last,
-    or from one by a chain of ops with a single operand that keep the layout. An op with a second
-    operand, a constant included, ends the chain: a conv7 -> ``x * 0.75`` (or ``+ c``, or ``* w``
-    per channel) -> dynamically quantized conv in one delegate loads, then fails on every call with
-    "Propagating input shapes failed" (fuzz dynamic seed 46043); a relu between them runs."""
-    seen = set()
-    while value.producer is not None and id(value.producer) in inside and id(value.producer) not in seen:
-        node = value.producer
-        seen.add(id(node))
-        if node.op in CHANNELS_LAST_OPS:
-            return True
+    or from such values by ops that keep the layout, every tensor operand of which is itself such a
+    value (``h * sigmoid(h)`` after a conv). An operand from outside the chain, a constant included,
+    ends it: a conv7 -> ``x * 0.75`` (or ``+ c``, or ``* w`` per channel) -> dynamically quantized
+    conv in one delegate loads, then fails on every call with "Propagating input shapes failed"
+    (fuzz dynamic seed 46043); a relu between them runs."""
+    seen = {} if seen is None else seen
+    node = value.producer
+    if node is None or id(node) not in inside:
+        return False
+    if id(node) not in seen:
+        seen[id(node)] = False  # (a DAG: no value reaches itself; this only saves work)
         operands = [v for v in node.operands if isinstance(v.type, TensorType)]
-        if node.op in LAYOUT_RESET_OPS or len(operands) != 1:
-            return False
-        [value] = operands
-    return False
+        seen[id(node)] = node.op in CHANNELS_LAST_OPS or (
+            node.op not in LAYOUT_RESET_OPS and bool(operands)
+            and all(_channels_last_chain(v, inside, seen) for v in operands))
+    return seen[id(node)]
 
 
 def _folded_read_outside(group: Group) -> list[Node]:
