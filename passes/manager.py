@@ -84,9 +84,11 @@ class PassManager:
         return format_pipeline(self.passes)
 
     def add(self, *passes: Pass | str) -> "PassManager":
+        added = list(self.passes)
         for p in passes:
-            self.passes.extend(parse_pipeline(p) if isinstance(p, str) else [p])
-        check_order(self.passes)
+            added.extend(parse_pipeline(p) if isinstance(p, str) else [p])
+        check_order(added)  # (a refused pass leaves the manager as it was)
+        self.passes = added
         return self
 
     def run(self, graph: Graph) -> PipelineResult:
