@@ -60,12 +60,9 @@ class Step:
         return all(getattr(switches, w) for w in self.when)
 
 
-def when(*switches: str):
-    """``when(FLOAT_OPS)("xnnpack.x")``: a step run only when ``switches`` are on."""
-    return lambda text: Step(text, tuple(switches))
-
-
-fp32 = when(FLOAT_OPS)  # passes for XNNPACK's float ops
+def float_op(text: str) -> Step:
+    """A pass for XNNPACK's float ops: left out without ``float_ops``."""
+    return Step(text, (FLOAT_OPS,))
 
 
 def _steps(steps) -> tuple[Step, ...]:
@@ -105,40 +102,41 @@ PHASES = (
     Phase("views-and-slices", "rotary embeddings first (they match the selects and slices the next passes "
                               "rewrite), then shape ops, splits, selects and slices as views and slices "
                               "XNNPACK takes", (
-        fp32("xnnpack.rope-as-pair-swap"),
+        float_op("xnnpack.rope-as-pair-swap"),
         "xnnpack.rotate-half-sign-in-sin",
         "shape-ops-as-views",
         "xnnpack.split-as-slices",
         "xnnpack.select-as-slice",
-        fp32("xnnpack.slices-as-xir-slices"),
+        float_op("xnnpack.slices-as-xir-slices"),
         "xnnpack.fold-repeat-into-bmm",
     )),
     Phase("shared", "equal values made one (every layer's rotary tables), then the rewrites that want "
                     "them shared or apart", (
         "common-subexpression-elimination",
-        fp32("xnnpack.partial-rotary-whole-head"),
+        float_op("xnnpack.partial-rotary-whole-head"),
         "xnnpack.bmm-distinct-operands",
         "xnnpack.expand-as-broadcast",
         "xnnpack.safe-softmax",
     )),
     Phase("constants", "constant subgraphs folded, then the rewrites that need constants (an index, a "
-                       "stride, a scalar operand)", (
+                       "stride, a scalar operand, a weight-only linear's bias); the program's own means "
+                       "as linears (the norms' come in 'norms'), and the no-ops all this left removed", (
         "fold-constants",
         "xnnpack.index-select-as-slices",
         "xnnpack.step-slice-as-view",
         "xnnpack.as-strided-as-view",
         "xnnpack.scalar-operands-as-constants",
         "xnnpack.weight-only-linear-bias",
-        fp32("xnnpack.mean-over-last-dims"),
+        float_op("xnnpack.mean-over-last-dims"),
         "xnnpack.remove-no-ops",
     )),
     Phase("bf16", "bf16 ops as XNNPACK computes them (in fp32 between converts, or rounded where eager "
                   "rounds; only with enable_bf16), then what reads their fp32 ops: a patch convolution as "
                   "a matrix product, layer norms widened to fp32", (
-        fp32("xnnpack.bf16-bmm-f32-output"),
-        when(FLOAT_OPS, "bf16_linears_as_f16")("xnnpack.bf16-linear-as-f16"),
-        fp32("xnnpack.bf16-in-fp32"),
-        fp32("xnnpack.bf16-rounded-arithmetic"),
+        float_op("xnnpack.bf16-bmm-f32-output"),
+        Step("xnnpack.bf16-linear-as-f16", (FLOAT_OPS, "bf16_linears_as_f16")),
+        float_op("xnnpack.bf16-in-fp32"),
+        float_op("xnnpack.bf16-rounded-arithmetic"),
         "xnnpack.patch-conv-as-matmul",
         "xnnpack.layer-norm-in-fp32",
     )),
@@ -146,19 +144,19 @@ PHASES = (
                    "folded into the linears they feed", (
         "xnnpack.decompose-layer-norm",
         "xnnpack.decompose-group-norm",
-        fp32("xnnpack.mean-over-last-dims"),
+        float_op("xnnpack.mean-over-last-dims"),
         "fold-scale-shift-into-linears",
     )),
     Phase("converts", "the bf16 casts left as XNNPACK's converts (after every pass that makes them), "
                       "shared, and dead code removed", (
-        fp32("xnnpack.casts-as-converts"),
-        when(FLOAT_OPS, "bf16_activations_in_fp32")("xnnpack.bf16-activations-in-fp32"),
+        float_op("xnnpack.casts-as-converts"),
+        Step("xnnpack.bf16-activations-in-fp32", (FLOAT_OPS, "bf16_activations_in_fp32")),
         "common-subexpression-elimination",
         "dead-code-elimination",
     )),
     Phase("merge", "linears and head chains merged on the final, shared graph", (
-        fp32("xnnpack.fuse-sibling-linears"),
-        fp32("xnnpack.merge-head-chains"),
+        float_op("xnnpack.fuse-sibling-linears"),
+        float_op("xnnpack.merge-head-chains"),
     )),
     Phase("quantized-boundaries", "what the partition's quantized delegates and the portable quantize "
                                   "ops get wrong, on the graph as it will be partitioned", (
