@@ -5,7 +5,8 @@
 Its passes are in :mod:`lowering.passes`, one per file, each named ``xnnpack.*`` (and
 ``fold-constants``); importing this package declares their table to the registry (no pass module is
 imported until a pipeline names it, and no installed metadata is needed). ``XnnpackPartitioner``,
-``to_edge_transform_and_lower`` and ``DEFAULT_PIPELINE`` import torch and ExecuTorch on first use.
+``to_edge_transform_and_lower`` import torch and ExecuTorch on first use. The rewrite pipeline is
+data, in :mod:`lowering.pipeline` (its phases, and ``DEFAULT_PIPELINE``: torch-free).
 """
 
 from passes.registry import register_backend_passes
@@ -15,8 +16,9 @@ from .passes import PASSES
 
 register_backend_passes(__name__, PASSES)
 from .partition import PartitionPlan, plan_partition
+from .pipeline import DEFAULT_PIPELINE
 
-_FROM_PARTITIONER = ("DEFAULT_PIPELINE", "XnnpackPartitioner", "to_edge_transform_and_lower")
+_FROM_PARTITIONER = ("XnnpackPartitioner", "to_edge_transform_and_lower")
 
 
 def __getattr__(name: str):

@@ -26,13 +26,14 @@ import attrs
 import torch
 
 import xir
-from passes import Instrument, Pass, PassManager, format_pipeline, parse_pipeline
+from passes import Instrument, Pass, PassManager, check_order, format_pipeline, parse_pipeline
 from xir.ops import aten
 
 from .backend_passes import delegation_specs
 from .capability import Options
 from .linear_rebuild import keep_inexact_matmuls
 from .partition import PartitionPlan, plan_partition
+from .pipeline import Switches, float_op_passes, option_passes, pipeline_text
 from .rules import (
     ALL_PRECISIONS,
     DEQUANTIZE_OPS,
@@ -51,38 +52,11 @@ IMPLICIT_QDQ_KEY = "IS_IMPLICIT_Q_DQ_TAG"  # executorch.backends.xnnpack.utils.q
 # ops XNNPACK takes whole: kept from decomposition when (and only when) xir will delegate them
 PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "prelu.default", "upsample_bilinear2d.vec")
 
-# rewrites the plan made for ops_to_not_decompose counts as done when they are in the pipeline
-# (a torchao weight-only linear with a bias is kept whole for xnnpack.weight-only-linear-bias)
-PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
-# rewrites ops_to_not_decompose runs on its own import before planning, when they are in the
-# pipeline: they turn a linear the plan would reject into one it takes whole (ExecuTorch's int8
-# weight-only linear reads a cast weight), and to_edge must keep that linear for them to match it
-PLANNED_IR_REWRITES = ("xnnpack.weight-only-int8-linear",)
-
-# The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = ("hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,xnnpack.pow-as-multiplies,xnnpack.avg-pool-padding-as-pad,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
-                    "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
-                    "xnnpack.partial-rotary-whole-head,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
-                    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
-                    "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
-                    "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.bf16-rounded-arithmetic,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
-                    "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,common-subexpression-elimination,dead-code-elimination,xnnpack.fuse-sibling-linears,xnnpack.merge-head-chains,"
-                    "xnnpack.dequantize-per-float-reader,xnnpack.saturate-portable-quantize,dead-code-elimination")
+# The rewrites xir makes in the edge program before partitioning (see transform_passes()), for the
+# default options: the phases of lowering.pipeline.PHASES
+DEFAULT_PIPELINE = pipeline_text()
 
 _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAMIC}
-
-# passes that make xir's own ops (xir.slice, xir.convert, ...) for XNNPACK's float ops, which have no
-# kernel outside a delegate, or that write a float op in the form only XNNPACK wants (a mean as a
-# linear with a constant row): without fp32 among config_precisions (the flow's DQ-only stage,
-# backend.xnnpack.extended_ops=false) the float ops stay outside, and the partitioner leaves these
-# passes out of its pipeline
-XNNPACK_FLOAT_OP_PASSES = frozenset({
-    "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.partial-rotary-whole-head",
-    "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims",
-    "xnnpack.merge-head-chains", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
-    "xnnpack.bf16-bmm-f32-output",
-    "xnnpack.bf16-linear-as-f16", "xnnpack.bf16-activations-in-fp32",
-})
 
 
 def _precisions(config_precisions: Any) -> frozenset:
@@ -114,7 +88,8 @@ class XnnpackPartitioner(_base()):
 
     Without fp32 among ``config_precisions`` (dynamically quantized linears only, as the flow's
     first stage or ``backend.xnnpack.extended_ops=false``) the float ops stay outside, and the
-    pipeline drops the passes that would rewrite them for XNNPACK (:data:`XNNPACK_FLOAT_OP_PASSES`).
+    pipeline drops the passes that would rewrite them for XNNPACK (the steps of
+    :data:`lowering.pipeline.PHASES` switched by ``float_ops``).
 
     ``bf16_linears_as_f16=True`` (with ``enable_bf16``) adds ``xnnpack.bf16-linear-as-f16`` to the
     pipeline: bf16 linears run as XNNPACK's fp16 GEMM, at half the weight bytes of the fp32 GEMM
@@ -158,21 +133,21 @@ class XnnpackPartitioner(_base()):
         self.options = Options(enable_bf16=enable_bf16, precisions=_precisions(config_precisions),
                                force_non_static_weights_for_f32_linear=force_non_static_weights_for_f32_linear,
                                per_op_mode=per_op_mode)
+        on = {"bf16_linears_as_f16": bf16_linears_as_f16, "bf16_activations_in_fp32": bf16_activations_in_fp32}
+        for option, value in on.items():
+            if value and not enable_bf16:
+                raise ValueError(f"{option}=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
+        switches = Switches(float_ops=FP32 in self.options.precisions, **on)
         if pipeline is None:
-            self.pipeline = parse_pipeline(DEFAULT_PIPELINE)
-        elif isinstance(pipeline, str) and pipeline.startswith("+"):
-            self.pipeline = parse_pipeline(DEFAULT_PIPELINE) + parse_pipeline(pipeline[1:])
+            self.pipeline = parse_pipeline(pipeline_text(switches))
         else:
-            self.pipeline = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
-        for option, on, (name, after) in (("bf16_linears_as_f16", bf16_linears_as_f16, BF16_LINEARS_AS_F16),
-                                          ("bf16_activations_in_fp32", bf16_activations_in_fp32, BF16_ACTIVATIONS_IN_FP32)):
-            if on:
-                if not enable_bf16:
-                    raise ValueError(f"{option}=True needs enable_bf16=True (without it bf16 stays outside XNNPACK)")
-                self.pipeline = _with_pass(self.pipeline, name, after)
+            if isinstance(pipeline, str) and pipeline.startswith("+"):
+                passes = parse_pipeline(DEFAULT_PIPELINE) + parse_pipeline(pipeline[1:])
+            else:
+                passes = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+            self.pipeline = _switched(passes, switches)
         self.pipeline = [_with_partitioner_options(p, self.options) for p in self.pipeline]
-        if FP32 not in self.options.precisions:
-            self.pipeline = [p for p in self.pipeline if getattr(p, "name", None) not in XNNPACK_FLOAT_OP_PASSES]
+        check_order(self.pipeline)
         self.instruments = list(instruments)
         self.verbose = verbose
         self.all_backend_passes = all_backend_passes
@@ -238,14 +213,13 @@ class XnnpackPartitioner(_base()):
         # what the plan delegates, not only what the capability allows: an op kept whole that
         # the plan then leaves outside (e.g. a 0-D result, a repaired group) has no kernel.
         # Planned as after the rewrites of the pipeline the capability asks about (they run later,
-        # on the program to_edge makes)
-        names = {getattr(p, "name", None) for p in self.pipeline}
+        # on the program to_edge makes): those its passes declare (planned_rewrites), the ones that
+        # declare runs_for_planning run here on this import
         with self._timed("plan"):
             for rewrite in self.pipeline:
-                if getattr(rewrite, "name", None) in PLANNED_IR_REWRITES:
+                if getattr(rewrite, "runs_for_planning", False):
                     rewrite.run(graph)  # (part of planning: on this import only, the program is not changed)
-            plan = plan_partition(graph, attrs.evolve(self.options, rewrites=frozenset(
-                name for name in PLANNED_REWRITES if name in names)))
+            plan = plan_partition(graph, attrs.evolve(self.options, rewrites=planned_rewrites(self.pipeline)))
         plan.raise_if_unlowerable()  # (before the decomposition that would hide why)
         keep = {id(node.fx_node) for node in plan.delegated_nodes}
         # ExecuTorch applies the op list to every node of the op on some of its paths, whatever the
@@ -299,16 +273,32 @@ class XnnpackPartitioner(_base()):
         return text
 
 
-def _with_pass(pipeline: list, name: str, after: tuple[str, ...]) -> list:
-    """``pipeline`` with the pass ``name`` right after the last of the passes ``after`` in it (or
-    before a last dead-code-elimination, or at the end), unless it is in it already."""
-    names = [p.name for p in pipeline]
+def _switched(passes: list, switches: Switches) -> list:
+    """A pipeline the user wrote, as the partitioner's options switch it (as they switch the steps
+    of :data:`lowering.pipeline.PHASES`): the passes an option adds (each where its declared order
+    puts it: :func:`_with_pass`), and without ``float_ops``, no pass for XNNPACK's float ops."""
+    for option, name in option_passes().items():
+        if getattr(switches, option):
+            passes = _with_pass(passes, name)
+    if not switches.float_ops:
+        passes = [p for p in passes if getattr(p, "name", None) not in float_op_passes()]
+    return passes
+
+
+def _with_pass(pipeline: list, name: str) -> list:
+    """``pipeline`` with the pass ``name`` right after the last of the passes it runs after
+    (``runs_after``) in it, or else before the first it runs before (``runs_before``), before a
+    last dead-code-elimination, or at the end; unless it is in it already."""
+    names = [getattr(p, "name", None) for p in pipeline]
     if name in names:
         return pipeline
     (rewrite,) = parse_pipeline(name)
-    makers = [i for i, other in enumerate(names) if other in after]
+    makers = [i for i, other in enumerate(names) if other in rewrite.runs_after]
+    readers = [i for i, other in enumerate(names) if other in rewrite.runs_before]
     if makers:
         at = max(makers) + 1
+    elif readers:
+        at = min(readers)
     elif names and names[-1] == "dead-code-elimination":
         at = len(names) - 1
     else:
@@ -316,13 +306,14 @@ def _with_pass(pipeline: list, name: str, after: tuple[str, ...]) -> list:
     return pipeline[:at] + [rewrite] + pipeline[at:]
 
 
-# the passes an option adds, and the passes each goes after: bf16 linears as fp16 GEMMs after the
-# bf16 bmm rewrite; bf16 activations in fp32 after every pass that puts converts around bf16 ops,
-# so that it reads through them
-BF16_LINEARS_AS_F16 = ("xnnpack.bf16-linear-as-f16", ("xnnpack.bf16-bmm-f32-output",))
-BF16_ACTIVATIONS_IN_FP32 = ("xnnpack.bf16-activations-in-fp32",
-                           ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
-                            "xnnpack.layer-norm-in-fp32"))
+def planned_rewrites(pipeline: Iterable[Pass]) -> frozenset[str]:
+    """The rewrites of ``pipeline`` the plan counts as done before they run (capability's
+    ``options.rewrites``): its passes whose class declares ``planned_as_done`` (a torchao weight-only
+    linear with a bias is kept whole for ``xnnpack.weight-only-linear-bias``). A pass that declares
+    ``runs_for_planning`` (``xnnpack.weight-only-int8-linear``) is run on ops_to_not_decompose's own
+    import before planning instead: it turns a linear the plan would reject into one it takes whole,
+    and to_edge must keep that linear for it to match."""
+    return frozenset(p.name for p in pipeline if getattr(p, "planned_as_done", False))
 
 
 def _with_partitioner_options(p: Pass, options: Options) -> Pass:

@@ -16,7 +16,7 @@ from .instruments import (
 )
 from .manager import PassFailure, PassManager, PipelineResult, run_pipeline
 from .pass_base import Pass, function_pass
-from .pipeline import format_pipeline, parse_pipeline, pass_help
+from .pipeline import check_order, format_pipeline, parse_pipeline, pass_help
 from .registry import (
     PipelineError,
     get_pass_class,
@@ -36,6 +36,6 @@ from .rewriter import (
 __all__ = [
     "CheckChanged", "DumpIR", "Instrument", "Pass", "PassFailure", "PassManager", "PatternRewritePass",
     "PipelineError", "PipelineResult", "PrintIR", "Reproducer", "RewritePattern", "Rewriter", "TimePasses", "VerifyEach",
-    "apply_patterns_greedily", "constants_path", "format_pipeline", "function_pass", "get_pass_class", "parse_pipeline",
+    "apply_patterns_greedily", "check_order", "constants_path", "format_pipeline", "function_pass", "get_pass_class", "parse_pipeline",
     "pass_help", "pass_names", "registered_passes", "read_reproducer", "register_pass", "rewrite_pattern", "run_pipeline", "run_reproducer", "unregister_pass",
 ]

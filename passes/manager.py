@@ -21,7 +21,7 @@ from xir import Graph
 
 from .instruments import Instrument
 from .pass_base import Pass
-from .pipeline import format_pipeline, parse_pipeline
+from .pipeline import check_order, format_pipeline, parse_pipeline
 
 
 class PassFailure(RuntimeError):
@@ -71,19 +71,24 @@ class PipelineResult:
 
 
 class PassManager:
-    """Runs ``passes`` (a list of Pass objects or pipeline text) with ``instruments``."""
+    """Runs ``passes`` (a list of Pass objects or pipeline text) with ``instruments``. A pipeline
+    that breaks an ordering its passes declare is refused (:func:`~passes.pipeline.check_order`)."""
 
     def __init__(self, passes: Sequence[Pass] | str = (), instruments: Iterable[Instrument] = ()):
         self.passes: list[Pass] = parse_pipeline(passes) if isinstance(passes, str) else list(passes)
         self.instruments: list[Instrument] = list(instruments)
+        check_order(self.passes)
 
     @property
     def pipeline_text(self) -> str:
         return format_pipeline(self.passes)
 
     def add(self, *passes: Pass | str) -> "PassManager":
+        added = list(self.passes)
         for p in passes:
-            self.passes.extend(parse_pipeline(p) if isinstance(p, str) else [p])
+            added.extend(parse_pipeline(p) if isinstance(p, str) else [p])
+        check_order(added)  # (a refused pass leaves the manager as it was)
+        self.passes = added
         return self
 
     def run(self, graph: Graph) -> PipelineResult:

@@ -32,6 +32,10 @@ class Pass:
     """Base class of all passes. Subclasses are attrs classes whose fields are the options."""
 
     name: ClassVar[str] = ""
+    # ordering the pass declares (names of other passes): where a pipeline holds both, one of them
+    # must run after (before) one of the other; :func:`passes.pipeline.check_order` checks it
+    runs_after: ClassVar[tuple[str, ...]] = ()
+    runs_before: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, register: bool = True, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -80,11 +84,13 @@ def option_type(field: attrs.Attribute) -> Any:
     return annotation
 
 
-def function_pass(name: str, description: str | None = None) -> Callable[[Callable[..., bool]], type[Pass]]:
+def function_pass(name: str, description: str | None = None, *, runs_after: tuple[str, ...] = (),
+                  runs_before: tuple[str, ...] = ()) -> Callable[[Callable[..., bool]], type[Pass]]:
     """Make a pass of a function ``fn(graph, *, option=default, ...) -> bool``.
 
     Keyword-only parameters with defaults become the pass's options (their annotations give
-    the types). The decorated name is bound to the new Pass class.
+    the types). The decorated name is bound to the new Pass class. ``runs_after`` and
+    ``runs_before`` declare its ordering (:attr:`Pass.runs_after`).
     """
 
     def wrap(fn: Callable[..., bool]) -> type[Pass]:
@@ -103,7 +109,8 @@ def function_pass(name: str, description: str | None = None) -> Callable[[Callab
             return changed
 
         namespace = {"name": name, "run": run, "__doc__": description or fn.__doc__, "__module__": fn.__module__,
-                     "defined_as": fn.__qualname__}  # (the module binds the class to the function's name)
+                     "defined_as": fn.__qualname__,  # (the module binds the class to the function's name)
+                     "runs_after": tuple(runs_after), "runs_before": tuple(runs_before)}
         cls = attrs.make_class(_class_name(name), fields, bases=(Pass,), frozen=True)
         for key, value in namespace.items():
             setattr(cls, key, value)

@@ -5,6 +5,11 @@
 Options go in ``{}`` as ``key=value`` separated by commas. The text of a pipeline lists the
 options that differ from their defaults, so ``format_pipeline(parse_pipeline(t)) == t`` for
 any text written that way, and ``parse_pipeline(format_pipeline(p))`` equals ``p``.
+
+A pass may declare its order relative to others (``runs_after``/``runs_before``: pass names, as
+class attributes). :func:`check_order` holds a pipeline to them, and :class:`~passes.PassManager`
+calls it: where a pipeline holds both passes of a constraint, some run of the later one must come
+after some run of the earlier one; a constraint on a pass the pipeline leaves out holds.
 """
 
 from __future__ import annotations
@@ -80,6 +85,38 @@ def format_pass(p: Pass) -> str:
 
 def format_pipeline(passes: Iterable[Pass]) -> str:
     return ",".join(format_pass(p) for p in passes)
+
+
+def order_constraints(passes: Iterable[Pass]) -> list[tuple[str, str, str]]:
+    """The ordering constraints the passes of a pipeline declare, as ``(earlier, later, declared
+    by)``: ``declared by`` is ``"<pass>.runs_after"`` or ``"<pass>.runs_before"``."""
+    constraints: dict[tuple[str, str], str] = {}
+    for p in passes:
+        name = getattr(p, "name", "")
+        for other in getattr(p, "runs_after", ()):
+            constraints.setdefault((other, name), f"{name}.runs_after")
+        for other in getattr(p, "runs_before", ()):
+            constraints.setdefault((name, other), f"{name}.runs_before")
+    return [(earlier, later, by) for (earlier, later), by in constraints.items()]
+
+
+def check_order(passes: Iterable[Pass]) -> None:
+    """Raise :class:`PipelineError` where ``passes`` break an ordering a pass of them declares:
+    ``B must run after A (pipeline positions 3 and 7; ...)`` names both passes and where they
+    stand (the last run of B, the first of A; counted from 1). Passes repeated in a pipeline (a
+    second dead-code-elimination) keep a constraint when one run of the later pass follows one run
+    of the earlier."""
+    passes = list(passes)
+    names = [getattr(p, "name", "") for p in passes]
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        first.setdefault(name, position)
+        last[name] = position
+    for earlier, later, declared_by in order_constraints(passes):
+        if earlier in first and later in first and not first[earlier] < last[later]:
+            raise PipelineError(f"{later} must run after {earlier} (pipeline positions {last[later]} and "
+                                f"{first[earlier]}; declared by {declared_by})")
 
 
 def pass_help() -> list[tuple[str, str, str]]:

@@ -82,6 +82,15 @@ def test_passes_lists_every_pass_without_torch(folder):
     assert "xnnpack.casts-as-converts" in out and "xnnpack.safe-softmax" in out
 
 
+def test_passes_shows_the_phases_without_torch(folder):
+    from lowering.pipeline import describe
+
+    result = probe(["passes", "--phases"], folder)
+    assert result["status"] == 0 and result["heavy"] == [], result["err"]
+    assert result["out"] == describe()
+    assert result["out"].startswith("as-exported: ") and "   1 hoist-row-select\n" in result["out"]
+
+
 def test_the_listing_is_the_whole_registry():
     """Every listed pass (the built-in ones and the backend's entry points) is in ``xir passes``."""
     from passes import pass_help

@@ -161,6 +161,11 @@ def _passes(args) -> int:
     import lowering  # noqa: F401  (declares the XNNPACK backend's passes)
     from passes import pass_help
 
+    if args.phases:
+        from lowering.pipeline import describe
+
+        print(describe(), end="")
+        return 0
     for name, options, description in pass_help():
         print(f"{name}{'{' + options + '}' if options else ''}\n    {description}")
     return 0
@@ -581,7 +586,7 @@ def _ir_error(path: Path, error) -> str:
 
 def _dump_text(path: Path, args) -> int:
     """``xir dump IR.xir``: parse, verify, optionally run a pipeline, print. Imports no torch unless
-    the pipeline is lowering's default one (whose list lives with the partitioner)."""
+    a pass of the pipeline needs it."""
     import attrs
 
     import xir
@@ -597,7 +602,7 @@ def _dump_text(path: Path, args) -> int:
     if args.after is not None:
         bf16 = any(isinstance(v.type, xir.TensorType) and v.type.dtype is xir.DType.bf16 for v in graph.inputs)
         if after is None or after.startswith("+"):
-            from lowering.partitioner import DEFAULT_PIPELINE  # imports torch: the default list lives there
+            from lowering.pipeline import DEFAULT_PIPELINE
 
             pipeline = parse_pipeline(DEFAULT_PIPELINE) + (parse_pipeline(after[1:]) if after else [])
         else:
@@ -855,6 +860,8 @@ def _parser() -> argparse.ArgumentParser:
     explain.set_defaults(run=_explain)
 
     passes = commands.add_parser("passes", help="list the registered passes")
+    passes.add_argument("--phases", action="store_true",
+                        help="print the phases of lowering's default pipeline instead, in run order (lowering.pipeline)")
     _add_debug(passes)
     passes.set_defaults(run=_passes)
 

@@ -243,6 +243,11 @@ class Bf16ActivationsInFp32(Bf16Rewrite):
     where a value leaves them (faster; the numbers are the fp32 computation on bf16 inputs and weights)."""
 
     name = "xnnpack.bf16-activations-in-fp32"
+    # after every pass that puts converts around bf16 ops, so that it reads through them (the partitioner's
+    # bf16_activations_in_fp32 puts it right after the last of them)
+    runs_after = ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
+                  "xnnpack.layer-norm-in-fp32")
+    runs_before = ("xnnpack.fuse-sibling-linears",)  # (which stacks the linears it makes)
     rules = (_InFp32(), _BmmInFp32(), _RoundTrip(), _UnreadConvert())
     f16_weights: bool = True
 

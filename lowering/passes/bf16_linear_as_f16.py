@@ -92,6 +92,9 @@ class Bf16LinearAsF16(Bf16Rewrite):
     of the fp32 GEMM XNNPACK otherwise runs for bf16); activations must stay within fp16's range."""
 
     name = "xnnpack.bf16-linear-as-f16"
+    # (where the partitioner's bf16_linears_as_f16 puts it: right after the last of runs_after in the pipeline)
+    runs_after = ("xnnpack.bf16-bmm-f32-output",)
+    runs_before = ("xnnpack.fuse-sibling-linears",)  # (which stacks the linears it makes)
     rules = (RunStateRule(bf16_linear_as_f16, aten.linear),)
 
     def patterns(self):

@@ -125,4 +125,6 @@ class Bf16RoundedArithmetic(Bf16Rewrite):
     between converts, where an op XNNPACK takes reads the result (XNNPACK reads it unrounded)."""
 
     name = "xnnpack.bf16-rounded-arithmetic"
+    # its casts to f32 become converts after it, and the ops reading one value share its convert
+    runs_before = ("xnnpack.casts-as-converts", "common-subexpression-elimination")
     rules = (round_arithmetic, round_clamp)

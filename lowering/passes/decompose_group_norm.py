@@ -51,5 +51,7 @@ class DecomposeGroupNorm(PatternRewritePass):
     views, means, multiplies and adds XNNPACK runs."""
 
     name = "xnnpack.decompose-group-norm"
+    # its means become linears after it
+    runs_before = ("xnnpack.mean-over-last-dims",)
 
     rules = (decompose_group_norm,)

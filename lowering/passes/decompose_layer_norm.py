@@ -37,5 +37,8 @@ class DecomposeLayerNorm(PatternRewritePass):
     """Rewrite fp32 layer norms (result only, static, rank 1-6) as the means, multiplies and adds XNNPACK runs."""
 
     name = "xnnpack.decompose-layer-norm"
+    # bf16 layer norms are fp32 ones by then; its means become linears after it
+    runs_after = ("xnnpack.layer-norm-in-fp32",)
+    runs_before = ("xnnpack.mean-over-last-dims",)
 
     rules = (decompose_layer_norm,)

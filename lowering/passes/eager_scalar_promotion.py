@@ -205,6 +205,8 @@ class EagerScalarPromotion(PatternRewritePass):
     makes it fp32), rounding the op's result as eager does."""
 
     name = "xnnpack.eager-scalar-promotion"
+    # it recognizes the casts ExecuTorch's promotion made, by their provenance: before any pass rewrites casts
+    runs_before = ("fold-constants", "xnnpack.casts-as-converts")
 
     def patterns(self):
         return (RunStateRule(eager_scalar_promotion), number_in_fp32)  # (the first: on every op, see _one_operand_low)

@@ -322,6 +322,10 @@ class FoldConstants(Pass):
     """Evaluate nodes that read only constants (or nothing: arange, full, ...) and use the results as constants."""
 
     name = "fold-constants"
+    # after the rewrites that match ops it would fold (safe-softmax's full_like), before those it saves
+    # work or delegation (a scalar op on a constant folds whole; a cast weight becomes a constant, not a convert)
+    runs_after = ("xnnpack.safe-softmax",)
+    runs_before = ("xnnpack.scalar-operands-as-constants", "xnnpack.casts-as-converts")
 
     max_elements: int = attrs.field(default=DEFAULT_MAX_ELEMENTS, validator=attrs.validators.ge(0))
 

@@ -198,5 +198,7 @@ class FoldRepeatIntoBmm(PatternRewritePass):
     """Rewrite a bmm whose right operand repeats batch elements (GQA's repeat_kv) to read them unrepeated."""
 
     name = "xnnpack.fold-repeat-into-bmm"
+    # it matches the repeat's expand, which expand-as-broadcast would rewrite as a multiply
+    runs_before = ("xnnpack.expand-as-broadcast",)
 
     rules = (fold_repeat_into_bmm,)

@@ -56,6 +56,9 @@ class FuseSiblingLinears(KeepsStats, Pass):
     """Run linears that read one activation as one linear on their stacked weights."""
 
     name = "xnnpack.fuse-sibling-linears"
+    # a scale on q or k alone folds into that projection before they are stacked; the rotary rewrites
+    # leave dead views of q
+    runs_after = ("fold-scale-shift-into-linears", "dead-code-elimination")
     split_last_dim: bool = False
     enable_bf16: bool = True  # (set from the partitioner's: bf16 linears stay outside without it)
 

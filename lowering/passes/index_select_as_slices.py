@@ -73,5 +73,7 @@ class IndexSelectAsSlices(DelegatedDtypeRewrite):
     """Rewrite index_select by a constant index of a few runs (torch.roll's) as slices and a cat."""
 
     name = "xnnpack.index-select-as-slices"
+    # the index is a constant (torch.roll's arange arithmetic) once fold-constants has folded it
+    runs_after = ("fold-constants",)
 
     rules = (index_select_as_slices,)

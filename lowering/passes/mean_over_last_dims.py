@@ -132,6 +132,8 @@ class MeanOverLastDims(DelegatedDtypeRewrite):
     ``mm``, view (the form before the linear)."""
 
     name = "xnnpack.mean-over-last-dims"
+    # the linear it makes of RMSNorm's mean takes the eps after it into its bias
+    runs_before = ("fold-scale-shift-into-linears",)
     matmul: bool = True
     linear: bool = True
 

@@ -91,6 +91,9 @@ class MergeHeadChains(KeepsStats, Pass):
     fewer ops."""
 
     name = "xnnpack.merge-head-chains"
+    # q's and k's heads are adjacent slices of one stacked linear, their chains read the same shared
+    # (converted) tables, and the rope rewrites' dead leftovers no longer read the chains
+    runs_after = ("xnnpack.fuse-sibling-linears", "common-subexpression-elimination", "dead-code-elimination")
     min_saved: int = 2
 
     def run(self, graph: Graph) -> bool:

@@ -186,6 +186,9 @@ class PartialRotaryWholeHead(PatternRewritePass):
     x*wide(cos, 1) + swap(x)*wide(sin, 0) over the whole head: no slices or concatenations."""
 
     name = "xnnpack.partial-rotary-whole-head"
+    # it matches rotate-half-sign-in-sin's form, on slices as xir.slice, with every layer's tables one
+    # value after common-subexpression-elimination (widened once)
+    runs_after = ("xnnpack.rotate-half-sign-in-sin", "xnnpack.slices-as-xir-slices", "common-subexpression-elimination")
     rules = (RunStateRule(partial_rotary_whole_head, aten.cat),)
 
     def patterns(self):

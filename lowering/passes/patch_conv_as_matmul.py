@@ -95,5 +95,7 @@ class PatchConvAsMatmul(PatternRewritePass):
     matrix product with the flattened weight: the delegate then needs none of XNNPACK's layout passes."""
 
     name = "xnnpack.patch-conv-as-matmul"
+    # a bf16 patch convolution is an fp32 one between converts by then
+    runs_after = ("xnnpack.bf16-in-fp32",)
 
     rules = (patch_conv_as_matmul,)

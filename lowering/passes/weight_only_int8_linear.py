@@ -93,5 +93,9 @@ class WeightOnlyInt8Linear(PatternRewritePass):
     (fp32 x qc8w). Before fold-constants, which would write the cast weight as fp32 (4x the bytes)."""
 
     name = "xnnpack.weight-only-int8-linear"
+    # fold-constants would write the cast weight as an fp32 constant (4x the bytes)
+    runs_before = ("fold-constants",)
+    # ops_to_not_decompose runs it on its own import before planning, so to_edge keeps the linear whole
+    runs_for_planning = True
 
     rules = (weight_only_int8_linear,)

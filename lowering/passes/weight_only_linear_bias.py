@@ -33,5 +33,7 @@ class WeightOnlyLinearBias(PatternRewritePass):
     with an fp32 input takes no bias through ExecuTorch's serializer)."""
 
     name = "xnnpack.weight-only-linear-bias"
+    # the plan counts the bias as added where this pass is in the pipeline (capability's options.rewrites)
+    planned_as_done = True
 
     rules = (weight_only_linear_bias,)
