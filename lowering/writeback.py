@@ -337,7 +337,9 @@ def _rename_outputs(ep: Any, outputs: list) -> None:
 # sizes/strides", with the symbol pinned to its example value on the way; ``permute_copy``,
 # ``expand_copy``, ``unbind_copy``: the symbol specialized). Their results are computed from the view
 # op they copy, made contiguous, which keeps the symbols (``tests/lowering/test_writeback_symbolic.py``
-# runs every copy op of this table and the others passes make on a symbolic size)
+# writes new permutes, expands and slices of a symbolic size; ``test_symbolic_passes.py`` what every
+# registered pass makes on programs of a symbolic length. Of this table only those three are ops xir
+# defines, and so ops a pass can make: the others are here for a pass that defines one)
 _COPY_AS_VIEW = {"aten::permute_copy": "permute", "aten::expand_copy": "expand", "aten::slice_copy": "slice",
                  "aten::split_copy": "split", "aten::split_with_sizes_copy": "split_with_sizes",
                  "aten::narrow_copy": "narrow", "aten::unbind_copy": "unbind"}
