@@ -79,7 +79,7 @@ _PRECISION_NAMES = {"FP32": FP32, "STATIC_QUANT": STATIC, "DYNAMIC_QUANT": DYNAM
 XNNPACK_FLOAT_OP_PASSES = frozenset({
     "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.partial-rotary-whole-head",
     "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims",
-    "xnnpack.merge-head-chains", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
+    "xnnpack.merge-head-chains", "xnnpack.rotate-half-sign-in-sin", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
     "xnnpack.bf16-bmm-f32-output",
     "xnnpack.bf16-linear-as-f16", "xnnpack.bf16-activations-in-fp32",
 })
