@@ -180,3 +180,21 @@ def test_a_table_of_rank_zero():
 ])
 def test_declined(variant, reason):
     check_declined(rotate(**variant), PASS, "rotate_half_sign_in_sin", reason)
+
+
+def test_left_out_where_the_float_ops_stay_outside():
+    """Its slice is xir.slice at a symbolic length, which runs only inside XNNPACK: without fp32 among
+    the partitioner's precisions (the LLM flow's DQ-only stage) the pass is not in its pipeline, and
+    otherwise it takes the partitioner's enable_bf16 (without it a bf16 slice stays a slice_copy)."""
+    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+
+    from lowering import XnnpackPartitioner
+
+    def passes(**options):
+        return {p.name: p for p in XnnpackPartitioner(**options).pipeline}
+
+    assert "xnnpack.rotate-half-sign-in-sin" not in passes(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT)
+    assert passes()["xnnpack.rotate-half-sign-in-sin"].enable_bf16 is False
+    assert passes(enable_bf16=True)["xnnpack.rotate-half-sign-in-sin"].enable_bf16 is True
+    assert passes(enable_bf16=True)["xnnpack.merge-head-chains"].enable_bf16 is True
+    assert passes()["xnnpack.merge-head-chains"].enable_bf16 is False
