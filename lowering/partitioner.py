@@ -410,16 +410,24 @@ class _XirRewritePass:
 
         class XirRewritePass(ExportedProgramPassBase):
             def call(self, ep):
-                with partitioner._timed("import"):
-                    graph = xir.from_exported_program(ep)
-                with partitioner._timed("passes"):
-                    result = PassManager(partitioner.pipeline, partitioner.instruments).run(graph)
-                if not result.changed:
-                    return ExportedProgramPassResult(ep, False)
-                from .writeback import write_back
+                from .writeback import ShapeEnvState, write_back
 
-                with partitioner._timed("write-back"):
-                    rewritten = write_back(graph, ep)  # (a copy: after a failure, the caller's program is whole)
+                # The program is never changed in place (the rewrite is written into a copy), but it
+                # shares its ShapeEnv with every program it came from: after any failure, that is put
+                # back as it was here, so the caller can lower the program again (with stock)
+                state = ShapeEnvState.of_program(ep)
+                try:
+                    with partitioner._timed("import"):
+                        graph = xir.from_exported_program(ep)
+                    with partitioner._timed("passes"):
+                        result = PassManager(partitioner.pipeline, partitioner.instruments).run(graph)
+                    if not result.changed:
+                        return ExportedProgramPassResult(ep, False)
+                    with partitioner._timed("write-back"):
+                        rewritten = write_back(graph, ep)  # (a copy: after a failure, the caller's program is whole)
+                except BaseException:
+                    state.restore()
+                    raise
                 partitioner.rewrites_applied.update(result.changed_by)
                 return ExportedProgramPassResult(rewritten, True)
 

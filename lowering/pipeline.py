@@ -103,7 +103,7 @@ PHASES = (
                               "rewrite), then shape ops, splits, selects and slices as views and slices "
                               "XNNPACK takes", (
         float_op("xnnpack.rope-as-pair-swap"),
-        "xnnpack.rotate-half-sign-in-sin",
+        float_op("xnnpack.rotate-half-sign-in-sin"),
         "shape-ops-as-views",
         "xnnpack.split-as-slices",
         "xnnpack.select-as-slice",

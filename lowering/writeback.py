@@ -53,10 +53,13 @@ def write_back(graph: Graph, ep: Any) -> Any:
     The rewrite is made on a copy of ``ep`` (:func:`copy_program`), returned on success: ``ep``
     (its graph, signature, constants and state dict) is never changed, so a caller that catches
     a failure still holds the program it had. ``graph``'s links to FX nodes move to the copy on
-    success and are as they were after a failure."""
+    success and are as they were after a failure. ``ep``'s ShapeEnv (which the copy shares, as do
+    every copy of ``ep`` and the program it was exported as) is as it was after a failure too: a fake
+    run that fails can have fixed a symbol on its way (:class:`ShapeEnvState`)."""
     links = [(obj, obj.fx_node, getattr(obj, "written_for", None)) for obj in (*graph.inputs, *graph)]
-    program, fx_nodes = copy_program(ep)
+    state = ShapeEnvState.of_program(ep)
     try:
+        program, fx_nodes = copy_program(ep)
         for obj, fx_node, written_for in links:
             obj.fx_node = fx_nodes.get(fx_node, fx_node)
             if written_for is not None:
@@ -67,6 +70,7 @@ def write_back(graph: Graph, ep: Any) -> Any:
             obj.fx_node = fx_node
             if written_for is not None:
                 obj.written_for = written_for
+        state.restore()
         raise
     return program
 
@@ -327,17 +331,81 @@ def _rename_outputs(ep: Any, outputs: list) -> None:
         ep._graph_signature = ExportGraphSignature(input_specs=list(ep.graph_signature.input_specs), output_specs=renamed)
 
 
-# copy ops whose fake (reference) implementations read a symbolic size as an int, which makes
-# torch's ShapeEnv specialize the symbol to its example value, for the program and for every
-# program sharing its ShapeEnv (the caller's): their results' types are computed from the view op
-# they copy, made contiguous, which keeps the symbols (measured with torch 2.13: permute_copy,
-# expand_copy specialize; view_copy, unsqueeze_copy, squeeze_copy, select_copy do not)
-_COPY_AS_VIEW = {"aten::permute_copy": "permute", "aten::expand_copy": "expand"}
+# copy ops whose fake implementations fail or specialize on a symbolic size (torch 2.13): they read
+# the size, or the storage offset, as a number (``slice_copy``, ``split_copy``,
+# ``split_with_sizes_copy``, ``narrow_copy``: "Cannot call storage_offset() on tensor with symbolic
+# sizes/strides", with the symbol pinned to its example value on the way; ``permute_copy``,
+# ``expand_copy``, ``unbind_copy``: the symbol specialized). Their results are computed from the view
+# op they copy, made contiguous, which keeps the symbols (``tests/lowering/test_writeback_symbolic.py``
+# writes new permutes, expands and slices of a symbolic size; ``test_symbolic_passes.py`` what every
+# registered pass makes on programs of a symbolic length. Of this table only those three are ops xir
+# defines, and so ops a pass can make: the others are here for a pass that defines one)
+_COPY_AS_VIEW = {"aten::permute_copy": "permute", "aten::expand_copy": "expand", "aten::slice_copy": "slice",
+                 "aten::split_copy": "split", "aten::split_with_sizes_copy": "split_with_sizes",
+                 "aten::narrow_copy": "narrow", "aten::unbind_copy": "unbind"}
+
+
+class ShapeEnvState:
+    """Everything a fake run can change in a ShapeEnv (replacements, ``var_to_val``, ranges, guards,
+    axioms, deferred asserts, caches, counters: every attribute, containers copied two levels deep),
+    saved to be put back. ``restore`` makes the ShapeEnv what it was when this was taken; the fake
+    tensors of every program sharing it (the caller's, its copies) then keep their symbols."""
+
+    def __init__(self, shape_env: Any):
+        self.shape_env = shape_env
+        self.saved = {name: _copied(value) for name, value in vars(shape_env).items()} if shape_env is not None else {}
+
+    @classmethod
+    def of_program(cls, ep: Any) -> "ShapeEnvState":
+        """The state of the ShapeEnv of ``ep``'s fake values (none: nothing to save)."""
+        fake_mode = detect_fake_mode([n.meta.get("val") for n in ep.graph_module.graph.nodes if n.op == "placeholder"])
+        return cls(getattr(fake_mode, "shape_env", None))
+
+    def restore(self) -> None:
+        env = self.shape_env
+        if env is None:
+            return
+        version = getattr(env, "_version_counter", 0)
+        for name in [name for name in vars(env) if name not in self.saved]:
+            delattr(env, name)
+        for name, value in self.saved.items():
+            setattr(env, name, _copied(value))
+        if isinstance(version, int):  # (a counter never seen: the ShapeEnv's own caches are cleared)
+            env._version_counter = max(version, self.saved.get("_version_counter", 0)) + 1
+
+    def fixed_symbols(self) -> dict:
+        """The symbols made numbers since, or whose range narrowed: {symbol: its number or range}."""
+        env = self.shape_env
+        if env is None:
+            return {}
+        before, ranges = self.saved.get("replacements", {}), self.saved.get("var_to_range", {})
+        fixed = {symbol: value for symbol, value in env.replacements.items()
+                 if symbol not in before and getattr(value, "is_number", False)}
+        for symbol, now in env.var_to_range.items():
+            if symbol in ranges and symbol not in fixed and now != ranges[symbol]:
+                fixed[symbol] = now
+        return fixed
+
+
+def _copied(value: Any) -> Any:
+    """``value``, its container (and the containers in it) copied: the saved state never shares a
+    container the ShapeEnv goes on changing."""
+    if isinstance(value, dict):
+        copied = copy.copy(value)
+        for key, item in value.items():
+            if isinstance(item, (dict, list, set)):
+                copied[key] = copy.copy(item)
+        return copied
+    if isinstance(value, (list, set)) or type(value).__name__ in ("OrderedSet", "Counter"):
+        return copy.copy(value)
+    return value
 
 
 def _fake_run(target, args, kwargs, fake_mode):
-    """``meta["val"]`` of a new node: ``target`` run on its arguments' fake values. Raises
-    :class:`WriteBackError` (with the ShapeEnv as it was) when that would specialize a symbolic size."""
+    """``meta["val"]`` of a new node: ``target`` run on its arguments' fake values, symbolic sizes
+    kept (copy ops of ``_COPY_AS_VIEW`` run as their view, made contiguous). The one way every node a
+    pass makes gets its shape in the program. Raises :class:`WriteBackError`, with the ShapeEnv as
+    it was, when the fake run fails, or would fix a symbolic size (or narrow its range)."""
     def meta(x):
         if isinstance(x, torch.fx.Node):
             return x.meta["val"]
@@ -345,27 +413,32 @@ def _fake_run(target, args, kwargs, fake_mode):
             return type(x)(meta(i) for i in x)
         return x
 
+    def contiguous(t):
+        if isinstance(t, (list, tuple)):
+            return type(t)(contiguous(i) for i in t)
+        return t.clone(memory_format=torch.contiguous_format)
+
     schema = getattr(target, "_schema", None)
+    name = schema.name if schema is not None else str(target)
     view = _COPY_AS_VIEW.get(schema.name) if schema is not None else None
-    shape_env = getattr(fake_mode, "shape_env", None)
-    before = dict(shape_env.replacements) if shape_env is not None else None
-    with fake_mode:
-        if view is not None:
-            overload = schema.overload_name or "default"
-            result = getattr(getattr(torch.ops.aten, view), overload)(*meta(args), **meta(kwargs))
-            result = result.clone(memory_format=torch.contiguous_format)
-        else:
-            result = target(*meta(args), **meta(kwargs))
-    if shape_env is not None:
-        fixed = {symbol: value for symbol, value in shape_env.replacements.items()
-                 if symbol not in before and getattr(value, "is_number", False)}
-        if fixed:
-            shape_env.replacements.clear()
-            shape_env.replacements.update(before)
-            shape_env._update_version_counter()
-            sizes = ", ".join(f"{symbol} = {value}" for symbol, value in fixed.items())
-            raise WriteBackError(f"writing {schema.name if schema is not None else target} back would fix a symbolic size "
-                                 f"({sizes}): its fake implementation reads the size as a number")
+    state = ShapeEnvState(getattr(fake_mode, "shape_env", None))
+    try:
+        with fake_mode:
+            if view is not None:
+                overload = schema.overload_name or "default"
+                result = contiguous(getattr(getattr(torch.ops.aten, view), overload)(*meta(args), **meta(kwargs)))
+            else:
+                result = target(*meta(args), **meta(kwargs))
+    except Exception as error:
+        state.restore()
+        raise WriteBackError(f"cannot compute the shape of a new {name} node: {type(error).__name__}: "
+                             f"{str(error).splitlines()[0] if str(error) else ''}") from error
+    fixed = state.fixed_symbols()
+    if fixed:
+        state.restore()
+        sizes = ", ".join(f"{symbol} = {value}" for symbol, value in fixed.items())
+        raise WriteBackError(f"writing {name} back would fix a symbolic size ({sizes}): its fake implementation "
+                             "reads the size as a number")
     return result
 
 

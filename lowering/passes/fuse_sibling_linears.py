@@ -226,7 +226,7 @@ def _fuse(rewriter: Rewriter, members: list[Node], split_last_dim: bool) -> str 
             aten.view_copy, [fused], [TensorType(out.dtype, (*out.shape[:-1], sum(counts), *rest))],
             attributes={"size": size})).result
         for member, count, start, inner in zip(members, counts, _starts(counts), inners):
-            piece = _slice(rewriter, first, by_heads, lead, start, start + count, symbolic)
+            piece = _slice(rewriter, first, by_heads, lead, start, start + count)
             for view in list(member.result.users):
                 if view.result.is_unused():
                     rewriter.erase(view)
@@ -237,15 +237,16 @@ def _fuse(rewriter: Rewriter, members: list[Node], split_last_dim: bool) -> str 
                     rewriter.set_operand(view, 0, piece)
     else:
         for member, width, start in zip(members, widths, _starts(widths)):
-            piece = _slice(rewriter, first, fused, out.rank - 1, start, start + width, symbolic)
+            piece = _slice(rewriter, first, fused, out.rank - 1, start, start + width)
             rewriter.replace_all_uses(member.result, piece)
     for member in members:
         _erase_unused(rewriter, member)
     return None
 
 
-def _slice(rewriter: Rewriter, anchor: Node, x: Value, dim: int, start: int, end: int, symbolic: bool) -> Value:
-    op, attributes = slice_op(symbolic, dim, start, end)
+def _slice(rewriter: Rewriter, anchor: Node, x: Value, dim: int, start: int, end: int) -> Value:
+    # (bf16 reaches here only with enable_bf16: _key declines it without)
+    op, attributes = slice_op(x.type, dim, start, end)
     return rewriter.op_before(anchor, op, [x], **attributes)
 
 

@@ -95,6 +95,7 @@ class MergeHeadChains(KeepsStats, Pass):
     # (converted) tables, and the rope rewrites' dead leftovers no longer read the chains
     runs_after = ("xnnpack.fuse-sibling-linears", "common-subexpression-elimination", "dead-code-elimination")
     min_saved: int = 2
+    enable_bf16: bool = True  # (set from the partitioner's: a bf16 slice it makes is xir.slice only with it)
 
     def run(self, graph: Graph) -> bool:
         rewriter = Rewriter(graph)
@@ -196,10 +197,11 @@ class MergeHeadChains(KeepsStats, Pass):
                 shape[dim] = heads_a + heads_b
             result_type = TensorType(node.result.dtype, tuple(shape))
             made[id(node.result)] = put(node.op, operands, result_type, **attributes)
-        symbolic = any(not isinstance(d, int) for d in a0.type.shape)
         for node, value, offset in exits:
-            op, bounds = slice_op(symbolic, dim, offset, offset + value.type.shape[dim])
-            rewriter.replace_all_uses(value, put(op, [made[id(node.result)]], **bounds))
+            merged_value = made[id(node.result)]
+            op, bounds = slice_op(merged_value.type, dim, offset, offset + value.type.shape[dim],
+                                  enable_bf16=self.enable_bf16)
+            rewriter.replace_all_uses(value, put(op, [merged_value], **bounds))
         for node, other in reversed(matched):
             for dead in (other, node):
                 if not dead.result.uses:

@@ -38,6 +38,7 @@ from xir.ops import aten
 
 from ..rules import slice_bounds
 from ._base import _TORCH_DTYPES, RunStateRule
+from .slices_as_xir_slices import slice_op
 
 
 def last_dim_slice(value: Value, ops=(aten.slice_copy.Tensor,)) -> tuple[Value, int, int] | None:
@@ -53,9 +54,10 @@ def last_dim_slice(value: Value, ops=(aten.slice_copy.Tensor,)) -> tuple[Value, 
     return x, bounds[1], bounds[2]
 
 
-def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = None) -> bool:
+def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = None, enable_bf16: bool = True) -> bool:
     """cat([-x[..., h:], x[..., :h]], -1) * s => cat([x, x], -1)[..., h:3h] * (s * sign)
-    (``made``: the sign constants and signed tables made so far in this run)."""
+    (``made``: the sign constants and signed tables made so far in this run; the slice is the one
+    ``slice_op`` gives, xir.slice at a symbolic length where XNNPACK takes it)."""
     made = {} if made is None else made
     y = node.result
     if len(node.operands) != 2 or not isinstance(y.type, TensorType) or y.dtype not in _TORCH_DTYPES:
@@ -87,7 +89,8 @@ def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = 
                 or (table.rank and table.type.shape[-1] not in (1, width))):
             return rewriter.notify_match_failure(node, "a product's table is not of the same dtype and head width")
     doubled = rewriter.op_before(node, aten.cat, [x, x], dim=dim)
-    swapped = rewriter.op_before(node, aten.slice_copy.Tensor, [doubled], dim=dim, start=h, end=h + width, step=1)
+    op, bounds = slice_op(doubled.type, y.rank - 1, h, h + width, enable_bf16=enable_bf16)
+    swapped = rewriter.op_before(node, op, [doubled], **bounds)
     for user in list(y.users):
         index = 0 if user.operands[0] is y else 1
         table = user.operands[1 - index]
@@ -127,6 +130,14 @@ class RotateHalfSignInSin(PatternRewritePass):
 
     name = "xnnpack.rotate-half-sign-in-sin"
     rules = (RunStateRule(rotate_half_sign_in_sin, aten.cat),)
+    enable_bf16: bool = True  # (set from the partitioner's: a bf16 slice it makes is xir.slice only with it)
 
     def patterns(self):
-        return (RunStateRule(rotate_half_sign_in_sin, aten.cat),)
+        enable_bf16 = self.enable_bf16
+
+        def rotate_half_sign_in_sin_rule(node: Node, rewriter: Rewriter, made: dict) -> bool:
+            return rotate_half_sign_in_sin(node, rewriter, made, enable_bf16)
+
+        rotate_half_sign_in_sin_rule.__name__ = rotate_half_sign_in_sin.__name__  # (the name its counts are kept under)
+        rotate_half_sign_in_sin_rule.__doc__ = rotate_half_sign_in_sin.__doc__
+        return (RunStateRule(rotate_half_sign_in_sin_rule, aten.cat),)

@@ -45,11 +45,19 @@ def slice_as_xir_slice(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
-def slice_op(symbolic: bool, dim: int, start: int, end: int) -> tuple:
-    """The op and attributes of ``x[start:end]`` along ``dim`` that a pass makes for XNNPACK (in
-    range, step 1): ``xir.slice`` when ``x`` has a symbolic dim (a new ``slice_copy`` of it has no
-    shape function at a symbolic size, and XNNPACK runs xir.slice at every size), else ``slice_copy``."""
-    if symbolic:
+def slice_op(x: TensorType, dim: int, start: int, end: int, *, enable_bf16: bool = True) -> tuple:
+    """The op and attributes of ``x[start:end]`` along ``dim`` that a pass makes (in range, step 1):
+    ``xir.slice`` where this pass would make one (``x`` has a symbolic dim, and XNNPACK takes its
+    dtype, f32 or bf16 with ``enable_bf16``, and rank; stock's serializer writes a slice_copy's symbolic
+    dims at their upper bound), else ``slice_copy``. Both are written back at a symbolic size (the
+    write-back computes a slice_copy's shape from the view it copies); xir.slice has no kernel outside
+    XNNPACK, which is why a bf16 slice without ``enable_bf16`` stays a slice_copy, and why a pass that
+    calls this is among the partitioner's ``XNNPACK_FLOAT_OP_PASSES`` (left out of its pipeline when
+    fp32 is not among its precisions, where the float ops stay outside)."""
+    from ..rules import MAX_RANK
+
+    delegated = (x.dtype is DType.f32 or (x.dtype is DType.bf16 and enable_bf16)) and 1 <= x.rank <= MAX_RANK
+    if not x.is_static and delegated:
         return xir_ops.slice, {"dim": dim, "start": start, "end": end}
     return aten.slice_copy.Tensor, {"dim": dim, "start": start, "end": end, "step": 1}
 

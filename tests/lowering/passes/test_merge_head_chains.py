@@ -110,7 +110,16 @@ def test_values_read_outside_the_chain_and_graph_outputs_get_their_slices():
     }""", changed=True)
 
 
-def test_graph_inputs_as_the_two_tensors():
+@pytest.mark.parametrize("t, options, slices", [
+    ("f32", "", "xir.slice(%5) {{dim=2, start={start}, end={end}}}"),
+    ("bf16", "", "xir.slice(%5) {{dim=2, start={start}, end={end}}}"),
+    # bf16 without enable_bf16 stays outside XNNPACK, where xir.slice has no kernel: slice_copy (written back
+    # at a symbolic length: tests/lowering/test_symbolic_passes.py)
+    ("bf16", "{enable_bf16=false}", "aten.slice_copy.Tensor(%5) {{dim=2, start={start}, end={end}, step=1}}"),
+])
+def test_graph_inputs_as_the_two_tensors(t, options, slices):
+    """The two tensors graph inputs, the norm weights constants, the chains' ends graph outputs; the
+    slices of the merged chain are slice_op's (xir.slice where XNNPACK takes it)."""
     # (five ops: a concatenation and two slices for five)
     text = """graph @g {
       input %q: f32[1,s0,4,8]
@@ -130,7 +139,8 @@ def test_graph_inputs_as_the_two_tensors():
       %ku: f32[1,s0,2,8] = aten.neg(%kt)
       return %qu, %ku
     }"""
-    check_pipeline(graph_with_data(text, nq=torch.ones(8), nk=torch.full((8,), 2.0)), PIPELINE, """graph @g {
+    dtype = torch.float32 if t == "f32" else torch.bfloat16
+    expected = """graph @g {
       input %q: f32[1,s0,4,8]
       input %k: f32[1,s0,2,8]
       input %cos: f32[s0,1,8]
@@ -143,10 +153,13 @@ def test_graph_inputs_as_the_two_tensors():
       %3: f32[1,s0,6,8] = aten.sigmoid(%2)
       %4: f32[1,s0,6,8] = aten.add.Tensor(%3, %2)
       %5: f32[1,s0,6,8] = aten.neg(%4)
-      %6: f32[1,s0,4,8] = xir.slice(%5) {dim=2, start=0, end=4}
-      %7: f32[1,s0,2,8] = xir.slice(%5) {dim=2, start=4, end=6}
+      %6: f32[1,s0,4,8] = {first}
+      %7: f32[1,s0,2,8] = {second}
       return %6, %7
-    }""", changed=True)
+    }"""
+    expected = expected.replace("{first}", slices.format(start=0, end=4)).replace("{second}", slices.format(start=4, end=6))
+    check_pipeline(graph_with_data(text.replace("f32", t), nq=torch.ones(8, dtype=dtype), nk=torch.full((8,), 2.0, dtype=dtype)),
+                   PIPELINE + options, expected.replace("f32", t), changed=True)
 
 
 def declined(body: str, reason: str) -> None:

@@ -37,23 +37,37 @@ def rotate(t="f32", upper_of="%x", lower_start=0, negated="%x2", pieces="%n, %x1
                          reader=reader, extra=extra)
 
 
-def test_rotate_half_as_a_doubled_slice_symbolic_and_an_input_that_is_an_output():
-    graph = check_pipeline(rotate(), PASS, """
-    graph @g {
-      input %x: f32[1,s0,2,8]
-      input %s: f32[s0,1,8]
-      input %c: f32[s0,1,8]
-      input %other: f32[1,s0,2,8]
-      param %rotate_half_sign_8: f32[8]
-      %0: f32[s0,1,8] = aten.mul.Tensor(%s, %rotate_half_sign_8)
-      %1: f32[1,s0,2,16] = aten.cat(%x, %x) {dim=-1}
-      %2: f32[1,s0,2,8] = aten.slice_copy.Tensor(%1) {dim=-1, start=4, end=12, step=1}
-      %xc: f32[1,s0,2,8] = aten.mul.Tensor(%x, %c)
-      %rs: f32[1,s0,2,8] = aten.mul.Tensor(%2, %0)
-      %y: f32[1,s0,2,8] = aten.add.Tensor(%xc, %rs)
+ROTATED = """
+    graph @g {{
+      input %x: {t}[1,s0,2,8]
+      input %s: {t}[s0,1,8]
+      input %c: {t}[s0,1,8]
+      input %other: {t}[1,s0,2,8]
+      param %rotate_half_sign_8: {t}[8]
+      %0: {t}[s0,1,8] = aten.mul.Tensor(%s, %rotate_half_sign_8)
+      %1: {t}[1,s0,2,16] = aten.cat(%x, %x) {{dim=-1}}
+      %2: {t}[1,s0,2,8] = {slice}
+      %xc: {t}[1,s0,2,8] = aten.mul.Tensor(%x, %c)
+      %rs: {t}[1,s0,2,8] = aten.mul.Tensor(%2, %0)
+      %y: {t}[1,s0,2,8] = aten.add.Tensor(%xc, %rs)
       return %y, %x
-    }""", changed=True)
-    assert torch.equal(graph.input_named("rotate_half_sign_8").data, torch.tensor([-1.0] * 4 + [1.0] * 4))
+    }}"""
+XIR_SLICE = "xir.slice(%1) {dim=3, start=4, end=12}"
+SLICE_COPY = "aten.slice_copy.Tensor(%1) {dim=3, start=4, end=12, step=1}"
+
+
+@pytest.mark.parametrize("t, options, made", [
+    ("f32", "", XIR_SLICE),
+    ("bf16", "", XIR_SLICE),
+    # bf16 stays outside XNNPACK without enable_bf16, where xir.slice has no kernel: a slice_copy, which the
+    # write-back types at a symbolic length (test_writeback_symbolic.py runs the pass on a program)
+    ("bf16", "{enable_bf16=false}", SLICE_COPY),
+])
+def test_rotate_half_as_a_doubled_slice_symbolic_and_an_input_that_is_an_output(t, options, made):
+    """At a symbolic length the slice is slice_op's: xir.slice where XNNPACK takes it (no later pass
+    needed for the program to be written back and delegated), else a slice_copy."""
+    graph = check_pipeline(rotate(t=t), PASS.replace(",", options + ",", 1), ROTATED.format(t=t, slice=made), changed=True)
+    assert torch.equal(graph.input_named("rotate_half_sign_8").data.float(), torch.tensor([-1.0] * 4 + [1.0] * 4))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -166,3 +180,21 @@ def test_a_table_of_rank_zero():
 ])
 def test_declined(variant, reason):
     check_declined(rotate(**variant), PASS, "rotate_half_sign_in_sin", reason)
+
+
+def test_left_out_where_the_float_ops_stay_outside():
+    """Its slice is xir.slice at a symbolic length, which runs only inside XNNPACK: without fp32 among
+    the partitioner's precisions (the LLM flow's DQ-only stage) the pass is not in its pipeline, and
+    otherwise it takes the partitioner's enable_bf16 (without it a bf16 slice stays a slice_copy)."""
+    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+
+    from lowering import XnnpackPartitioner
+
+    def passes(**options):
+        return {p.name: p for p in XnnpackPartitioner(**options).pipeline}
+
+    assert "xnnpack.rotate-half-sign-in-sin" not in passes(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT)
+    assert passes()["xnnpack.rotate-half-sign-in-sin"].enable_bf16 is False
+    assert passes(enable_bf16=True)["xnnpack.rotate-half-sign-in-sin"].enable_bf16 is True
+    assert passes(enable_bf16=True)["xnnpack.merge-head-chains"].enable_bf16 is True
+    assert passes()["xnnpack.merge-head-chains"].enable_bf16 is False
