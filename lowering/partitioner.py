@@ -64,7 +64,7 @@ DEFAULT_PIPELINE = ("hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.rem
                     "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
                     "xnnpack.partial-rotary-whole-head,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
-                    "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,"
+                    "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.bf16-rounded-arithmetic,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
                     "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,xnnpack.casts-as-converts,common-subexpression-elimination,dead-code-elimination,xnnpack.fuse-sibling-linears,xnnpack.merge-head-chains,"
                     "xnnpack.dequantize-per-float-reader,xnnpack.saturate-portable-quantize,dead-code-elimination")
