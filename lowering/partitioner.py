@@ -60,7 +60,7 @@ PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
 PLANNED_IR_REWRITES = ("xnnpack.weight-only-int8-linear",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = ("hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
+DEFAULT_PIPELINE = ("hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,xnnpack.pow-as-products,"
                     "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
                     "xnnpack.partial-rotary-whole-head,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
