@@ -61,6 +61,8 @@ def _region(start: Node, k: int):
                 return f"{user.op} gives {result}"
             if user.op in SOFTMAX and user.attribute("dim") % result.rank < k:
                 return "a softmax over a unit dim"
+            if user.attributes.get("dim_order") not in (None, list(range(result.rank))):
+                return f"{user.op} with the dim order {user.attributes['dim_order']}"
             region.append(user)
             work.append(user.results[0])
     if not ends:
@@ -120,6 +122,8 @@ def drop_leading_unit_dims(node: Node, rewriter: Rewriter) -> bool:
         if user.op in SOFTMAX:
             dim = attributes["dim"]
             attributes["dim"] = dim - k if dim >= 0 else dim
+        if attributes.get("dim_order") is not None:  # (the contiguous order, checked above)
+            attributes["dim_order"] = list(range(len(attributes["dim_order"]) - k))
         t = user.results[0].type
         new = rewriter.create(user.op, [mapped.get(id(o), o) for o in user.operands],
                               [TensorType(t.dtype, t.shape[k:])], attributes)

@@ -279,3 +279,30 @@ def test_a_view_xnnpack_writes_is_left_alone():
       %3: f32[4,s0,8] = aten.view_copy(%2) {size=[4, -1, 8]}
       return %3
     }""", DROP, "drop_leading_unit_dims", "a view XNNPACK writes")
+
+
+def test_a_contiguous_copy_between_the_views_keeps_its_order_at_the_lower_rank():
+    check_pipeline("""
+    graph @g {
+      input %x: f32[4,s0,s0]
+      %s: int = aten.sym_size.int(%x) {dim=1}
+      %1: f32[1,4,s0,s0] = aten.view_copy(%x) {size=[1, 4, %s, %s]}
+      %2: f32[1,4,s0,s0] = dim_order_ops._to_dim_order_copy(%1) {dtype=f32, dim_order=[0, 1, 2, 3]}
+      %3: f32[4,s0,s0] = aten.view_copy(%2) {size=[4, %s, %s]}
+      return %3
+    }""", DROP, """
+    graph @g {
+      input %x: f32[4,s0,s0]
+      %0: int = aten.sym_size.int(%x) {dim=1}
+      %1: f32[4,s0,s0] = dim_order_ops._to_dim_order_copy(%x) {dtype=f32, dim_order=[0, 1, 2]}
+      return %1
+    }""")
+    check_declined("""
+    graph @g {
+      input %x: f32[4,s0,s0]
+      %s: int = aten.sym_size.int(%x) {dim=1}
+      %1: f32[1,4,s0,s0] = aten.view_copy(%x) {size=[1, 4, %s, %s]}
+      %2: f32[1,4,s0,s0] = dim_order_ops._to_dim_order_copy(%1) {dtype=f32, dim_order=[0, 2, 3, 1]}
+      %3: f32[4,s0,s0] = aten.view_copy(%2) {size=[4, %s, %s]}
+      return %3
+    }""", DROP, "drop_leading_unit_dims", "with the dim order")
