@@ -6,11 +6,19 @@ attention scores of a dynamic length at rank 3 between their views."""
 
 from __future__ import annotations
 
+import textwrap
+
 from passes.testing import check_declined, check_pipeline
+from xir import parse_graph
 
 from .test_boundaries import attach_data
 
 LN = "xnnpack.decompose-layer-norm"
+
+
+def attach_data_text(text: str):
+    """The graph of ``text`` with data on its constants (the passes read them)."""
+    return attach_data(parse_graph(textwrap.dedent(text)))
 
 
 def _norm_ops(x, rows, n, eps="%layer_norm_eps", first=0):
@@ -127,6 +135,27 @@ def test_weight_only_over_two_normalized_dims():
     }""")
 
 
+def test_a_computed_weight_and_bias():
+    """Weight and bias graph inputs (not constants): read as they are by the product and the sum."""
+    check_pipeline("""
+    graph @g {
+      input %x: f32[s0,8]
+      input %w: f32[8]
+      input %b: f32[8]
+      %n: f32[s0,8], %mean: f32[s0,1], %rstd: f32[s0,1] = aten.native_layer_norm(%x, %w, %b) {normalized_shape=[8], eps=1e-05}
+      return %n
+    }""", LN, f"""
+    graph @g {{
+      input %x: f32[s0,8]
+      input %w: f32[8]
+      input %b: f32[8]
+      param %layer_norm_eps: f32[]{_norm_ops("%x", ["s0"], 8)}
+      %7: f32[s0,8] = aten.mul.Tensor(%6, %w)
+      %8: f32[s0,8] = aten.add.Tensor(%7, %b)
+      return %8
+    }}""")
+
+
 def test_layer_norm_whose_statistics_are_returned_stays():
     check_declined("""
     graph @g {
@@ -179,13 +208,6 @@ def test_group_norm_over_a_symbolic_spatial_dim_stays():
       %n: f32[2,4,s0], %mean: f32[2,2], %rstd: f32[2,2] = aten.native_group_norm(%x) {N=2, C=4, HxW=%s, group=2, eps=1e-05}
       return %n
     }""", "xnnpack.decompose-group-norm", "decompose_group_norm", "symbolic dim among the normalized")
-
-
-def attach_data_text(text: str):
-    from xir import parse_graph
-    import textwrap
-
-    return attach_data(parse_graph(textwrap.dedent(text)))
 
 
 # ------------------------------------------------------------------ xnnpack.drop-leading-unit-dims
