@@ -17,7 +17,7 @@ demo: $(STAMP)
 # --max-worker-restart 0: a worker that crashes (a segmentation fault in the runtime) fails the run at
 # once with the test's name, instead of xdist re-running the rest of its file on new workers.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --max-worker-restart 0
+	$(VENV)/bin/python -m pytest -q -rs -n 2 --dist loadfile --max-worker-restart 0
 
 bench: $(STAMP)
 	$(VENV)/bin/pip install --quiet -e '.[test,bench]'

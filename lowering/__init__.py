@@ -3,12 +3,17 @@
 (the ``xir`` command, the report page, the fuzzer) are in :mod:`xir_tools`.
 
 Its passes are in :mod:`lowering.passes`, one per file, each named ``xnnpack.*`` (and
-``fold-constants``), listed by name in ``pyproject.toml`` (entry points ``xir.passes``: a pipeline
-finds them without anything registering on import). ``XnnpackPartitioner``,
+``fold-constants``); importing this package declares their table to the registry (no pass module is
+imported until a pipeline names it, and no installed metadata is needed). ``XnnpackPartitioner``,
 ``to_edge_transform_and_lower`` and ``DEFAULT_PIPELINE`` import torch and ExecuTorch on first use.
 """
 
+from passes.registry import register_backend_passes
+
 from .capability import Options
+from .passes import PASSES
+
+register_backend_passes(__name__, PASSES)
 from .partition import PartitionPlan, plan_partition
 
 _FROM_PARTITIONER = ("DEFAULT_PIPELINE", "XnnpackPartitioner", "to_edge_transform_and_lower")

@@ -669,11 +669,13 @@ def _merge_adjacent(graph: Graph, groups: list[list[Unit]]) -> list[list[Unit]]:
 def _merge_convex(graph: Graph, units: list[Unit], capability: Capability) -> list[list[Unit]]:
     """Greedy merging in program order; a merge happens only if the result stays convex.
 
-    For every node we keep the set of groups among its strict ancestors reached through a node
-    outside that group ("tainted"). A node may join group G only if none of its operands from
-    outside G has G tainted: otherwise a path would leave G and come back.
+    For every node we keep the set of groups among its strict ancestors ("tainted"), recorded for
+    all nodes before merging. A unit may join group G only if none of its operands from outside G
+    has G tainted: otherwise a path would leave G and come back.
     """
     merger = _ConvexMerger(graph, units, capability)
+    for node in graph:  # (first every node's ancestors: a unit's nodes can lie far apart, see record_ancestors)
+        merger.record_ancestors(node)
     for node in graph:
         merger.visit(node)
     return merger.groups()
@@ -729,9 +731,19 @@ class _ConvexMerger:
                     return False
         return True
 
+    def record_ancestors(self, node: Node) -> None:
+        """Record the units among ``node``'s strict ancestors (as union-find indices: later merges
+        resolve them). Recorded for every node before any merge, since a merge checks the
+        ancestors of every operand of a whole unit, and a unit's nodes can lie far apart in program
+        order (a concatenation's unit holds the dequantize of each of its inputs, each right after
+        the branch that makes it): a check made before a later branch was visited would see none
+        of that branch's ancestors, merge across it, and make a cycle (a quantized inception
+        block: its pool branch, outside, reads the stem's group, and its concatenation joined that
+        group too)."""
+        self.ancestors[id(node)] = self.ancestor_groups(node)
+
     def visit(self, node: Node) -> None:
         """Merge ``node``'s unit into the groups of its operands' producers where the result stays convex."""
-        self.ancestors[id(node)] = self.ancestor_groups(node)
         u = self.group_of(node)
         if u is None:
             return
@@ -742,8 +754,6 @@ class _ConvexMerger:
             # a path from u back into g is only possible if some node of g comes after u starts
             if self.can_join(g, self.members[u]) and (self.first[u] > self.last[g] or self.can_join(u, self.members[g])):
                 u = self.merge(g, u)
-        # recompute this node's ancestor groups with the merged ids
-        self.ancestors[id(node)] = self.ancestor_groups(node)
 
     def merge(self, g: int, u: int) -> int:
         root = self.uf.union(g, u)

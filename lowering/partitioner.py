@@ -60,9 +60,9 @@ PLANNED_REWRITES = ("xnnpack.weight-only-linear-bias",)
 PLANNED_IR_REWRITES = ("xnnpack.weight-only-int8-linear",)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()).
-DEFAULT_PIPELINE = ("hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,xnnpack.pow-as-products,"
+DEFAULT_PIPELINE = ("hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,xnnpack.pow-as-multiplies,xnnpack.avg-pool-padding-as-pad,fold-batch-norm,xnnpack.mean-keepdim,xnnpack.decompose-gelu-tanh,"
                     "xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,xnnpack.rotate-half-sign-in-sin,shape-ops-as-views,xnnpack.split-as-slices,xnnpack.select-as-slice,xnnpack.slices-as-xir-slices,xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,"
-                    "xnnpack.partial-rotary-whole-head,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
+                    "xnnpack.partial-rotary-whole-head,xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
                     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
                     "xnnpack.mean-over-last-dims,xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,"
                     "xnnpack.bf16-bmm-f32-output,xnnpack.bf16-in-fp32,xnnpack.bf16-rounded-arithmetic,xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"

@@ -1,16 +1,21 @@
 """The pass registry: a pass's name -> its class, found when the name is first asked for.
 
-Nothing registers by being imported. A name is looked up in three places, in this order:
+No pass registers by being imported. A name is looked up in four places, in this order:
 
 1. passes defined by the running program: a :class:`~passes.Pass` subclass with a ``name``, or a
    function under :func:`~passes.function_pass`, is registered where it is defined. Defining it
    again in the same module (a notebook cell run twice) replaces it; a pass of another module
    under a name already taken is an error that says how to free it (:func:`unregister_pass`);
 2. the generic built-in passes of this package, listed in :data:`BUILTIN`;
-3. the passes of backends, listed by the packages that provide them as entry points of the group
-   ``xir.passes`` (``name = "module:Class"``; xir's XNNPACK backend lists its own in
-   ``pyproject.toml``). An entry whose class has another name is an old name of that pass: asking
-   for it is an error that gives the new one.
+3. the passes of backends: a backend's package hands its table (``name -> "module:Class"``) to
+   :func:`register_backend_passes` when it is imported (xir's XNNPACK backend does so in
+   ``lowering/__init__.py``), so no installed metadata is needed;
+4. the passes of third parties, listed as entry points of the group ``xir.passes``
+   (``name = "module:Class"``). An entry point never replaces a name of 2. or 3.: a clash is an
+   error that names both modules.
+
+An entry whose class has another name is an old name of that pass: asking for it is an error that
+gives the new one.
 
 Only the module of a pass asked for is imported (``xir passes`` imports them all).
 """
@@ -41,20 +46,55 @@ BUILTIN = {
 }
 
 _defined: dict[str, type["Pass"]] = {}  # passes the running program defined
+_backends: dict[str, dict[str, str]] = {}  # backend package -> its passes (name -> "module:Class")
 
 
 class PipelineError(ValueError):
     """An unknown pass or option, or a malformed pipeline text."""
 
 
+def register_backend_passes(package: str, table: dict[str, str]) -> None:
+    """Declare the passes of the backend ``package`` (name -> "module:Class"). Declaring the same
+    table again does nothing; a name another backend or the built-in passes hold is an error."""
+    table = dict(table)
+    if _backends.get(package) == table:
+        return
+    for name in table:
+        check_name(name)
+    _check_clashes({"xir's built-in passes": BUILTIN,
+                    **{other: t for other, t in _backends.items() if other != package}, package: table})
+    _backends[package] = table
+    listed.cache_clear()
+
+
+def _check_clashes(tables: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The union of ``tables`` (owner -> name -> "module:Class"); a name two owners list is an error."""
+    union: dict[str, str] = {}
+    owner_of: dict[str, str] = {}
+    for owner, table in tables.items():
+        for name, where in table.items():
+            if name in union and union[name] != where:
+                raise PipelineError(f"the pass name {name!r} is taken twice: {owner_of[name]} lists {union[name]}, "
+                                    f"{owner} lists {where}")
+            union.setdefault(name, where)
+            owner_of.setdefault(name, owner)
+    return union
+
+
 @lru_cache(maxsize=1)
 def listed() -> dict[str, str]:
-    """Every listed pass (built-in and the backends' entry points): name -> "module:Class"."""
-    table = {entry.name: entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
-    for name, where in BUILTIN.items():
-        if table.setdefault(name, where) != where:
-            raise PipelineError(f"an installed package lists a pass {name!r} ({table[name]}); that name is "
-                                f"xir's built-in {where}")
+    """Every listed pass (built-in, the declared backends', third parties' entry points):
+    name -> "module:Class"."""
+    table = _check_clashes({"xir's built-in passes": BUILTIN, **_backends})
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        known = table.get(entry.name)
+        if known is None:
+            table[entry.name] = entry.value
+        elif known != entry.value:  # (an older install of xir itself listed its backend's passes: the same value)
+            owner = getattr(entry.dist, "name", None) or "an installed package"
+            raise PipelineError(f"{owner} lists a pass {entry.name!r} ({entry.value}) as an entry point of "
+                                f"{ENTRY_POINT_GROUP!r}; that name is {known}'s: an entry point cannot replace "
+                                "a built-in or backend pass (rename the third-party pass)")
     return table
 
 
@@ -110,7 +150,8 @@ def get_pass_class(name: str) -> type["Pass"]:
     where = listed().get(name)
     if where is None:
         known = ", ".join(pass_names())
-        raise PipelineError(f"unknown pass {name!r}; registered passes: {known}")
+        hint = " (a backend's passes are known once its package is imported)" if "." in name else ""
+        raise PipelineError(f"unknown pass {name!r}{hint}; registered passes: {known}")
     cls = _load(where)
     if cls.name != name:
         raise PipelineError(f"pass {name!r} was renamed: it is now {cls.name!r}")
@@ -135,4 +176,4 @@ def registered_passes() -> dict[str, type["Pass"]]:
 
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "PipelineError", "check_name", "get_pass_class", "listed", "pass_names",
-           "register_pass", "registered_passes", "unregister_pass"]
+           "register_backend_passes", "register_pass", "registered_passes", "unregister_pass"]

@@ -2,6 +2,8 @@ import warnings
 
 import pytest
 
+import lowering  # noqa: F401  (declares the XNNPACK backend's passes, which IR-text tests name)
+
 warnings.filterwarnings("ignore")
 
 

@@ -310,6 +310,23 @@ def _view(node):
     return [TensorType(x.dtype, tuple(size))]
 
 
+def _as_strided(node):
+    """as_strided_copy: the result has the shape ``size``, the input's dtype (not inferred when a
+    size is a value computed at run time)."""
+    x = _tensor(node.operands[0])
+    if x is None:
+        return None
+    size, stride = _attr(node, "size"), _attr(node, "stride")
+    for name, dims in (("size", size), ("stride", stride)):
+        if not isinstance(dims, list) or not all((_is_int(d) and d >= 0) or isinstance(d, Value) for d in dims):
+            raise IRError(f"{name} must be a list of non-negative sizes, got {dims!r}")
+    if len(size) != len(stride):
+        raise IRError(f"size {size} and stride {stride} have different lengths")
+    if not all(_is_int(d) for d in size):
+        return None  # (a size computed at run time: the importer gives the type)
+    return [TensorType(x.dtype, tuple(size))]
+
+
 def _expand_copy(node):
     x = _tensor(node.operands[0])
     if x is None:
@@ -1069,6 +1086,11 @@ for _name in ("mul", "div"):
     define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED},
               traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"other": 1},
               absorbing={"other": 0} if _commutes else None)
+for _name in ("fmod", "remainder"):  # (torch.roll's index: fmod(arange + shift, size), which fold-constants folds)
+    define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other"), traits=ELEMENTWISE_PURE,
+              infer=broadcast)
+    define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED},
+              traits=ELEMENTWISE_PURE, infer=same_as_input)
 define_op("aten.rsub", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED, "alpha": 1},
           traits=ELEMENTWISE_PURE, infer=same_as_input)
 for _name in ("minimum", "maximum"):
@@ -1137,6 +1159,12 @@ for _name in ("view_copy", "view", "reshape", "_unsafe_view"):
               traits=PURE | VIEW, infer=_view, check=_check_view)
 define_op("aten.expand_copy", operands=("input",), attributes={"size": REQUIRED, "implicit": False}, traits=PURE | VIEW,
           infer=_expand_copy)
+# functional writes (a window mask built by slice assignment exports as these, from constants)
+define_op("aten.copy", operands=("input", "src"), attributes={"non_blocking": False}, traits=PURE, infer=same_as_input)
+define_op("aten.slice_scatter", operands=("input", "src"), attributes={"dim": 0, "start": None, "end": None, "step": 1},
+          traits=PURE, infer=same_as_input)
+define_op("aten.as_strided_copy", operands=("input",),
+          attributes={"size": REQUIRED, "stride": REQUIRED, "storage_offset": None}, traits=PURE, infer=_as_strided)
 define_op("aten.unsqueeze_copy", operands=("input",), attributes={"dim": REQUIRED}, traits=PURE | VIEW, infer=_unsqueeze)
 define_op("aten.squeeze_copy", overloads=("dims", "dim", "default"), operands=("input",), attributes={"dim": None},
           traits=PURE | VIEW, infer=_squeeze)

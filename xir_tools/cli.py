@@ -158,6 +158,7 @@ def _llm(args) -> int:
 
 
 def _passes(args) -> int:
+    import lowering  # noqa: F401  (declares the XNNPACK backend's passes)
     from passes import pass_help
 
     for name, options, description in pass_help():
@@ -410,6 +411,7 @@ def _prepare(path: Path, args) -> Prepared:
 
 def _pipeline(text: str | None, option: str):
     """Check pipeline text early (an unknown pass or option is an error before any work)."""
+    import lowering  # noqa: F401  (declares the XNNPACK backend's passes)
     from passes import PipelineError, parse_pipeline
 
     if text is None or text.strip() == "default":

@@ -4,8 +4,8 @@ builds (the page lays the graph out itself, with the vendored dagre) is checked:
 node, the delegate colours, the rule and reason of each node left outside, module boxes, and the
 search. Screenshots are kept in test-artifacts/ (or $XIR_TEST_ARTIFACTS).
 
-Chromium must be installed (Debian: apt-get install chromium): without it these tests fail, unless
-XIR_NO_BROWSER=1 is set (tests/security/browser.py)."""
+Without Chromium (Debian: apt-get install chromium) these tests skip and say why; CI requires it
+(XIR_REQUIRE_BROWSER=1, tests/security/browser.py)."""
 
 from __future__ import annotations
 

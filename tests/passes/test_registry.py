@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from passes import Pass, PipelineError, get_pass_class, parse_pipeline, unregister_pass
+import lowering  # noqa: F401  (declares the backend's passes)
 from passes.registry import BUILTIN, listed
 
 
@@ -85,3 +86,79 @@ def test_every_listed_pass_loads_under_its_name_or_says_its_new_one(name):
     assert prefix_ok, f"{name}: a backend pass is named with its backend's prefix"
     module = cls.__module__
     assert module.startswith("passes.") == (name in BUILTIN), f"{name} lives in {module}"
+
+
+# A fresh interpreter with the project on PYTHONPATH only, and no installed metadata for it: every
+# entry point of the group xir.passes hidden (what a clone without `pip install` has).
+HIDDEN_ENTRY_POINTS = """
+import importlib.metadata as metadata
+_entry_points = metadata.entry_points
+def entry_points(**params):
+    if params.get("group") == "xir.passes":
+        return metadata.EntryPoints(())
+    return _entry_points(**params)
+metadata.entry_points = entry_points
+"""
+
+
+def _run_without_metadata(code: str, tmp_path) -> subprocess.CompletedProcess:
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run([sys.executable, "-c", HIDDEN_ENTRY_POINTS + textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path, env=env)
+
+
+def test_the_readme_example_lowers_from_a_clone_without_installed_metadata(tmp_path):
+    """The backend declares its own passes: the default pipeline resolves with no entry points."""
+    done = _run_without_metadata("""
+        import torch
+        from executorch.runtime import Runtime
+        from lowering import XnnpackPartitioner, to_edge_transform_and_lower
+
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(approximate="tanh"),
+                                    torch.nn.Linear(16, 4)).eval()
+        x = torch.randn(3, 8)
+        exported = torch.export.export(model, (x,))
+        partitioner = XnnpackPartitioner()
+        edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
+        outside = sorted({str(n.target) for n in edge.exported_program().graph.nodes
+                          if n.op == "call_function" and "delegate" not in str(n.target) and "getitem" not in str(n.target)})
+        program = edge.to_executorch()
+        method = Runtime.get().load_program(program.buffer).load_method("forward")
+        (y,) = method.execute([x])
+        print(float((y - model(x)).abs().max()), outside, len(partitioner.rewrites_applied) > 0)
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    error = float(last.split(" ")[0])
+    assert error < 1e-5, last
+    assert "[]" in last and last.endswith("True"), last  # all of it delegated, the rewrites ran
+
+
+def test_a_third_party_entry_point_cannot_replace_a_built_in_or_backend_name(tmp_path):
+    for name in ("fold-constants", "remove-no-ops"):
+        done = _run_without_metadata(f"""
+            import importlib.metadata as metadata
+            metadata.entry_points = lambda **params: metadata.EntryPoints(
+                (metadata.EntryPoint("{name}", "thirdparty.passes:Evil", "xir.passes"),)
+                if params.get("group") == "xir.passes" else ())
+            import lowering
+            from passes import parse_pipeline
+            parse_pipeline("dead-code-elimination")
+        """, tmp_path)
+        assert done.returncode != 0
+        builtin = "lowering.passes.fold_constants:FoldConstants" if name == "fold-constants" else BUILTIN[name]
+        assert f"lists a pass '{name}' (thirdparty.passes:Evil)" in done.stderr, done.stderr[-2000:]
+        assert builtin in done.stderr, done.stderr[-2000:]
+
+
+def test_a_backend_cannot_declare_a_name_another_holds():
+    from passes.registry import register_backend_passes
+
+    with pytest.raises(PipelineError, match=r"'fold-constants' is taken twice: lowering lists "
+                                            r"lowering.passes.fold_constants:FoldConstants, otherbackend lists x:Y"):
+        register_backend_passes("otherbackend", {"fold-constants": "x:Y"})
+    assert "otherbackend" not in __import__("passes.registry").registry._backends
