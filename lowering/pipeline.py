@@ -120,7 +120,8 @@ PHASES = (
     )),
     Phase("constants", "constant subgraphs folded, then the rewrites that need constants (an index, a "
                        "stride, a scalar operand, a weight-only linear's bias); the program's own means "
-                       "as linears (the norms' come in 'norms'), and the no-ops all this left removed", (
+                       "as linears (the norms' come in 'norms'), the no-ops all this left removed, and attention "
+                       "scores of a dynamic length kept 3-D", (
         "fold-constants",
         "xnnpack.index-select-as-slices",
         "xnnpack.step-slice-as-view",
@@ -129,6 +130,8 @@ PHASES = (
         "xnnpack.weight-only-linear-bias",
         float_op("xnnpack.mean-over-last-dims"),
         "xnnpack.remove-no-ops",
+        "dead-code-elimination",  # (what safe-softmax replaced, before the next pass reads the views)
+        "xnnpack.drop-leading-unit-dims",
     )),
     Phase("bf16", "bf16 ops as XNNPACK computes them (in fp32 between converts, or rounded where eager "
                   "rounds; only with enable_bf16), then what reads their fp32 ops: a patch convolution as "

@@ -75,14 +75,19 @@ def _float_constant(rewriter: Rewriter, base: str, value_type: TensorType, numbe
     return rewriter.add_constant(base, TensorType(value_type.dtype, tuple(shape)), torch.full(tuple(shape), number, dtype=dtype))
 
 
-def _norm_input_problem(node: Node, x: Value, min_rank: int, what: str) -> str | None:
-    """Why the fp32 norm ``node`` of ``x`` is not decomposed, or None."""
+def _norm_input_problem(node: Node, x: Value, min_rank: int, what: str, static_from: int = 0) -> str | None:
+    """Why the fp32 norm ``node`` of ``x`` is not decomposed, or None. The dims of ``x`` from
+    ``static_from`` on (those it normalizes over, and for a group norm its channels) must be
+    static; the ones before may be symbolic (a dynamic batch or sequence length: the rows), as the
+    decomposition's ops take them (its means reduce static dims only)."""
     from ..rules import MAX_RANK
 
     if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
         return f"not an f32 {what}"
-    if not x.type.is_static or not min_rank <= x.rank <= MAX_RANK:
-        return f"symbolic shape or rank not {min_rank} to {MAX_RANK}"
+    if not min_rank <= x.rank <= MAX_RANK:
+        return f"rank not {min_rank} to {MAX_RANK}"
+    if not all(isinstance(d, int) for d in x.shape[static_from:]):
+        return "a symbolic dim among the normalized ones"
     if not all(r.is_unused() for r in node.results[1:]):
         return "its mean/rstd outputs are used"
     return None

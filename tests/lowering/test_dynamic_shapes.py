@@ -174,6 +174,25 @@ class MaskedAttention(torch.nn.Module):
         return out.transpose(1, 2).reshape(b, s, WIDTH)
 
 
+class Norms(torch.nn.Module):
+    """torch's layer norm (with weight and bias, and without), group norm and RMSNorm over rows of
+    a symbolic count (the group norm's batch: the rows viewed (rows, WIDTH))."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln, self.bare = torch.nn.LayerNorm(WIDTH), torch.nn.LayerNorm(WIDTH, elementwise_affine=False)
+        self.gn, self.rms = torch.nn.GroupNorm(4, WIDTH), torch.nn.RMSNorm(WIDTH, eps=1e-6)
+        for norm in (self.ln, self.gn, self.rms):
+            norm.weight.data = 1.0 + 0.1 * torch.randn(WIDTH)
+            if getattr(norm, "bias", None) is not None:
+                norm.bias.data = 0.1 * torch.randn(WIDTH)
+
+    def forward(self, x):
+        h = self.ln(x)
+        g = self.gn(h.view(-1, WIDTH)).view(1, -1, WIDTH)
+        return self.rms(self.bare(g) + h)
+
+
 class NoOps(torch.nn.Module):
     """Qwen3's q/k norm and rotary in ExecuTorch's flow: an alias, and a cat with an empty
     pass-through part (a cat of one tensor once it is dropped), on a symbolic length."""
@@ -229,6 +248,7 @@ MODULES = {
     "slices": (Slices, torch.float32, {}),
     "masked-attention": (MaskedAttention, torch.float32, {}),
     "no-ops": (NoOps, torch.float32, {}),
+    "norms": (Norms, torch.float32, {}),
 }
 
 
@@ -301,6 +321,16 @@ def test_rms_norm_is_one_delegate_with_its_mean(lowered):
     assert program.inside["aten.mm"] == 1 and "aten.mean.dim" not in program.inside
     assert harness.delegate_count(program.edge) == 1
     assert [-1, WIDTH] in _views_written_with_integers(program.edge)
+
+
+def test_norms_of_symbolic_rows_are_one_delegate(lowered):
+    """Layer norms and the group norm decomposed (xnnpack.decompose-layer-norm/-group-norm), the
+    RMSNorm's mean a product: every norm inside, nothing outside."""
+    program = lowered("norms")
+    assert not program.outside, program.outside
+    assert harness.delegate_count(program.edge) == 1
+    assert not [op for op in program.inside if "norm" in op], program.inside
+    assert program.inside["aten.rsqrt"] == 4  # two layer norms, the group norm, the RMSNorm
 
 
 def test_fp32_means_are_products_with_a_column_inside(lowered):

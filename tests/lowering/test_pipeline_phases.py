@@ -25,7 +25,7 @@ from passes import PipelineError, check_order, get_pass_class, parse_pipeline, p
 
 # XnnpackPartitioner(...).pipeline_text at 1cb0341, before the table: the regression guard (since,
 # xnnpack.rotate-half-sign-in-sin became a float-op pass, and it and merge-head-chains take
-# enable_bf16: issue 58)
+# enable_bf16, and drop-leading-unit-dims came after a dead-code-elimination: issue 58)
 DEFAULT = (
     "hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,"
     "xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,xnnpack.pow-as-multiplies,"
@@ -38,7 +38,7 @@ DEFAULT = (
     "fold-constants,xnnpack.index-select-as-slices{enable_bf16=false},"
     "xnnpack.step-slice-as-view{enable_bf16=false},xnnpack.as-strided-as-view{enable_bf16=false},"
     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,"
-    "xnnpack.mean-over-last-dims{enable_bf16=false},xnnpack.remove-no-ops,xnnpack.bf16-bmm-f32-output,"
+    "xnnpack.mean-over-last-dims{enable_bf16=false},xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output,"
     "xnnpack.bf16-in-fp32,xnnpack.bf16-rounded-arithmetic,xnnpack.patch-conv-as-matmul,"
     "xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
     "xnnpack.mean-over-last-dims{enable_bf16=false},fold-scale-shift-into-linears,"
@@ -57,7 +57,7 @@ ENABLE_BF16 = (
     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
     "xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.mean-over-last-dims,"
-    "xnnpack.remove-no-ops,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
+    "xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
     "xnnpack.bf16-in-fp32{enable_bf16=true},xnnpack.bf16-rounded-arithmetic{enable_bf16=true},"
     "xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
     "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,"
@@ -76,7 +76,7 @@ BF16_LINEARS_AS_F16 = (
     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
     "xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.mean-over-last-dims,"
-    "xnnpack.remove-no-ops,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
+    "xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
     "xnnpack.bf16-linear-as-f16{enable_bf16=true},xnnpack.bf16-in-fp32{enable_bf16=true},"
     "xnnpack.bf16-rounded-arithmetic{enable_bf16=true},xnnpack.patch-conv-as-matmul,"
     "xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
@@ -96,7 +96,7 @@ BF16_ACTIVATIONS_IN_FP32 = (
     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
     "xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
     "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.mean-over-last-dims,"
-    "xnnpack.remove-no-ops,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
+    "xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
     "xnnpack.bf16-in-fp32{enable_bf16=true},xnnpack.bf16-rounded-arithmetic{enable_bf16=true},"
     "xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
     "xnnpack.decompose-group-norm,xnnpack.mean-over-last-dims,fold-scale-shift-into-linears,"
@@ -117,7 +117,7 @@ DYNAMIC_QUANT = (
     "xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
     "xnnpack.index-select-as-slices{enable_bf16=false},xnnpack.step-slice-as-view{enable_bf16=false},"
     "xnnpack.as-strided-as-view{enable_bf16=false},xnnpack.scalar-operands-as-constants,"
-    "xnnpack.weight-only-linear-bias,xnnpack.remove-no-ops,xnnpack.patch-conv-as-matmul,"
+    "xnnpack.weight-only-linear-bias,xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.patch-conv-as-matmul,"
     "xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
     "fold-scale-shift-into-linears,common-subexpression-elimination,dead-code-elimination,"
     "xnnpack.dequantize-per-float-reader,xnnpack.saturate-portable-quantize,dead-code-elimination"
@@ -250,6 +250,6 @@ def test_describe_shows_every_phase_and_pass():
     text = describe()
     for phase in PHASES:
         assert f"{phase.name}: {phase.why}\n" in text
-    assert "   1 hoist-row-select\n" in text and "  48 dead-code-elimination\n" in text
+    assert "   1 hoist-row-select\n" in text and "  50 dead-code-elimination\n" in text
     assert "  -- xnnpack.bf16-linear-as-f16  (with float_ops and bf16_linears_as_f16)\n" in text
     assert "  33 xnnpack.bf16-linear-as-f16" in describe(Switches(bf16_linears_as_f16=True))
