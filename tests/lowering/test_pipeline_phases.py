@@ -252,4 +252,4 @@ def test_describe_shows_every_phase_and_pass():
         assert f"{phase.name}: {phase.why}\n" in text
     assert "   1 hoist-row-select\n" in text and "  50 dead-code-elimination\n" in text
     assert "  -- xnnpack.bf16-linear-as-f16  (with float_ops and bf16_linears_as_f16)\n" in text
-    assert "  33 xnnpack.bf16-linear-as-f16" in describe(Switches(bf16_linears_as_f16=True))
+    assert "  35 xnnpack.bf16-linear-as-f16" in describe(Switches(bf16_linears_as_f16=True))
