@@ -157,6 +157,17 @@ def _llm(args) -> int:
         raise CLIError(str(error)) from error
 
 
+def _optimum(args) -> int:
+    """``xir optimum ARGS``: optimum-executorch's export (``optimum-cli export executorch ARGS``) with
+    xir's recipe ``xnnpack-xir`` by default (xir_tools.optimum)."""
+    from . import optimum
+
+    try:
+        return optimum.main(args.args)
+    except optimum.OptimumNotInstalled as error:
+        raise CLIError(str(error)) from error
+
+
 def _passes(args) -> int:
     from passes import pass_help
 
@@ -861,6 +872,12 @@ def _parser() -> argparse.ArgumentParser:
                                    "with xir's partitioner (python -m lowering.llm)")
     llm.add_argument("args", nargs=argparse.REMAINDER)
     llm.set_defaults(run=_llm)
+
+    optimum = commands.add_parser("optimum", add_help=False, prefix_chars="\0",  # every argument goes to optimum's parser
+                                  help="optimum-executorch's export ('optimum-cli export executorch' arguments) with "
+                                       "xir's recipe xnnpack-xir (pip install 'xir[optimum]')")
+    optimum.add_argument("args", nargs=argparse.REMAINDER)
+    optimum.set_defaults(run=_optimum)
 
     fuzz = commands.add_parser("fuzz", add_help=False, prefix_chars="\0",  # every argument goes to xir_fuzz
                                help="differential fuzzing of xir's partitioner against stock (python -m xir_tools.fuzz --help)")

@@ -1,0 +1,94 @@
+"""Encoder-decoder, image classifier and masked LM through optimum-executorch's entry points with
+xir's recipe: the command (``xir optimum``), ``main_export``, and the runtime classes that load and
+run the .pte. Each is compared with eager and asserts what is delegated."""
+
+import contextlib
+import io
+import sys
+
+import pytest
+
+from bench import optimum as bench
+
+LINEAR_OPS = ("linear", "mm", "addmm", "bmm", "matmul")
+
+
+def _count(outside):
+    return sum(sum(ops.values()) for ops in outside.values())
+
+
+def _linears(outside):
+    return {name: n for ops in outside.values() for name, n in ops.items() if name.split(".")[0] in LINEAR_OPS}
+
+
+def test_recipe_registered_on_import():
+    import xir_tools.optimum as integration
+    from optimum.exporters.executorch import recipe_registry
+
+    recipe_registry.discover_recipes()  # (what optimum's export does first: it must not drop xir's)
+    assert recipe_registry.recipe_registry["xnnpack-xir"] is integration.export_with_xir
+    assert "xnnpack" in recipe_registry.recipe_registry
+
+
+def test_whisper_through_the_command(model_dirs, tmp_path):
+    """``xir optimum`` (optimum's parser and export command): three methods in one program."""
+    from optimum.executorch import ExecuTorchModelForSpeechSeq2Seq
+
+    from xir_tools.cli import main
+
+    case = bench.Case("whisper", "whisper")
+    folder, out = model_dirs("whisper"), tmp_path / "whisper"
+    stdout = io.StringIO()
+    with bench.recorded_recipes() as calls, contextlib.redirect_stdout(stdout):
+        status = main(["optimum", "--model", str(folder), "--task", case.task, "-o", str(out)])
+    assert status == 0
+    assert stdout.getvalue().split() == [str(out / "model.pte")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["whisper"]  # (the staging folder is gone)
+    ((recipe, _, programs),) = calls
+    assert recipe == "xnnpack-xir"
+    delegates, outside = bench.delegation(programs["model"])
+    assert set(delegates) == {"encoder", "text_decoder", "sampler"}
+    assert delegates["encoder"] == 1, outside["encoder"]  # the whole encoder is one delegate
+    assert not outside["encoder"], outside["encoder"]
+    assert delegates["text_decoder"] >= 1 and not _linears(outside), outside
+
+    runtime = ExecuTorchModelForSpeechSeq2Seq.from_pretrained(str(out))
+    eager = bench.eager_model(case, folder)
+    error, _ = bench.compare(case, runtime, eager)
+    assert error < 1e-4, error
+    frames = 2 * eager.config.max_source_positions
+    import torch
+
+    tokens = runtime.generate(torch.randn(1, eager.config.num_mel_bins, frames), max_seq_len=4)
+    assert 1 <= len(tokens) <= 3
+
+
+def test_command_errors(tmp_path, capsys):
+    from xir_tools.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["optimum", "--model", "m", "--task", "fill-mask"])
+    assert stop.value.code == 2 and "-o/--output_dir" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["optimum", "--model", "m", "-o", str(tmp_path / "x"), "--recipe", "xnnpak"])
+    err = capsys.readouterr().err
+    assert "unknown recipe 'xnnpak'" in err and "xnnpack-xir" in err
+
+
+@pytest.mark.parametrize("name", ["vit", "bert"])
+def test_encoder_against_stock(model_dirs, tmp_path, name):
+    """optimum's main_export with both recipes: xir delegates in no more delegates, leaves no more
+    ops outside (none at all for the image classifier) and matches eager as stock does."""
+    case = bench.Case(name, name)
+    folder = model_dirs(name)
+    eager = bench.eager_model(case, folder)
+    results = {recipe: bench.run_case(case, recipe, folder, tmp_path, eager=eager, runs=1) for recipe in bench.RECIPES}
+    xir, stock = results["xnnpack-xir"], results["xnnpack"]
+    assert not xir.error and not stock.error, (xir.error, stock.error)
+    assert xir.loads and set(xir.delegates) == {"forward"}
+    assert sum(xir.delegates.values()) <= sum(stock.delegates.values())
+    assert _count(xir.outside) <= _count(stock.outside)
+    assert not _linears(xir.outside), xir.outside
+    if name == "vit":
+        assert xir.delegates == {"forward": 1} and _count(xir.outside) == 0, xir.outside
+    assert xir.max_error < 1e-4 and xir.max_error <= max(stock.max_error, 1e-5), (xir.max_error, stock.max_error)
