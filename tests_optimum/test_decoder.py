@@ -30,11 +30,12 @@ def test_decoder_custom_sdpa_kv_cache_8da4w(model_dirs):
     delegates, outside = bench.delegation(programs["model"])
     assert set(delegates) == {"forward"} and delegates["forward"] >= 1
     assert not _linears_outside(outside), outside
-    # the custom ops run outside (they are ExecuTorch's llama kernels), nothing else of the layers does
-    ops = {name for name in outside["forward"]}
-    assert ops <= {"llama::custom_sdpa.out", "llama::update_cache.out", "embedding.out", "slice_copy.Tensor_out",
-                   "sym_size.int", "_local_scalar_dense", "add", "sub", "select_copy.int_out",
-                   "unsqueeze_copy.out"}, sorted(ops)
+    # outside: the custom ops (ExecuTorch's llama kernels), the embedding, and the integer positions
+    # (cache_position read as a scalar, and cast to float for the rotary embedding)
+    ops = set(outside["forward"])
+    assert ops <= {"llama::custom_sdpa.out", "llama::update_cache.out", "embedding.out", "_local_scalar_dense",
+                   "select_copy.int_out", "_to_copy.out"}, sorted(ops)
+    assert outside["forward"]["llama::custom_sdpa.out"] == 2 and outside["forward"]["llama::update_cache.out"] == 4
 
     error, _ = bench.compare(case, model, bench.eager_model(case, folder))
     assert error < 5e-2, error  # 8da4w: the runtime's and eager torchao's dynamic int8 activations

@@ -82,7 +82,7 @@ def test_encoder_against_stock(model_dirs, tmp_path, name):
     case = bench.Case(name, name)
     folder = model_dirs(name)
     eager = bench.eager_model(case, folder)
-    results = {recipe: bench.run_case(case, recipe, folder, tmp_path, eager=eager, runs=1) for recipe in bench.RECIPES}
+    results = {recipe: bench.run_case(case, recipe, folder, tmp_path, eager=eager, runs=0) for recipe in bench.RECIPES}
     xir, stock = results["xnnpack-xir"], results["xnnpack"]
     assert not xir.error and not stock.error, (xir.error, stock.error)
     assert xir.loads and set(xir.delegates) == {"forward"}

@@ -125,9 +125,11 @@ export_with_xir.last_lowering_seconds = None
 
 
 def register() -> None:
-    """Register ``xnnpack-xir`` in optimum-executorch's recipe registry (done on import)."""
+    """Register ``xnnpack-xir`` in optimum-executorch's recipe registry (done on import; a recipe
+    already registered under the name, e.g. a caller's wrapper of it, is kept)."""
     recipe_registry = _require_optimum()
-    recipe_registry.register_recipe(RECIPE)(export_with_xir)
+    if RECIPE not in recipe_registry.recipe_registry:
+        recipe_registry.register_recipe(RECIPE)(export_with_xir)
 
 
 def registered_recipes() -> list[str]:
