@@ -104,7 +104,9 @@ def _uses_custom_sdpa(model) -> bool:
 def export_with_xir(model, **kwargs):
     """The ``xnnpack-xir`` recipe: ``model`` is one of optimum-executorch's exportable modules
     (its ``export()`` gives the methods, ``metadata`` the constant methods). Returns {"model": program},
-    which optimum writes as model.pte."""
+    which optimum writes as model.pte. ``kwargs`` (optimum's ``recipe_kwargs``) go to xir's
+    XnnpackPartitioner, e.g. ``bf16_activations_in_fp32=True``; ``enable_bf16`` there overrides the
+    model's dtype."""
     if not hasattr(model, "export"):
         raise TypeError(f"the {RECIPE} recipe takes an optimum-executorch exportable module, not {type(model).__name__}")
     programs = model.export()
@@ -112,7 +114,9 @@ def export_with_xir(model, **kwargs):
             node.op == "call_function" and "custom_sdpa" in str(node.target)
             for program in programs.values() for node in program.graph.nodes):
         raise ValueError("the model was loaded with custom_sdpa attention but its exported programs have no custom_sdpa op")
-    bf16 = model_is_bf16(model, programs)
+    bf16 = kwargs.pop("enable_bf16", None)
+    if bf16 is None:
+        bf16 = model_is_bf16(model, programs)
     start = time.perf_counter()
     program, partitioner = lower(programs, getattr(model, "metadata", None), enable_bf16=bf16, **kwargs)
     export_with_xir.last_partitioner = partitioner  # (for callers that want its report or timings)
