@@ -7,6 +7,8 @@
     xir explain MODEL.pt2 [--html FILE]       what lowering delegates to XNNPACK, and why the rest not
                                               (--html: as a page; --explorer: the Model Explorer command)
     xir passes                                the registered passes, their options and descriptions
+    xir optimum --model DIR --task T -o DIR   optimum-executorch's export with xir's recipe xnnpack-xir
+                                              (optimum-cli export executorch's arguments; xir[optimum])
     xir fuzz [--kind K --count N ...]         differential fuzzing against the stock partitioner (python -m xir_tools.fuzz)
 
 Errors print one line, ``xir: error: ...``, on stderr and exit with status 2 (``--debug``
