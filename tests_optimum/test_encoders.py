@@ -92,3 +92,46 @@ def test_encoder_against_stock(model_dirs, tmp_path, name):
     if name == "vit":
         assert xir.delegates == {"forward": 1} and _count(xir.outside) == 0, xir.outside
     assert xir.max_error < 1e-4 and xir.max_error <= max(stock.max_error, 1e-5), (xir.max_error, stock.max_error)
+
+
+class _Exportable:
+    """The part of optimum's exportable modules the recipe reads: export(), metadata, .model.dtype."""
+
+    def __init__(self, dtype):
+        import torch
+
+        self.model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).to(dtype)
+        self.metadata = {"get_max_seq_len": 8}
+
+    def export(self):
+        import torch
+
+        x = torch.randn(2, 8, dtype=self.model[0].weight.dtype)
+        return {"anything": torch.export.export(self.model, (x,))}
+
+
+def test_recipe_dtype_and_options():
+    """bf16 from the model's dtype; recipe_kwargs reach the partitioner (enable_bf16 overrides);
+    one program is the .pte's forward; the metadata are constant methods."""
+    import torch
+
+    import xir_tools.optimum as integration
+
+    for dtype, kwargs, expected in ((torch.bfloat16, {}, True), (torch.float32, {}, False),
+                                    (torch.bfloat16, {"enable_bf16": False}, False)):
+        (program,) = integration.export_with_xir(_Exportable(dtype), **kwargs).values()
+        partitioner = integration.export_with_xir.last_partitioner
+        assert partitioner.options.enable_bf16 is expected
+        assert set(program.methods) == {"forward"}  # (the programs' methods; the metadata are not programs)
+        from executorch.runtime import Runtime
+
+        loaded = Runtime.get().load_program(program.buffer)
+        assert {"forward", "get_max_seq_len"} <= set(loaded.method_names)
+        assert loaded.load_method("get_max_seq_len").execute([])[0] == 8
+        delegates, outside = bench.delegation(program)
+        # a bf16 linear stays outside without enable_bf16, runs in XNNPACK with it; fp32 always does
+        assert (delegates["forward"] == 1) is (expected or dtype == torch.float32), (dtype, kwargs, outside)
+    with pytest.raises(ValueError, match="bf16_activations_in_fp32=True needs enable_bf16=True"):
+        integration.export_with_xir(_Exportable(torch.float32), bf16_activations_in_fp32=True)
+    with pytest.raises(TypeError, match="exportable module"):
+        integration.export_with_xir(object())
