@@ -227,3 +227,16 @@ def test_progress_choice_by_environment(monkeypatch):
     assert not live_wanted(io.StringIO())
     monkeypatch.delenv("XIR_PROGRESS")
     assert not live_wanted(io.StringIO())  # not a terminal
+
+
+def test_optimum_without_the_extra_names_the_install(folder):
+    """``xir optimum`` where optimum-executorch is not importable (blocked here, so the test means
+    the same with or without the extra installed): one line naming what to install, status 2."""
+    code = "import sys; sys.modules['optimum'] = None\n" + PROBE
+    result = subprocess.run([sys.executable, "-c", code, "optimum", "--model", "m", "-o", "optimum-out"], cwd=folder,
+                            capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["status"] == 2, report
+    assert "optimum-executorch is not installed" in report["err"] and "pip install 'xir[optimum]'" in report["err"]
+    assert not (folder / "optimum-out").exists()

@@ -7,6 +7,8 @@
     xir explain MODEL.pt2 [--html FILE]       what lowering delegates to XNNPACK, and why the rest not
                                               (--html: as a page; --explorer: the Model Explorer command)
     xir passes                                the registered passes, their options and descriptions
+    xir optimum --model DIR --task T -o DIR   optimum-executorch's export with xir's recipe xnnpack-xir
+                                              (optimum-cli export executorch's arguments; xir[optimum])
     xir fuzz [--kind K --count N ...]         differential fuzzing against the stock partitioner (python -m xir_tools.fuzz)
 
 Errors print one line, ``xir: error: ...``, on stderr and exit with status 2 (``--debug``
@@ -154,6 +156,17 @@ def _llm(args) -> int:
     try:
         return llm.main(args.args)
     except llm.UnsupportedOption as error:
+        raise CLIError(str(error)) from error
+
+
+def _optimum(args) -> int:
+    """``xir optimum ARGS``: optimum-executorch's export (``optimum-cli export executorch ARGS``) with
+    xir's recipe ``xnnpack-xir`` by default (xir_tools.optimum)."""
+    from . import optimum
+
+    try:
+        return optimum.main(args.args)
+    except optimum.OptimumNotInstalled as error:
         raise CLIError(str(error)) from error
 
 
@@ -870,6 +883,12 @@ def _parser() -> argparse.ArgumentParser:
                                    "with xir's partitioner (python -m lowering.llm)")
     llm.add_argument("args", nargs=argparse.REMAINDER)
     llm.set_defaults(run=_llm)
+
+    optimum = commands.add_parser("optimum", add_help=False, prefix_chars="\0",  # every argument goes to optimum's parser
+                                  help="optimum-executorch's export ('optimum-cli export executorch' arguments) with "
+                                       "xir's recipe xnnpack-xir (pip install 'xir[optimum]')")
+    optimum.add_argument("args", nargs=argparse.REMAINDER)
+    optimum.set_defaults(run=_optimum)
 
     fuzz = commands.add_parser("fuzz", add_help=False, prefix_chars="\0",  # every argument goes to xir_fuzz
                                help="differential fuzzing of xir's partitioner against stock (python -m xir_tools.fuzz --help)")
