@@ -56,10 +56,9 @@ def index_select_as_slices(node: Node, rewriter: Rewriter) -> bool:
     runs = index_runs(positions)
     if len(runs) > MAX_RUNS:
         return rewriter.notify_match_failure(node, f"{len(runs)} runs of consecutive positions, more than {MAX_RUNS}")
-    symbolic = not x.is_static
     pieces = []
     for start, end in runs:
-        op, attributes = slice_op(symbolic, dim, start, end)
+        op, attributes = slice_op(x, dim, start, end)
         pieces.append(rewriter.op_before(node, op, [node.input], **attributes))
     if len(pieces) == 1:
         rewriter.replace_node(node, pieces)

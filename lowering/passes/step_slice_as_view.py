@@ -48,21 +48,20 @@ def step_slice_as_view(node: Node, rewriter: Rewriter) -> bool:
                                                    f"block of the dim's {size}")
     if view_size(x.shape) is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view infers one)")
-    symbolic = not x.is_static
     blocks, offset = divmod(start, step)
     if size % step == 0 and blocks + length <= size // step:
         # the whole dim split into blocks of ``step``: blocks [blocks, blocks + length), position ``offset`` of each
         block, block_range = node.input, (blocks, blocks + length, size // step)
     else:
         # the positions from ``start`` on, a whole number of blocks: position 0 of each
-        op, attributes = slice_op(symbolic, dim, start, start + length * step)
+        op, attributes = slice_op(x, dim, start, start + length * step)
         block, block_range, offset = rewriter.op_before(node, op, [node.input], **attributes), (0, length, length), 0
     split_shape = (*x.shape[:dim], block_range[2], step, *x.shape[dim + 1:])
     split = view_to(rewriter, node, block, TensorType(x.dtype, split_shape))
     if block_range[:2] != (0, block_range[2]):
-        op, attributes = slice_op(symbolic, dim, *block_range[:2])
+        op, attributes = slice_op(split.type, dim, *block_range[:2])
         split = rewriter.op_before(node, op, [split], **attributes)
-    op, attributes = slice_op(symbolic, dim + 1, offset, offset + 1)
+    op, attributes = slice_op(split.type, dim + 1, offset, offset + 1)
     first = rewriter.op_before(node, op, [split], **attributes)
     rewriter.replace_node(node, [view_to(rewriter, node, first, result)])
     return True

@@ -115,7 +115,6 @@ DYNAMIC_QUANT = (
     "xnnpack.select-as-slice{enable_bf16=false},xnnpack.fold-repeat-into-bmm,"
     "common-subexpression-elimination,xnnpack.bmm-distinct-operands{enable_bf16=false},"
     "xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
-    "xnnpack.index-select-as-slices{enable_bf16=false},xnnpack.step-slice-as-view{enable_bf16=false},"
     "xnnpack.as-strided-as-view{enable_bf16=false},xnnpack.scalar-operands-as-constants,"
     "xnnpack.weight-only-linear-bias,xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.patch-conv-as-matmul,"
     "xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
@@ -165,7 +164,8 @@ def test_the_side_tables_of_before_are_derived_from_the_table():
     assert float_op_passes() == {
         "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.partial-rotary-whole-head",
         "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims", "xnnpack.merge-head-chains",
-        "xnnpack.rotate-half-sign-in-sin", "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
+        "xnnpack.rotate-half-sign-in-sin", "xnnpack.index-select-as-slices", "xnnpack.step-slice-as-view",
+        "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
         "xnnpack.bf16-bmm-f32-output", "xnnpack.bf16-linear-as-f16", "xnnpack.bf16-activations-in-fp32"}
     assert option_passes() == {"bf16_linears_as_f16": "xnnpack.bf16-linear-as-f16",
                                "bf16_activations_in_fp32": "xnnpack.bf16-activations-in-fp32"}
