@@ -277,3 +277,29 @@ def test_bare_drop_in_never_wrong(example):
         assert ours.outside["aten.bmm"] == 2 and "bf16-bmm-f32-output" in report
     else:
         assert ours.outside["aten._native_batch_norm_legit_no_training"] == 1 and "fold-batch-norm" in report
+
+
+class ConvGroupNormSilu(torch.nn.Module):
+    """A bf16 conv, group norm, SiLU (a diffusion U-Net's block): XNNPACK has no group norm, and
+    both partitioners left it outside; xnnpack.layer-norm-in-fp32 computes it in fp32, where it
+    decomposes, and its output is also a graph output."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.GroupNorm(4, 8)
+
+    def forward(self, x):
+        normed = self.norm(self.conv(x))
+        return F.silu(normed), normed
+
+
+def test_bf16_group_norm_runs_in_xnnpack_in_fp32():
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 8, 8, 8, dtype=torch.bfloat16),)
+    ep = torch.export.export(ConvGroupNormSilu().eval().to(torch.bfloat16), inputs)
+    expected, ours = reference(ep, inputs), lower(ep, inputs, "xir", enable_bf16=True)
+    assert ours.outputs is not None, ours.error
+    assert all(o.dtype == torch.bfloat16 for o in ours.outputs)
+    assert ours.err(expected) <= bf16_tolerance(expected)
+    assert ours.delegates == 1 and not ours.outside, ours.partitioner.report()
+    assert "aten.native_group_norm" not in ours.delegated and ours.delegated["aten.rsqrt"] == 1
