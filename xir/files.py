@@ -52,6 +52,11 @@ def check_writable(path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(21, "is a directory", str(path))
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise NotADirectoryError(20, "not a folder", str(folder))
+            break
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=path.parent or ".")
     os.close(fd)
