@@ -114,6 +114,11 @@ def _check(path: Path, file, trust_pickle: bool) -> None:
     except zipfile.BadZipFile as error:
         raise NotAnExportedProgram(path, "it is not a zip archive") from error
     with archive:
+        first = min((info.header_offset for info in archive.infolist()), default=0)
+        if first != 0:  # (a truncated .pt2 ending in its sample inputs: zipfile finds *their* directory)
+            raise BadArchive(path, f"it is truncated or damaged: the zip directory at its end lists members from "
+                                   f"byte {first:,} on ({archive.infolist()[0].filename}: a zip stored inside it?), "
+                                   f"not from its start")
         _check_zip(path, archive)
         members = _members(path, archive, trust_pickle)
         payloads = _payloads(path, archive, members)
