@@ -435,6 +435,8 @@ def _instruments(args) -> list:
         instruments.append(PrintIR("change"))
     if args.dump_dir:
         _not_an_input("--dump-dir", Path(args.dump_dir), [Path(args.model)], folder=True)
+        if Path(args.dump_dir).exists() and not Path(args.dump_dir).is_dir():
+            raise CLIError(f"--dump-dir {args.dump_dir} is a file, not a folder")
         instruments.append(DumpIR(args.dump_dir))
     if args.time_passes:
         instruments.append(TimePasses())
@@ -674,8 +676,6 @@ def _explain(args) -> int:
     if args.dtype == "bf16" and args.quantize:
         raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
     html = _html_target(args.html, path) if args.html else None
-    if getattr(args, "dump_dir", None):
-        _not_an_input("--dump-dir", Path(args.dump_dir), [path], folder=True)
     if _is_ir_text(path):
         return _explain_text(path, args, html)
     args.pipeline = _pipeline(args.pipeline, "--pipeline")

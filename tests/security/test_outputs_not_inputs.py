@@ -55,6 +55,10 @@ def test_dump_dir_does_not_write_over_the_model(model, tmp_path, capsys, monkeyp
     assert status == 2 and line == (f"xir: error: --dump-dir {source} is the input {source}: writing it would "
                                     f"overwrite the input; give another folder"), line
     assert source.read_bytes() == model.read_bytes() and not (tmp_path / "out.pte").exists()
+    other = tmp_path / "notes.txt"
+    other.write_text("notes")
+    status, line = run_cli(["lower", source, "-o", tmp_path / "out.pte", "--dump-dir", other], capsys, monkeypatch)
+    assert status == 2 and line == f"xir: error: --dump-dir {other} is a file, not a folder", line
 
 
 def test_lower_output_under_a_file_names_the_file(model, tmp_path, capsys, monkeypatch):
