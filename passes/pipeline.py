@@ -73,7 +73,19 @@ def make_pass(cls: type[Pass], raw_options: dict[str, str]) -> Pass:
             valid = ", ".join(fields) or "none"
             raise PipelineError(f"pass {cls.name} has no option {key!r}; its options: {valid}")
         values[key] = coerce_option(cls.name, fields[key], text)
-    return cls(**values)
+    try:
+        return cls(**values)
+    except (ValueError, TypeError) as error:  # a validator of the pass's attrs fields
+        if isinstance(error, PipelineError):
+            raise
+        given = ", ".join(f"{key}={text}" for key, text in raw_options.items())
+        raise PipelineError(f"pass {cls.name}: the option(s) {{{given}}} are not valid: {_validator_text(error)}") \
+            from error
+
+
+def _validator_text(error: Exception) -> str:
+    """attrs' "'max_elements' must be >= 0: -5" (its ValueError's first argument)."""
+    return str(error.args[0]) if error.args and isinstance(error.args[0], str) else str(error)
 
 
 def format_pass(p: Pass) -> str:

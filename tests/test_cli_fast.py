@@ -157,9 +157,9 @@ def test_explain_explorer_writes_node_data_and_prints_the_command(folder):
     (["dump", "model.xir", "--dtype", "bf16"], "xir: error: --dtype and --quantize apply to an exported program"),
     # the output is checked before the model is loaded (the model here is not even a program)
     (["lower", "model.xir", "-o", "adir"], "xir: error: cannot write adir: is a directory"),
-    (["lower", "model.xir", "-o", "afile/model.pte"], "xir: error: cannot write afile/model.pte: File exists: afile"),
+    (["lower", "model.xir", "-o", "afile/model.pte"], "xir: error: cannot write afile/model.pte: not a folder: afile"),
     (["explain", "model.xir", "--html", "afile/model.html"],
-     "xir: error: cannot write afile/model.html: File exists: afile"),
+     "xir: error: cannot write afile/model.html: not a folder: afile"),
     # bad IR text, read by dump and by explain
     (["dump", "unbalanced.xir"], "xir: error: unbalanced.xir:3:16: "),
     (["explain", "huge-integer.xir"], "xir: error: huge-integer.xir:3:19: "),

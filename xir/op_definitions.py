@@ -1065,8 +1065,19 @@ define_op("aten.hardtanh", operands=("input",), attributes={"min_val": -1.0, "ma
           infer=same_as_input)
 define_op("aten.clamp", operands=("input",), attributes={"min": None, "max": None}, traits=ELEMENTWISE_PURE,
           infer=same_as_input)
+def _one_of(name: str, choices: tuple):
+    """A check that the enum attribute ``name`` is one of ``choices`` (a string attribute is an
+    enum when torch's schema takes a closed set: another string is no value of it)."""
+    def check(node) -> str | None:
+        value = node.attribute(name)
+        if value not in choices:
+            return f"{name}={value!r} is none of {', '.join(repr(c) for c in choices)}"
+        return None
+    return check
+
+
 define_op("aten.gelu", operands=("input",), attributes={"approximate": "none"}, traits=ELEMENTWISE_PURE,
-          infer=same_as_input)
+          infer=same_as_input, check=_one_of("approximate", ("none", "tanh")))
 define_op("aten.pow", overloads=("Tensor_Scalar",), operands=("input",), attributes={"exponent": REQUIRED},
           traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"exponent": 1})
 # identity and absorbing elements by argument (x + 0, x - 0, x * 1, 1 * x, x / 1, x ** 1; x * 0):

@@ -22,8 +22,8 @@ from .types import ScalarType, Symbol, TensorType, Type
 
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-_NUMBER = re.compile(r"-?(?:inf\b|nan\b|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
-_INT_DIM = re.compile(r"-?\d+$")
+_NUMBER = re.compile(r"-?(?:inf\b|nan\b|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", re.ASCII)
+_INT_DIM = re.compile(r"-?\d+$", re.ASCII)
 _INPUT_KINDS = {kind.value: kind for kind in InputKind}
 _SCALAR_KINDS = {"int", "float", "bool", "none", "opaque"}
 MAX_NESTING = 32  # attribute lists in lists: real programs nest two deep
@@ -315,7 +315,7 @@ class _Parser:
             return value
         number = line.match(_NUMBER)
         if number is not None:
-            if re.fullmatch(r"-?\d+", number):
+            if re.fullmatch(r"-?\d+", number, re.ASCII):
                 return _integer(line, number, start)
             return float(number)
         word = line.match(_IDENT)

@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import contextlib
+import os
+import re
 import sys
 import time
 import traceback
@@ -450,6 +452,9 @@ def _instruments(args) -> list:
     elif args.print_ir_after_change:
         instruments.append(PrintIR("change"))
     if args.dump_dir:
+        _not_an_input("--dump-dir", Path(args.dump_dir), [Path(args.model)], folder=True)
+        if Path(args.dump_dir).exists() and not Path(args.dump_dir).is_dir():
+            raise CLIError(f"--dump-dir {args.dump_dir} is a file, not a folder")
         instruments.append(DumpIR(args.dump_dir))
     if args.time_passes:
         instruments.append(TimePasses())
@@ -476,14 +481,14 @@ def _lower_program(path: Path, prepared: Prepared, args, instruments=()):
 def _lower(args) -> int:
     path = _model_path(args.model)
     out = Path(args.output) if args.output else path.with_suffix(".pte")
-    if out.exists() and out.resolve() == path.resolve():
-        raise CLIError(f"-o {out} would overwrite the input program")
+    _not_an_input("-o", out, [path])
     if args.dtype == "bf16" and args.quantize:
         raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
     args.pipeline = _pipeline(args.pipeline, "--pipeline")
     _writable(out)
+    instruments = _instruments(args)  # (checks --dump-dir before any work)
     prepared = _prepare(path, args)
-    edge, partitioner = _lower_program(path, prepared, args, _instruments(args))
+    edge, partitioner = _lower_program(path, prepared, args, instruments)
     from .harness import delegate_count, delegated_ops, outside_ops, to_buffer
 
     with _step(path.name, "serializing to ExecuTorch", f"serializing {path} failed"):
@@ -498,6 +503,28 @@ def _lower(args) -> int:
     if args.verify:
         return _verify(path, out, buffer, prepared)
     return 0
+
+
+DUMPED = re.compile(r"\d\d+-[\w.-]+\.xir", re.ASCII)  # the names DumpIR writes in --dump-dir
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def _not_an_input(flag: str, target: Path, inputs: list[Path], folder: bool = False) -> None:
+    """Every output flag's check that it does not name a file the command reads (the same path, a
+    link to it, or, for a folder, one of the files written in it): CLIError names both."""
+    for source in inputs:
+        if _same_file(target, source):
+            raise CLIError(f"{flag} {target} is the input {source}: writing it would overwrite the input; "
+                           f"give another {'folder' if folder else 'file'}")
+        if folder and DUMPED.fullmatch(source.name) and _same_file(target, source.parent):
+            raise CLIError(f"{flag} {target} holds the input {source}, a name the IR dumps are written to; "
+                           f"give another folder")
 
 
 def _writable(path: Path) -> Path:
@@ -666,7 +693,7 @@ def _explain(args) -> int:
     path = _model_path(args.model)
     if args.dtype == "bf16" and args.quantize:
         raise CLIError("--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)")
-    html = _html_target(args.html) if args.html else None
+    html = _html_target(args.html, path) if args.html else None
     if _is_ir_text(path):
         return _explain_text(path, args, html)
     args.pipeline = _pipeline(args.pipeline, "--pipeline")
@@ -694,8 +721,9 @@ def _explain(args) -> int:
     return 0
 
 
-def _html_target(text: str) -> Path:
+def _html_target(text: str, source: Path) -> Path:
     html = Path(text)
+    _not_an_input("--html", html, [source])
     if html.is_dir():
         raise CLIError(f"--html {text} is a directory; give the .html file to write")
     return _writable(html)

@@ -12,15 +12,19 @@ does not match as if it did.
 :func:`load_exported_program` reads the archive with :mod:`zipfile` and :mod:`json` first and
 refuses it (:class:`BadArchive`, naming the member and the problem) unless
 
-* no member inflates more than ``MAX_RATIO`` times its compressed size, none holding a tensor
+* no member inflates past ``MAX_MEMBER`` bytes (a JSON member, parsed whole, past ``MAX_JSON``)
+  or more than ``MAX_RATIO`` times its compressed size, none holding a tensor
   inflates past the bytes the tensor's dtype, sizes and strides declare or holds fewer, and every
   member's CRC matches;
+* every symbolic size and guard is a Python expression within small bounds (length, depth, the
+  digits of its numbers, powers and shifts by a written number up to ``MAX_EXPONENT``, no number
+  past ``MAX_BITS``): sympy computes the numbers of a size, the module's call those of a guard;
 * nothing torch would unpickle or load as code is in it (:class:`UntrustedArchive`), and its
   names, symbolic sizes and guards are names, shape expressions and shape checks.
 
 It then loads the program with torch's own readers, minus the sample inputs, which it reads with
 torch's weights-only unpickler (tensors and containers only, no fallback). ``trust_pickle=True``
-(``xir --trust-pickle``) keeps the checks of sizes and CRCs and loads the rest with
+(``xir --trust-pickle``) keeps the checks of sizes, CRCs and bounds and loads the rest with
 ``torch.export.load``: for files the user trusts, since that runs their code.
 """
 
@@ -30,11 +34,14 @@ import ast
 import io
 import json
 import keyword
+import math
 import re
 import zipfile
 from pathlib import Path
 
 MAX_RATIO = 100  # weights compress ~1.1x; torch.export.save stores members uncompressed
+MAX_MEMBER = 1 << 34  # no member inflates past 16 GiB (a weight of a model XNNPACK runs is far smaller)
+MAX_JSON = 1 << 26  # nor a JSON member past 64 MiB (parsed whole; an LLM's model.json is a few MiB)
 SLACK = 1 << 20  # small text members may compress better than MAX_RATIO
 CHUNK = 1 << 20  # members are read this much at a time to check their CRCs
 
@@ -107,10 +114,18 @@ def _check(path: Path, file, trust_pickle: bool) -> None:
     except zipfile.BadZipFile as error:
         raise NotAnExportedProgram(path, "it is not a zip archive") from error
     with archive:
+        first = min((info.header_offset for info in archive.infolist()), default=0)
+        if first != 0:  # (a truncated .pt2 ending in its sample inputs: zipfile finds *their* directory)
+            raise BadArchive(path, f"it is truncated or damaged: the zip directory at its end lists members from "
+                                   f"byte {first:,} on ({archive.infolist()[0].filename}: a zip stored inside it?), "
+                                   f"not from its start")
         _check_zip(path, archive)
         members = _members(path, archive, trust_pickle)
         payloads = _payloads(path, archive, members)
         _check_tensor_sizes(path, members, payloads)
+        for name, info in members.items():
+            if name.startswith("models/") and name.endswith(".json"):
+                _check_bounds(path, info.filename, _read_json(path, archive, info))
         if not trust_pickle:
             _check_content(path, archive, members, payloads)
 
@@ -130,6 +145,10 @@ def _check_zip(path: Path, archive: zipfile.ZipFile, inside: str = "") -> None:
         if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
             raise BadArchive(path, f"member {name}: its sizes in the zip directory disagree "
                                    f"({info.compress_size:,} bytes stored, {info.file_size:,} declared)")
+        limit = MAX_JSON if info.filename.endswith(".json") else MAX_MEMBER
+        if info.file_size > limit:
+            raise BadArchive(path, f"member {name} inflates to {info.file_size:,} bytes, more than the {limit:,} "
+                                   f"xir reads of {'a JSON member' if limit == MAX_JSON else 'a member'}")
         if info.file_size > info.compress_size * MAX_RATIO + SLACK:
             raise BadArchive(path, f"member {name} inflates to {info.file_size:,} bytes from {info.compress_size:,} "
                                    f"(a decompression bomb?)")
@@ -273,6 +292,155 @@ GUARD_ATTRIBUTES = frozenset({"size", "stride", "storage_offset", "dim", "numel"
                               "isnan", "isinf", "inf", "nan", "sym_max", "sym_min", "sym_int", "sym_float", "sym_not",
                               "sym_ite", "sym_sqrt", "sym_sum"})
 GUARD_TEXT = re.compile(r"\w*", re.ASCII)
+
+
+# bounds of a symbolic size or a guard, checked on its syntax tree before sympy or Python sees it:
+# sympify computes the numbers of a symbolic size (``0*7**10**8`` takes minutes, ``10**10**11`` all the
+# memory) and the module's call computes those of its guards
+MAX_EXPRESSION = 10_000  # characters
+MAX_DEPTH = 200  # nesting of its syntax tree
+MAX_LITERAL = 40  # digits of a number written in it
+MAX_EXPONENT = 64  # |n| of a power x**n, Pow(x, n), and the shift of x << n: n is a number written in it
+MAX_BITS = 4096  # bits of any number it computes, a size (a symbol, an input's size) taken as 64 bits
+MAX_PRECISION = 1000  # digits of Float(x, n) and RoundDecimal(x, n)
+POWERS = frozenset({"Pow", "PowByNatural", "FloatPow"})
+PRECISIONS = frozenset({"Float", "RoundDecimal"})
+NUMERAL = re.compile(r"[-+]?(?P<digits>\d*\.?\d*)(?:[eE](?P<exponent>[-+]?\d+))?", re.ASCII)
+
+
+class _Unbounded(Exception):
+    """A symbolic size or a guard past the bounds; its text says which."""
+
+
+def _bounds_problem(text) -> str | None:
+    """None when ``text`` (a symbolic size or a guard) is a Python expression within the bounds
+    above; else the problem. Parsing it is bounded (its length is) and nothing in it is evaluated."""
+    if not isinstance(text, str):
+        return f"{_short(text)} is not text"
+    if len(text) > MAX_EXPRESSION:
+        return f"{_short(text)} is {len(text):,} characters long, more than {MAX_EXPRESSION:,}"
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return f"{_short(text)} is not an expression"
+    try:
+        _bits(tree.body, 1, "value")
+    except _Unbounded as error:
+        return f"{_short(text)} {error}"
+    return None
+
+
+def _exponent(node) -> float:
+    """|n| of an exponent or a shift written as a number (n, -n, p/q) up to MAX_EXPONENT."""
+    value = None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        value = abs(node.value)
+    elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+          and all(isinstance(n, ast.Constant) and type(n.value) is int for n in (node.left, node.right))
+          and node.right.value != 0):
+        value = abs(node.left.value / node.right.value)
+    if value is None or not value <= MAX_EXPONENT:
+        raise _Unbounded(f"raises to a power (or shifts by) {_short(ast.unparse(node))}: only a number up to "
+                         f"{MAX_EXPONENT} is read as one")
+    return value
+
+
+def _literal_bits(value, context: str) -> int:
+    if type(value) is bool or value is None or value is Ellipsis:
+        return 1
+    if type(value) is int:
+        if len(str(abs(value))) > MAX_LITERAL:
+            raise _Unbounded(f"holds a number of more than {MAX_LITERAL} digits")
+        return value.bit_length()
+    if type(value) is float:
+        return max(1, math.frexp(value)[1]) if math.isfinite(value) else 1
+    if type(value) is str:
+        if context not in ("argument", "index"):
+            raise _Unbounded(f"uses the text {_short(value)} as a value")
+        match = NUMERAL.fullmatch(value.strip())
+        if not match or not any(c.isdigit() for c in value):
+            return 1 if len(value) <= 100 else _raise(f"holds the text {_short(value)}, longer than 100 characters")
+        digits, exponent = match.group("digits"), match.group("exponent") or "0"
+        if len(digits) > MAX_LITERAL + 1 or len(exponent.lstrip("+-")) > 3:
+            raise _Unbounded(f"holds the number {_short(value)}: more than {MAX_LITERAL} digits, or an "
+                             f"exponent of more than 3 digits")
+        return int(4 * (len(digits) + abs(int(exponent)))) + 1
+    raise _Unbounded(f"holds the constant {_short(value)}")
+
+
+def _raise(problem: str):
+    raise _Unbounded(problem)
+
+
+def _bits(node, depth: int, context: str) -> int:
+    """An upper bound of the bits of the number ``node`` computes; _Unbounded past the bounds."""
+    if depth > MAX_DEPTH:
+        raise _Unbounded(f"nests deeper than {MAX_DEPTH}")
+    deeper = depth + 1
+    if isinstance(node, ast.Constant):
+        bits = _literal_bits(node.value, context)
+    elif isinstance(node, ast.Name):
+        bits = 64
+    elif isinstance(node, ast.UnaryOp):
+        bits = _bits(node.operand, deeper, "value")
+    elif isinstance(node, ast.BinOp):
+        left = _bits(node.left, deeper, "value")
+        if isinstance(node.op, ast.Pow):
+            bits = int(left * max(1.0, _exponent(node.right))) + 1
+        elif isinstance(node.op, ast.LShift):
+            bits = left + int(_exponent(node.right))
+        else:
+            right = _bits(node.right, deeper, "value")
+            bits = left + right if isinstance(node.op, (ast.Mult, ast.Div, ast.MatMult)) else max(left, right) + 1
+    elif isinstance(node, ast.Call):
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        _bits(node.func, deeper, "callee")
+        args = [_bits(arg, deeper, "argument") for arg in node.args]
+        keywords = {k.arg: k.value for k in node.keywords}
+        args += [_bits(k, deeper, "argument") for k in keywords.values()]
+        if name in POWERS and len(node.args) == 2:
+            bits = int(args[0] * max(1.0, _exponent(node.args[1]))) + 1
+        elif name == "LShift" and len(node.args) == 2:
+            bits = args[0] + int(_exponent(node.args[1]))
+        else:
+            bits = sum(args) + len(args) + 1
+        if name in PRECISIONS:
+            for arg in node.args[1:] + [k for key, k in keywords.items() if key in ("precision", "dps", "ndigits")]:
+                if not (isinstance(arg, ast.Constant) and type(arg.value) is int and abs(arg.value) <= MAX_PRECISION):
+                    raise _Unbounded(f"asks {name} for {_short(ast.unparse(arg))} digits: only a number up to "
+                                     f"{MAX_PRECISION} is read as one")
+    elif isinstance(node, ast.Subscript):
+        _bits(node.value, deeper, "value")
+        _bits(node.slice, deeper, "index")
+        bits = 64
+    elif isinstance(node, ast.Attribute):
+        _bits(node.value, deeper, "value")
+        bits = 64
+    else:  # comparisons, and, or, if-else, tuples, slices
+        children = [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)]
+        bits = max([_bits(child, deeper, "value") for child in children], default=1) + 1
+    if bits > MAX_BITS:
+        raise _Unbounded(f"computes {_short(ast.unparse(node))}, a number of more than {MAX_BITS} bits")
+    return bits
+
+
+def _check_bounds(path: Path, member: str, program) -> None:
+    """The bounds of every symbolic size and guard of a program's JSON (checked whether the file is
+    trusted or not: sympy and the guards compute their numbers either way)."""
+    if not isinstance(program, dict):
+        raise BadArchive(path, f"member {member} is not the JSON of an exported program")
+    for key, value in _fields(program):
+        if key == "expr_str":
+            problem = _bounds_problem(value)
+            if problem:
+                raise BadArchive(path, f"member {member}: the symbolic size {problem}")
+    guards = program.get("guards_code") or []
+    for guard in guards if isinstance(guards, list) else [guards]:
+        problem = _bounds_problem(guard)
+        if problem:
+            raise BadArchive(path, f"member {member}: the guard {problem}")
 
 
 def _check_content(path: Path, archive: zipfile.ZipFile, members: dict, payloads: list) -> None:

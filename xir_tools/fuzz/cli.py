@@ -361,7 +361,12 @@ def read_journal(path: Path, lenient: bool = False) -> tuple[dict, list[dict]]:
         raise CampaignError(f"{path} line 1 is not a campaign journal's header") from None
     entries = []
     for number, line in enumerate(lines[1:], 2):
-        entry = _journal_entry(line)
+        try:
+            entry = _journal_entry(line)
+        except CampaignError as error:
+            if lenient:
+                continue
+            raise CampaignError(f"{path} line {number}: {error}") from None
         if entry is not None:
             entries.append(entry)
         elif number == len(lines):
@@ -373,8 +378,11 @@ def read_journal(path: Path, lenient: bool = False) -> tuple[dict, list[dict]]:
 
 
 def _journal_entry(line: str) -> dict | None:
-    """A journal line as its entry: a record of a known kind, an integer seed, a label and the
-    sides' results (objects or null), and a program (an object or null); None when it is not."""
+    """A journal line as its entry: a record of a known kind, an integer seed and the sides'
+    results (objects or null), and a program (an object or null); None when it is not JSON of that
+    shape. The record's label is rebuilt from the sides' statuses; a status outside CLASSES, or
+    another field of the wrong type, raises CampaignError (a journal is data anyone may have
+    edited: its label and statuses become file names and text of the repros)."""
     try:
         entry = json.loads(line)
         record = entry["record"]
@@ -383,7 +391,32 @@ def _journal_entry(line: str) -> dict | None:
                  and isinstance(entry.get("program"), (dict, type(None))))
     except (json.JSONDecodeError, KeyError, TypeError):
         return None
-    return entry if valid else None
+    if not valid:
+        return None
+    where = f"the record of {record['kind']} seed {record['seed']}"
+    for side in SIDES:
+        result = record.get(side)
+        if result is None:
+            continue
+        if result.get("status") not in CLASSES:
+            raise CampaignError(f"{where}: its {side} status {_quoted(result.get('status'))} is none of "
+                                f"{', '.join(CLASSES)}")
+        for name, kinds in RESULT_FIELDS.items():
+            if result.get(name) is not None and not isinstance(result[name], kinds):
+                raise CampaignError(f"{where}: its {side} {name} {_quoted(result[name])} is not a "
+                                    f"{' or '.join(k.__name__ for k in kinds)}")
+    rebuilt = label({side: record.get(side) for side in SIDES})
+    record["label"] = rebuilt  # (not the journal's own: it becomes a file name)
+    return entry
+
+
+# the types of the fields of a journal's results that repros and the report format
+RESULT_FIELDS = {"error": (str,), "max_err": (int, float), "ratio": (int, float)}
+
+
+def _quoted(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def built_program(kind: str, seed: int, args) -> dict:

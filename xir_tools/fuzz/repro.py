@@ -13,7 +13,12 @@ from xir.files import write_atomic
 
 from .. import harness
 from . import case
-from .program import Program
+from .program import KINDS, Program
+
+# the closed sets a repro's name and docstring are made of (a journal read back by --resume is data:
+# a label or a status outside them is refused, never placed in a file name or in Python source)
+LABELS = ("ok", "xir-own", "shared", "stock-only", "invalid")
+STATUSES = ("ok", *case.FAILURE_CLASSES, "invalid", "harness-error")
 
 MAIN = '''
 # ================================================================== running this case
@@ -73,8 +78,8 @@ def _clean(text: str) -> str:
 
 
 def _label_text(label: str) -> str:
-    return {"xir-own": "xir's own failure (stock ok)", "shared": "shared failure (stock fails too)",
-            "stock-only": "stock fails, xir ok", "ok": "both ok"}.get(label, label)
+    return _clean({"xir-own": "xir's own failure (stock ok)", "shared": "shared failure (stock fails too)",
+            "stock-only": "stock fails, xir ok", "ok": "both ok"}.get(label, label))
 
 
 def case_source() -> str:
@@ -136,8 +141,17 @@ def repro_source(program: Program, outcome: dict, label: str, original: Program 
 
 
 def repro_name(program: Program, outcome: dict, label: str) -> str:
+    """``KIND-seedSEED-LABEL-STATUS.py``; each part from its closed set (ValueError names the one
+    that is not: it would otherwise be a path, or text, from a journal anyone may have edited)."""
     xir = (outcome.get("xir") or {}).get("status", "x")
     stock = (outcome.get("stock") or {}).get("status", "x")
+    if program.kind not in KINDS or type(program.seed) is not int:
+        raise ValueError(f"a repro of kind {program.kind!r}, seed {program.seed!r}: not a kind and an integer seed")
+    if label not in LABELS:
+        raise ValueError(f"a repro labelled {label!r}: the label is none of {', '.join(LABELS)}")
+    for side, status in (("xir", xir), ("stock", stock)):
+        if status != "x" and status not in STATUSES:
+            raise ValueError(f"a repro whose {side} status is {status!r}: none of {', '.join(STATUSES)}")
     status = xir if label != "stock-only" else f"stock-{stock}"
     return f"{program.kind}-seed{program.seed}-{label}-{status}.py"
 
@@ -145,8 +159,15 @@ def repro_name(program: Program, outcome: dict, label: str) -> str:
 def write_repro(out_dir: str | Path, program: Program, outcome: dict, label: str, original: Program | None = None,
                 timeout: float = 600.0, xir_options: dict | None = None) -> Path:
     """Write the repro file of ``program`` in ``out_dir`` (atomically: an earlier repro of the same
-    name stays whole if the write fails); returns its path."""
+    name stays whole if the write fails); returns its path. The file is in ``out_dir`` itself
+    (ValueError otherwise), whatever the outcome and label say."""
     out = Path(out_dir)
+    name = repro_name(program, outcome, label)
+    target = out / name
+    if Path(name).name != name or target.parent != out:
+        raise ValueError(f"the repro name {name!r} is not a file name in {out}")
     out.mkdir(parents=True, exist_ok=True)
+    if target.resolve().parent != out.resolve():
+        raise ValueError(f"the repro {target} would be written outside {out}")
     text = repro_source(program, outcome, label, original, timeout, xir_options)
-    return write_atomic(out / repro_name(program, outcome, label), text)
+    return write_atomic(target, text)
