@@ -50,6 +50,7 @@ WARM_UP = """graph @g {
 SCRIPT = """
 import json, resource, sys
 import torch
+import lowering  # (declares the backend's passes, fold-constants among them)
 import xir
 from passes import PassFailure, PassManager
 
