@@ -52,8 +52,17 @@ def _timed_partition(partitioner, sink: list):
 def lower_once(ep, inputs, which: str, enable_bf16: bool):
     """Lower ``ep`` with one partitioner; returns a dict of measurements (never raises)."""
     from passes import TimePasses
-    from xir_tools.harness import (LoadError, delegate_count, delegated_ops, load_method, lower_edge, make_partitioner,
-                                   outside_ops, run_method, to_buffer)
+    from xir_tools.harness import (
+        LoadError,
+        delegate_count,
+        delegated_ops,
+        load_method,
+        lower_edge,
+        make_partitioner,
+        outside_ops,
+        run_method,
+        to_buffer,
+    )
 
     record = {"which": which, "partition_s": None, "lower_s": None, "passes": "", "error": None}
     partition_times: list = []
@@ -69,7 +78,9 @@ def lower_once(ep, inputs, which: str, enable_bf16: bool):
         record["xir_steps"] = dict(getattr(partitioner, "timings", {}))
         record["xir_counts"] = dict(getattr(partitioner, "step_counts", {}))
         if timer.rows:
-            record["passes"] = ", ".join(f"{name} {seconds * 1e3:.0f}ms" for name, seconds, _ in timer.rows if seconds > 5e-4)
+            record["passes"] = ", ".join(
+                f"{name} {seconds * 1e3:.0f}ms" for name, seconds, _ in timer.rows if seconds > 5e-4
+            )
         inside, outside = delegated_ops(edge), outside_ops(edge)
         record.update(inside=inside, outside=outside, delegates=delegate_count(edge))
         start = time.perf_counter()
@@ -95,8 +106,10 @@ def measure_model(name, ep, inputs, reference, enable_bf16, lowerings=1):
     for turn in range(max(1, lowerings)):
         for which in ("stock", "xir") if turn % 2 == 0 else ("xir", "stock"):
             tries[which].append(lower_once(ep, inputs, which, enable_bf16))
-    results = [min(tries[which], key=lambda r: r["lower_s"] if r["lower_s"] is not None else math.inf)
-               for which in ("stock", "xir")]
+    results = [
+        min(tries[which], key=lambda r: r["lower_s"] if r["lower_s"] is not None else math.inf)
+        for which in ("stock", "xir")
+    ]
     for r in results:  # (and the fastest serialization of the same program)
         serialized = [t["to_executorch_s"] for t in tries[r["which"]] if t.get("to_executorch_s") is not None]
         if serialized:
@@ -113,9 +126,11 @@ def alternative_rows(module, inputs) -> tuple[list[dict], dict]:
     from bench import alternatives
 
     rows, runners = [], {}
-    for which, make in (("eager 1 thread", lambda: alternatives.eager_runner(module, inputs, 1)),
-                        (f"eager {alternatives.CORES} threads", lambda: alternatives.eager_runner(module, inputs, alternatives.CORES)),
-                        ("onnxruntime", lambda: alternatives.onnxruntime_runner(module, inputs))):
+    for which, make in (
+        ("eager 1 thread", lambda: alternatives.eager_runner(module, inputs, 1)),
+        (f"eager {alternatives.CORES} threads", lambda: alternatives.eager_runner(module, inputs, alternatives.CORES)),
+        ("onnxruntime", lambda: alternatives.onnxruntime_runner(module, inputs)),
+    ):
         runner, error = make()
         rows.append({"which": which, "latency_s": None, "error": error})
         if runner is not None:
@@ -130,8 +145,11 @@ def time_all(results: list[dict], runners: dict, inputs, runs: int) -> None:
 
     from bench import alternatives
 
-    programs = {r["which"]: ((lambda method=r["method"]: method.execute(list(inputs))), nullcontext())
-                for r in results if "method" in r}
+    programs = {
+        r["which"]: ((lambda method=r["method"]: method.execute(list(inputs))), nullcontext())
+        for r in results
+        if "method" in r
+    }
     latencies = alternatives.interleaved({**programs, **runners}, runs)
     for r in results:
         if r["which"] in latencies:
@@ -152,8 +170,22 @@ def _outside_kinds(r) -> str:
     return ", ".join(f"{k} x{v}" if v > 1 else k for k, v in kinds.most_common(6)) + (" ..." if len(kinds) > 6 else "")
 
 
-LOWERING_HEADER = ("model", "dtype", "partitioner", "export", "lower", "ExecuTorch's", "xir import", "xir plan",
-                   "xir passes", "xir write-back", "xir tags", "to_executorch", "whole", "xir share")
+LOWERING_HEADER = (
+    "model",
+    "dtype",
+    "partitioner",
+    "export",
+    "lower",
+    "ExecuTorch's",
+    "xir import",
+    "xir plan",
+    "xir passes",
+    "xir write-back",
+    "xir tags",
+    "to_executorch",
+    "whole",
+    "xir share",
+)
 
 
 def _lowering_row(name, label, r, export_s) -> tuple:
@@ -167,15 +199,38 @@ def _lowering_row(name, label, r, export_s) -> tuple:
         times = f" x{counts[key]}" if counts.get(key, 0) > 1 else ""
         return f"{steps.get(key, 0.0):.2f}{times}"
 
-    return (name, label, r["which"], f"{export_s:.1f}", f"{r['lower_s']:.1f}", f"{r['lower_s'] - own:.1f}",
-            step("import"), step("plan"), step("passes"), step("write-back"), step("tags"),
-            "-" if r.get("to_executorch_s") is None else f"{r['to_executorch_s']:.1f}", f"{whole:.1f}",
-            f"{100 * own / whole:.0f}%" if r["which"] == "xir" else "-")
+    return (
+        name,
+        label,
+        r["which"],
+        f"{export_s:.1f}",
+        f"{r['lower_s']:.1f}",
+        f"{r['lower_s'] - own:.1f}",
+        step("import"),
+        step("plan"),
+        step("passes"),
+        step("write-back"),
+        step("tags"),
+        "-" if r.get("to_executorch_s") is None else f"{r['to_executorch_s']:.1f}",
+        f"{whole:.1f}",
+        f"{100 * own / whole:.0f}%" if r["which"] == "xir" else "-",
+    )
 
 
 def print_table(rows, header=None):
-    header = header or ("model", "dtype", "runs on", "partition ms", "lower s", "coverage", "delegates", "latency ms",
-                        "xir/this", "max err", "left outside / failure")
+    header = header or (
+        "model",
+        "dtype",
+        "runs on",
+        "partition ms",
+        "lower s",
+        "coverage",
+        "delegates",
+        "latency ms",
+        "xir/this",
+        "max err",
+        "left outside / failure",
+    )
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
@@ -207,7 +262,9 @@ def run_zoo(args):
                 export_s = time.perf_counter() - start
                 reference = ep.module()(*inputs)
             except Exception as e:
-                rows.append((model.name, label, "-", "-", "-", "-", "-", "-", "-", "-", f"export failed: {str(e)[:60]}"))
+                rows.append(
+                    (model.name, label, "-", "-", "-", "-", "-", "-", "-", "-", f"export failed: {str(e)[:60]}")
+                )
                 continue
             reference = list(reference) if isinstance(reference, (list, tuple)) else [reference]
             print(f"[{model.name} {label}] lowering with stock and xir ...", file=sys.stderr, flush=True)
@@ -222,27 +279,58 @@ def run_zoo(args):
             for r in results[:2]:
                 if r.get("lower_s") is not None:
                     lowering_rows.append(_lowering_row(model.name, label, r, export_s))
-            wholes = [export_s + r["lower_s"] + (r.get("to_executorch_s") or 0.0) for r in results[:2]
-                      if r.get("lower_s") is not None and r.get("to_executorch_s") is not None]
+            wholes = [
+                export_s + r["lower_s"] + (r.get("to_executorch_s") or 0.0)
+                for r in results[:2]
+                if r.get("lower_s") is not None and r.get("to_executorch_s") is not None
+            ]
             if len(wholes) == 2:
-                lowering_summary.append((f"{model.name} {label}", wholes[1] / wholes[0],
-                                         sum((results[1].get("xir_steps") or {}).values()) / wholes[1]))
+                lowering_summary.append(
+                    (
+                        f"{model.name} {label}",
+                        wholes[1] / wholes[0],
+                        sum((results[1].get("xir_steps") or {}).values()) / wholes[1],
+                    )
+                )
             for r in results:
                 latency = r.get("latency_s")
                 ratio = f"{xir_latency / latency:.2f}" if r["which"] != "xir" and latency and xir_latency else ""
                 if r["which"] not in ("stock", "xir"):
-                    rows.append((model.name, label, r["which"], "-", "-", "-", "-",
-                                 "-" if latency is None else f"{latency * 1e3:.2f}", ratio, "-", r["error"] or ""))
+                    rows.append(
+                        (
+                            model.name,
+                            label,
+                            r["which"],
+                            "-",
+                            "-",
+                            "-",
+                            "-",
+                            "-" if latency is None else f"{latency * 1e3:.2f}",
+                            ratio,
+                            "-",
+                            r["error"] or "",
+                        )
+                    )
                     if latency and xir_latency:
                         summary.setdefault(r["which"], []).append(xir_latency / latency)
                     continue
                 if r["which"] == "stock" and latency and xir_latency:
                     summary.setdefault("stock", []).append(xir_latency / latency)
-                rows.append((model.name, label, r["which"],
-                             "-" if r["partition_s"] is None else f"{r['partition_s'] * 1e3:.0f}",
-                             "-" if r["lower_s"] is None else f"{r['lower_s']:.1f}", _coverage(r), str(r.get("delegates", "-")),
-                             "-" if latency is None else f"{latency * 1e3:.2f}", ratio,
-                             "-" if "max_err" not in r else f"{r['max_err']:.2g}", r["error"] or _outside_kinds(r)))
+                rows.append(
+                    (
+                        model.name,
+                        label,
+                        r["which"],
+                        "-" if r["partition_s"] is None else f"{r['partition_s'] * 1e3:.0f}",
+                        "-" if r["lower_s"] is None else f"{r['lower_s']:.1f}",
+                        _coverage(r),
+                        str(r.get("delegates", "-")),
+                        "-" if latency is None else f"{latency * 1e3:.2f}",
+                        ratio,
+                        "-" if "max_err" not in r else f"{r['max_err']:.2g}",
+                        r["error"] or _outside_kinds(r),
+                    )
+                )
                 if r["which"] == "xir" and r["passes"]:
                     pass_lines.append(f"{model.name} {label}: {r['passes']}")
     print_table(rows)
@@ -253,18 +341,22 @@ def run_zoo(args):
             faster = sum(1 for r in ratios if r < 1)
             print(f"  vs {which:<18} median {ratios[len(ratios) // 2]:.2f}, xir faster on {faster} of {len(ratios)}")
     if lowering_rows:
-        print("\nlowering time, seconds: export (torch.export), lower (to_edge_transform_and_lower: ExecuTorch's steps\n"
-              "and, for xir, its own: import to IR x times, plan x times, passes, write-back, tags), to_executorch\n"
-              "(and serialization); xir share = xir's own steps over the whole")
+        print(
+            "\nlowering time, seconds: export (torch.export), lower (to_edge_transform_and_lower: ExecuTorch's steps\n"
+            "and, for xir, its own: import to IR x times, plan x times, passes, write-back, tags), to_executorch\n"
+            "(and serialization); xir share = xir's own steps over the whole"
+        )
         print_table(lowering_rows, LOWERING_HEADER)
     if lowering_summary:
         ratios = sorted(ratio for _, ratio, _ in lowering_summary)
         slower = [f"{name} {ratio:.2f}x" for name, ratio, _ in lowering_summary if ratio > 1]
         share = max(share for _, _, share in lowering_summary)
-        print(f"\nlowering targets (each partitioner's fastest of {args.lowerings} lowerings, in turns): xir's whole over stock's "
-              f"median {ratios[len(ratios) // 2]:.2f}, <= 1 on {len(ratios) - len(slower)} of {len(ratios)}"
-              f"{' (over: ' + ', '.join(slower) + ')' if slower else ''} [target: all]; xir's own share at most "
-              f"{100 * share:.0f}% [target: <= 10%]")
+        print(
+            f"\nlowering targets (each partitioner's fastest of {args.lowerings} lowerings, in turns): xir's whole over stock's "
+            f"median {ratios[len(ratios) // 2]:.2f}, <= 1 on {len(ratios) - len(slower)} of {len(ratios)}"
+            f"{' (over: ' + ', '.join(slower) + ')' if slower else ''} [target: all]; xir's own share at most "
+            f"{100 * share:.0f}% [target: <= 10%]"
+        )
     if pass_lines:
         print("\nxir's rewrite passes (time per pass, over 0.5 ms):")
         for line in pass_lines:
@@ -283,8 +375,10 @@ def run_scaling(args):
     header = f"{'stack':<10} {'blocks':>6} {'nodes':>6} {'stock ms':>9} {'xir ms':>8} {'xir/stock':>9}"
     print(header)
     print("-" * len(header))
-    for name, make, inputs in (("linear", LinearStack, lambda: (torch.randn(4, 32),)),
-                               ("conv", ConvStack, lambda: (torch.randn(1, 8, 8, 8),))):
+    for name, make, inputs in (
+        ("linear", LinearStack, lambda: (torch.randn(4, 32),)),
+        ("conv", ConvStack, lambda: (torch.randn(1, 8, 8, 8),)),
+    ):
         points = {"stock": [], "xir": []}
         for blocks in sizes:
             print(f"[scaling {name} x{blocks}] ...", file=sys.stderr, flush=True)
@@ -298,8 +392,10 @@ def run_scaling(args):
                 partitioner.partition(program)
                 measured[which] = time.perf_counter() - start
                 points[which].append((nodes, measured[which]))
-            print(f"{name:<10} {blocks:>6} {nodes:>6} {measured['stock'] * 1e3:>9.1f} {measured['xir'] * 1e3:>8.1f} "
-                  f"{measured['xir'] / measured['stock']:>9.2f}")
+            print(
+                f"{name:<10} {blocks:>6} {nodes:>6} {measured['stock'] * 1e3:>9.1f} {measured['xir'] * 1e3:>8.1f} "
+                f"{measured['xir'] / measured['stock']:>9.2f}"
+            )
         for which in ("stock", "xir"):
             print(f"  {name} {which}: time grows as nodes^{_exponent(points[which]):.2f}")
 
@@ -316,8 +412,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small models and sizes: a few minutes on 2 cores")
     parser.add_argument("--only", nargs="*", help="zoo models to run (llama vit siglip bert resnet mobilenetv2)")
     parser.add_argument("--runs", type=int, default=None, help="timed warm runs per program (default 20, quick 10)")
-    parser.add_argument("--lowerings", type=int, default=3,
-                        help="lowerings per partitioner and program, in turns; the fastest is reported (default 3)")
+    parser.add_argument(
+        "--lowerings",
+        type=int,
+        default=3,
+        help="lowerings per partitioner and program, in turns; the fastest is reported (default 3)",
+    )
     parser.add_argument("--no-scaling", action="store_true")
     parser.add_argument("--no-zoo", action="store_true")
     parser.add_argument("--no-alternatives", action="store_true", help="without the eager and ONNX Runtime rows")

@@ -37,6 +37,7 @@ class Threads:
 def eager_runner(module, inputs, threads: int):
     """``(run, setting)``: ``run`` calls ``module`` on ``inputs`` without autograd; ``setting``, a
     context manager, runs torch on ``threads`` threads. (None, why) if the module fails."""
+
     def run():
         with torch.no_grad():
             return module(*inputs)
@@ -78,7 +79,7 @@ def interleaved(runners: dict, runs: int, block: int = 2, settle: float = 0.05) 
     times: dict = {name: [] for name in names}
     rounds = max(1, -(-runs // block))
     for turn in range(rounds):
-        for name in names[turn % len(names):] + names[:turn % len(names)]:
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
             run, setting = runners[name]
             with setting:
                 run()  # (untimed: the switch from the other runtime's threads)

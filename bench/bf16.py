@@ -24,10 +24,12 @@ import torch
 
 warnings.filterwarnings("ignore")
 
-CONFIGS = (("fp32", torch.float32, {}),
-           ("bf16", torch.bfloat16, {"enable_bf16": True}),
-           ("bf16 activations in fp32", torch.bfloat16, {"enable_bf16": True, "bf16_activations_in_fp32": True}),
-           ("bf16 linears as f16", torch.bfloat16, {"enable_bf16": True, "bf16_linears_as_f16": True}))
+CONFIGS = (
+    ("fp32", torch.float32, {}),
+    ("bf16", torch.bfloat16, {"enable_bf16": True}),
+    ("bf16 activations in fp32", torch.bfloat16, {"enable_bf16": True, "bf16_activations_in_fp32": True}),
+    ("bf16 linears as f16", torch.bfloat16, {"enable_bf16": True, "bf16_linears_as_f16": True}),
+)
 
 
 def measure(model, runs: int) -> list[dict]:
@@ -93,25 +95,49 @@ def main(argv=None) -> int:
             ratio = r["ms"] / fp32_ms if fp32_ms and "ms" in r else None
             if ratio is not None and r["label"] != "fp32":
                 ratios.setdefault(r["label"], []).append((model.name, ratio))
-            table.append((model.name, r["label"], "-" if "ms" not in r else f"{r['ms']:.3f}",
-                          "-" if ratio is None else f"{ratio:.2f}",
-                          "-" if "err_eager" not in r else f"{r['err_eager']:.2g}",
-                          "-" if "err_fp32" not in r else f"{r['err_fp32']:.2g}",
-                          "-" if "eager_err_fp32" not in r or r["label"] == "fp32" else f"{r['eager_err_fp32']:.2g}",
-                          "-" if "size" not in r else f"{r['size'] / 1024:.0f}", str(r.get("delegates", "-")),
-                          r.get("error", "")))
-    print(f"xir's programs, bf16 against fp32 ({args.runs} interleaved rounds, median; errors: max |program - eager "
-          "bf16|, max |program - fp32 model|, and eager bf16's own max |eager bf16 - fp32 model|)")
-    print_table(table, ("model", "program", "ms", "/fp32", "err vs eager", "err vs fp32", "eager bf16 vs fp32",
-                        "pte KB", "delegates", "failure"))
+            table.append(
+                (
+                    model.name,
+                    r["label"],
+                    "-" if "ms" not in r else f"{r['ms']:.3f}",
+                    "-" if ratio is None else f"{ratio:.2f}",
+                    "-" if "err_eager" not in r else f"{r['err_eager']:.2g}",
+                    "-" if "err_fp32" not in r else f"{r['err_fp32']:.2g}",
+                    "-" if "eager_err_fp32" not in r or r["label"] == "fp32" else f"{r['eager_err_fp32']:.2g}",
+                    "-" if "size" not in r else f"{r['size'] / 1024:.0f}",
+                    str(r.get("delegates", "-")),
+                    r.get("error", ""),
+                )
+            )
+    print(
+        f"xir's programs, bf16 against fp32 ({args.runs} interleaved rounds, median; errors: max |program - eager "
+        "bf16|, max |program - fp32 model|, and eager bf16's own max |eager bf16 - fp32 model|)"
+    )
+    print_table(
+        table,
+        (
+            "model",
+            "program",
+            "ms",
+            "/fp32",
+            "err vs eager",
+            "err vs fp32",
+            "eager bf16 vs fp32",
+            "pte KB",
+            "delegates",
+            "failure",
+        ),
+    )
     print("\nbf16 over fp32, CNNs and encoders (target <= 1.0; the decoder, llama, is bench.llm's):")
     for label, pairs in ratios.items():
         kept = [(name, ratio) for name, ratio in pairs if name != "llama"]
         if not kept:
             continue
         over = [f"{name} {ratio:.2f}" for name, ratio in kept if ratio > 1.0]
-        print(f"  {label:<26} median {sorted(r for _, r in kept)[len(kept) // 2]:.2f}, <= 1.0 on "
-              f"{len(kept) - len(over)} of {len(kept)}" + (f" (over: {', '.join(over)})" if over else ""))
+        print(
+            f"  {label:<26} median {sorted(r for _, r in kept)[len(kept) // 2]:.2f}, <= 1.0 on "
+            f"{len(kept) - len(over)} of {len(kept)}" + (f" (over: {', '.join(over)})" if over else "")
+        )
     return 0
 
 

@@ -32,9 +32,15 @@ warnings.filterwarnings("ignore")
 DECODERS = ("llama", "qwen2", "gemma", "phi3")
 ENCODERS = ("bert", "vit", "siglip")
 QUICK_MODELS = ("llama", "qwen2", "bert")  # --quick without --only
-DTYPES = {"float32": ("fp32", torch.float32), "bfloat16": ("bf16", torch.bfloat16),
-          "8da4w": ("8da4w", torch.float32), "8da8w": ("8da8w", torch.float32), "8da8w-g32": ("8da8w-g32", torch.float32),
-          "8w": ("8w", torch.float32), "bf16-f16": ("bf16-f16", torch.bfloat16)}
+DTYPES = {
+    "float32": ("fp32", torch.float32),
+    "bfloat16": ("bf16", torch.bfloat16),
+    "8da4w": ("8da4w", torch.float32),
+    "8da8w": ("8da8w", torch.float32),
+    "8da8w-g32": ("8da8w-g32", torch.float32),
+    "8w": ("8w", torch.float32),
+    "bf16-f16": ("bf16-f16", torch.bfloat16),
+}
 # dtypes lowered by xir alone, with these XnnpackPartitioner options (stock has no such option):
 # "bf16-f16" is the bf16 model with bf16_linears_as_f16 (its linears run as XNNPACK's fp16 GEMM)
 XIR_ONLY = {"bf16-f16": {"bf16_linears_as_f16": True}}
@@ -80,8 +86,15 @@ def decoder_config(name: str, s: Sizes, **overrides):
     (``overrides``: more config fields, e.g. Phi-3's ``partial_rotary_factor``)."""
     import transformers
 
-    common = dict(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate, num_hidden_layers=s.layers,
-                  num_attention_heads=s.heads, max_position_embeddings=2 * s.cache, **overrides)
+    common = dict(
+        vocab_size=s.vocab,
+        hidden_size=s.hidden,
+        intermediate_size=s.intermediate,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        max_position_embeddings=2 * s.cache,
+        **overrides,
+    )
     if name == "llama":
         return transformers.LlamaConfig(num_key_value_heads=s.heads, head_dim=s.head_dim, **common)
     if name == "qwen2":
@@ -89,7 +102,9 @@ def decoder_config(name: str, s: Sizes, **overrides):
     if name == "gemma":
         return transformers.GemmaConfig(num_key_value_heads=1, head_dim=s.head_dim, **common)
     if name == "phi3":
-        return transformers.Phi3Config(num_key_value_heads=s.heads, pad_token_id=0, bos_token_id=1, eos_token_id=2, **common)
+        return transformers.Phi3Config(
+            num_key_value_heads=s.heads, pad_token_id=0, bos_token_id=1, eos_token_id=2, **common
+        )
     raise ValueError(f"unknown decoder {name!r}; expected one of {', '.join(DECODERS)}")
 
 
@@ -98,8 +113,9 @@ def build_decoder(name: str, s: Sizes, dtype: torch.dtype, **overrides):
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(decoder_config(name, s, **overrides)).eval().to(dtype)
-    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
-                                               cache_config={"batch_size": 1, "max_cache_len": s.cache})
+    model.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static", cache_config={"batch_size": 1, "max_cache_len": s.cache}
+    )
     return model
 
 
@@ -117,14 +133,22 @@ def quantize_decoder(model, scheme: str):
     weight_dtype, group = QUANT_SCHEMES[scheme]
     granularity = PerGroup(group) if group else PerAxis(0)
     if scheme in WEIGHT_ONLY_SCHEMES:
-        config = IntxWeightOnlyConfig(weight_dtype=getattr(torch, weight_dtype), granularity=granularity,
-                                      intx_choose_qparams_algorithm="hqq_scale_only")
+        config = IntxWeightOnlyConfig(
+            weight_dtype=getattr(torch, weight_dtype),
+            granularity=granularity,
+            intx_choose_qparams_algorithm="hqq_scale_only",
+        )
     else:
-        config = Int8DynamicActivationIntxWeightConfig(weight_dtype=getattr(torch, weight_dtype),
-                                                       weight_granularity=granularity,
-                                                       intx_choose_qparams_algorithm="hqq_scale_only")
-    quantize_(model, config, filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear)
-              and (group == 0 or m.weight.shape[1] % group == 0))
+        config = Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=getattr(torch, weight_dtype),
+            weight_granularity=granularity,
+            intx_choose_qparams_algorithm="hqq_scale_only",
+        )
+    quantize_(
+        model,
+        config,
+        filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and (group == 0 or m.weight.shape[1] % group == 0),
+    )
     return model
 
 
@@ -180,8 +204,16 @@ def _reason(log: str, fallback: str) -> str:
     return (specific or lines or [fallback])[0 if specific else -1]
 
 
-def lower_side(ep, which: str, enable_bf16: bool = False, side: Side | None = None, partitioner=None,
-               compile_config=None, reason=_reason, **options) -> Side:
+def lower_side(
+    ep,
+    which: str,
+    enable_bf16: bool = False,
+    side: Side | None = None,
+    partitioner=None,
+    compile_config=None,
+    reason=_reason,
+    **options,
+) -> Side:
     """Lower ``ep`` with one partitioner (``partitioner``, else stock's or xir's by ``which``,
     timing the whole lowering call), serialize and load it into ``side`` (a new one by default).
     Failures are recorded in ``Side.error`` (a load failure's log told by ``reason``), never raised."""
@@ -190,8 +222,14 @@ def lower_side(ep, which: str, enable_bf16: bool = False, side: Side | None = No
     side = side if side is not None else Side(which)
     try:
         start = time.perf_counter()
-        edge, _ = lower_edge(ep, "stock" if which.startswith("stock") else "xir", partitioner=partitioner,
-                             compile_config=compile_config, enable_bf16=enable_bf16, **options)
+        edge, _ = lower_edge(
+            ep,
+            "stock" if which.startswith("stock") else "xir",
+            partitioner=partitioner,
+            compile_config=compile_config,
+            enable_bf16=enable_bf16,
+            **options,
+        )
         side.lower_s = time.perf_counter() - start
         side.delegates, side.outside = delegate_count(edge), outside_ops(edge)
     except Exception as e:
@@ -258,6 +296,7 @@ def run_interleaved(sides: list[Side], inputs, reference) -> None:
 class Phase:
     """One exported program (decode or prefill) lowered both ways; ``error`` is a failure of the
     export or of the eager reference, which leaves nothing to time or compare."""
+
     sides: list[Side] = field(default_factory=list)
     error: str | None = None
 
@@ -301,7 +340,9 @@ def measure_decode(model, s: Sizes, steps: int, enable_bf16: bool, label: str, x
     return lower_and_run(ep, enable_bf16, label + " decode", runs, xir_only)
 
 
-def measure_prefill(model, s: Sizes, repeats: int, enable_bf16: bool, label: str, xir_only: dict | None = None) -> Phase:
+def measure_prefill(
+    model, s: Sizes, repeats: int, enable_bf16: bool, label: str, xir_only: dict | None = None
+) -> Phase:
     """``s.prefill`` tokens at positions 0..prefill-1, ``repeats`` times (each run rewrites the
     same cache positions, so every run's logits match the eager run's)."""
     try:
@@ -316,6 +357,7 @@ def measure_prefill(model, s: Sizes, repeats: int, enable_bf16: bool, label: str
 class Result:
     """One model at one dtype: the decode and prefill programs (decoders) or the one forward
     program (encoders, in ``decode``)."""
+
     model: str
     dtype: str
     layers: int | None
@@ -436,17 +478,36 @@ def delegation_cells(side: Side | None, layers: int | None) -> tuple[str, str]:
 def decoder_row(result: Result, which: str) -> tuple:
     delegates, outside = delegation_cells(result.decode.side(which), result.layers)
     slash = lambda f: f"{f(result.decode, which)}/{f(result.prefill, which)}"  # noqa: E731
-    return (result.model, result.dtype, which, delegates, outside, _ms_cell(result.decode, which),
-            _ratio(result.decode) if which == "xir" else "", _ms_cell(result.prefill, which),
-            _ratio(result.prefill) if which == "xir" else "", slash(_err_cell), slash(_lower_cell),
-            _failures(result, which))
+    return (
+        result.model,
+        result.dtype,
+        which,
+        delegates,
+        outside,
+        _ms_cell(result.decode, which),
+        _ratio(result.decode) if which == "xir" else "",
+        _ms_cell(result.prefill, which),
+        _ratio(result.prefill) if which == "xir" else "",
+        slash(_err_cell),
+        slash(_lower_cell),
+        _failures(result, which),
+    )
 
 
 def encoder_row(result: Result, which: str) -> tuple:
     delegates, outside = delegation_cells(result.decode.side(which), None)
-    return (result.model, result.dtype, which, delegates, outside, _ms_cell(result.decode, which),
-            _ratio(result.decode) if which == "xir" else "", _err_cell(result.decode, which),
-            _lower_cell(result.decode, which), _failures(result, which))
+    return (
+        result.model,
+        result.dtype,
+        which,
+        delegates,
+        outside,
+        _ms_cell(result.decode, which),
+        _ratio(result.decode) if which == "xir" else "",
+        _err_cell(result.decode, which),
+        _lower_cell(result.decode, which),
+        _failures(result, which),
+    )
 
 
 def print_table(header: tuple, rows: list[tuple]) -> None:
@@ -457,10 +518,32 @@ def print_table(header: tuple, rows: list[tuple]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-DECODER_HEADER = ("model", "dtype", "partitioner", "delegates", "outside", "decode ms", "xir/stock", "prefill ms",
-                  "xir/stock", "max err dec/pre", "lower s dec/pre", "failure")
-ENCODER_HEADER = ("model", "dtype", "partitioner", "delegates", "outside", "forward ms", "xir/stock", "max err",
-                  "lower s", "failure")
+DECODER_HEADER = (
+    "model",
+    "dtype",
+    "partitioner",
+    "delegates",
+    "outside",
+    "decode ms",
+    "xir/stock",
+    "prefill ms",
+    "xir/stock",
+    "max err dec/pre",
+    "lower s dec/pre",
+    "failure",
+)
+ENCODER_HEADER = (
+    "model",
+    "dtype",
+    "partitioner",
+    "delegates",
+    "outside",
+    "forward ms",
+    "xir/stock",
+    "max err",
+    "lower s",
+    "failure",
+)
 
 
 def print_outside(results: list[Result], program: str) -> None:
@@ -517,14 +600,18 @@ def _cross_speed(cross: Cross | None, dtype: str, limit: float) -> str:
 def target_cells(results: list[Result], model: str, cross: Cross | None = None) -> list[tuple[str, str]]:
     """(target, verdict) for one decoder model; the numbers are xir's against the limit (the
     bf16/fp32 ratios from the interleaved loop, ``cross``)."""
-    cells = [("fp32 decode <= 0.8x stock fp32", _speed(results, model, ("fp32", "xir"), ("fp32", "stock"), 0.8)),
-             ("bf16 decode <= 1.2x xir fp32", _cross_speed(cross, "bf16", 1.2)),
-             ("bf16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16", "xir"), ("bf16", "stock"), 0.8)),
-             ("bf16-f16 decode <= 0.7x xir fp32", _cross_speed(cross, "bf16-f16", 0.7)),
-             ("bf16-f16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16-f16", "xir"), ("bf16", "stock"), 0.8))]
+    cells = [
+        ("fp32 decode <= 0.8x stock fp32", _speed(results, model, ("fp32", "xir"), ("fp32", "stock"), 0.8)),
+        ("bf16 decode <= 1.2x xir fp32", _cross_speed(cross, "bf16", 1.2)),
+        ("bf16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16", "xir"), ("bf16", "stock"), 0.8)),
+        ("bf16-f16 decode <= 0.7x xir fp32", _cross_speed(cross, "bf16-f16", 0.7)),
+        ("bf16-f16 decode <= 0.8x stock bf16", _speed(results, model, ("bf16-f16", "xir"), ("bf16", "stock"), 0.8)),
+    ]
     mine = [r for r in results if r.model == model]
     for scheme in dict.fromkeys(r.dtype for r in results if r.dtype in QUANT_SCHEMES):  # at least as fast as stock
-        cells.append((f"{scheme} decode <= 1.0x stock {scheme}", _speed(results, model, (scheme, "xir"), (scheme, "stock"), 1.0)))
+        cells.append(
+            (f"{scheme} decode <= 1.0x stock {scheme}", _speed(results, model, (scheme, "xir"), (scheme, "stock"), 1.0))
+        )
     for result in mine:
         xir, stock = _lower_total(result, "xir"), _lower_total(result, "stock")
         text = f"{_num(xir, '.1f')} vs {_num(stock, '.1f')}"
@@ -544,6 +631,7 @@ CROSS_DTYPES = ("fp32", "bf16", "bf16-f16")
 @dataclass
 class Cross:
     """One model's xir decode programs in CROSS_DTYPES timed interleaved (same token, position)."""
+
     model: str
     ms: dict  # dtype label -> median ms
 
@@ -584,8 +672,14 @@ def print_cross(crosses: list[Cross], steps: int, position: int) -> None:
     rows = []
     for cross in crosses:
         ms = [cross.ms.get(dtype) for dtype in CROSS_DTYPES]
-        rows.append((cross.model, *(_num(v, ".3f") for v in ms), _num(cross.ratio("bf16"), ".2f"),
-                     _num(cross.ratio("bf16-f16"), ".2f")))
+        rows.append(
+            (
+                cross.model,
+                *(_num(v, ".3f") for v in ms),
+                _num(cross.ratio("bf16"), ".2f"),
+                _num(cross.ratio("bf16-f16"), ".2f"),
+            )
+        )
     print_table(header, rows)
 
 
@@ -593,8 +687,10 @@ def print_targets(results: list[Result], crosses: list[Cross] = ()) -> None:
     models = list(dict.fromkeys(r.model for r in results))
     if not models:
         return
-    columns = {model: dict(target_cells(results, model, next((c for c in crosses if c.model == model), None)))
-               for model in models}
+    columns = {
+        model: dict(target_cells(results, model, next((c for c in crosses if c.model == model), None)))
+        for model in models
+    }
     targets = list(dict.fromkeys(t for model in models for t in columns[model]))
     print("\ntargets (xir; decode programs; lowering = decode + prefill):")
     rows = [(target, *(columns[m].get(target, "n/a") for m in models)) for target in targets]
@@ -630,19 +726,29 @@ def _quiet():
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bench.llm", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help=f"tiny 1-layer decoders, few steps, the zoo's quick encoders; only {' '.join(QUICK_MODELS)} "
-                             "unless --only")
-    parser.add_argument("--large", action="store_true",
-                        help="decoders with a 1B-class model's layers (hidden 2048, intermediate 5632; two layers)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"tiny 1-layer decoders, few steps, the zoo's quick encoders; only {' '.join(QUICK_MODELS)} unless --only",
+    )
+    parser.add_argument(
+        "--large",
+        action="store_true",
+        help="decoders with a 1B-class model's layers (hidden 2048, intermediate 5632; two layers)",
+    )
     parser.add_argument("--only", nargs="*", help=f"models to run ({' '.join(DECODERS + ENCODERS)})")
-    parser.add_argument("--dtypes", default="float32,bfloat16,bf16-f16",
-                        help="comma-separated: float32,bfloat16, bf16-f16 (the bf16 model, xir with bf16_linears_as_f16) "
-                             "and the quantized decoders 8da4w (int4 weights in groups "
-                             "of 32), 8da8w (int8 weights per channel), 8da8w-g32 (int8 in groups of 32; XNNPACK cannot), "
-                             "8w (int8 weight-only per channel, fp32 activations)")
+    parser.add_argument(
+        "--dtypes",
+        default="float32,bfloat16,bf16-f16",
+        help="comma-separated: float32,bfloat16, bf16-f16 (the bf16 model, xir with bf16_linears_as_f16) "
+        "and the quantized decoders 8da4w (int4 weights in groups "
+        "of 32), 8da8w (int8 weights per channel), 8da8w-g32 (int8 in groups of 32; XNNPACK cannot), "
+        "8w (int8 weight-only per channel, fp32 activations)",
+    )
     parser.add_argument("--steps", type=int, default=None, help="decode steps (default 32, quick 8)")
-    parser.add_argument("--runs", type=int, default=None, help="timed prefill/encoder runs per program (default 10, quick 3)")
+    parser.add_argument(
+        "--runs", type=int, default=None, help="timed prefill/encoder runs per program (default 10, quick 3)"
+    )
     args = parser.parse_args(argv)
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     unknown = [d for d in args.dtypes if d not in DTYPES] + [m for m in args.only or () if m not in DECODERS + ENCODERS]
@@ -667,13 +773,20 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     warm_up()
     decoders = [run_decoder(m, sizes, d, args.steps, args.runs) for m in DECODERS if wanted(m) for d in args.dtypes]
-    encoders = [run_encoder(m, args.quick, d, args.runs) for m in ENCODERS if wanted(m) for d in args.dtypes
-                if d not in QUANT_SCHEMES]  # (the quantized schemes are the decoders' only)
+    encoders = [
+        run_encoder(m, args.quick, d, args.runs)
+        for m in ENCODERS
+        if wanted(m)
+        for d in args.dtypes
+        if d not in QUANT_SCHEMES
+    ]  # (the quantized schemes are the decoders' only)
     if decoders:
-        print(f"decoders: {sizes.layers} layers, hidden {sizes.hidden}, {sizes.heads} heads of {sizes.head_dim}, "
-              f"vocab {sizes.vocab}, cache {sizes.cache}; decode = median of {args.steps} one-token steps at positions "
-              f"0..{args.steps - 1}, prefill = median of {args.runs} runs of {sizes.prefill} tokens; ms per run, "
-              f"programs run interleaved; max err against eager over all runs")
+        print(
+            f"decoders: {sizes.layers} layers, hidden {sizes.hidden}, {sizes.heads} heads of {sizes.head_dim}, "
+            f"vocab {sizes.vocab}, cache {sizes.cache}; decode = median of {args.steps} one-token steps at positions "
+            f"0..{args.steps - 1}, prefill = median of {args.runs} runs of {sizes.prefill} tokens; ms per run, "
+            f"programs run interleaved; max err against eager over all runs"
+        )
         print_table(DECODER_HEADER, [decoder_row(r, w) for r in decoders for w in _partitioners(r)])
         print_outside(decoders, "decode")
         crosses = cross_dtype_decode(decoders, args.steps, args.steps - 1)

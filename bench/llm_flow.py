@@ -89,27 +89,87 @@ SETS = ("stock", "xir", "dq+xir")
 # bf16_linears_as_f16 (the bf16 linears as XNNPACK's fp16 GEMM), "xir-f32act" xir with
 # bf16_activations_in_fp32 (the delegated bf16 ops computed in fp32)
 EXTRA_SETS = ("xir-f16", "xir-f32act")
-XIR_SET_OPTIONS = {"xir": {}, "xir-f16": {"bf16_linears_as_f16": True}, "xir-f32act": {"bf16_activations_in_fp32": True}}
+XIR_SET_OPTIONS = {
+    "xir": {},
+    "xir-f16": {"bf16_linears_as_f16": True},
+    "xir-f32act": {"bf16_activations_in_fp32": True},
+}
 PREFILLS = (1, 7, 32)
 TIMED_PREFILLS = (7, 64)  # prefill lengths timed (dynamic shapes only)
 SEQUENCE = (7, 16)  # the error over a whole generation: a prefill of 7 tokens, then 16 decode steps
 # tiny random-weight configs of the families the flow ships (params.json as the flow reads it;
 # every linear's input width a multiple of 128, so that group 128 quantizes them all)
 FAMILIES = {
-    "llama3": ("llama3", "Llama 3 2 layers dim 256 (8 heads, 2 KV heads, scaled rope, vocab 512)",
-               dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, vocab_size=512, multiple_of=128, norm_eps=1e-5,
-                    rope_theta=500000.0, use_scaled_rope=True)),
-    "qwen3": ("qwen3_0_6b", "Qwen3 2 layers dim 256 (8 heads of 64, 4 KV heads, q/k RMSNorm before HF rope, vocab 512)",
-              dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=4, head_dim=64, hidden_dim=768, vocab_size=512,
-                   norm_eps=1e-6, rope_theta=1000000.0, use_scaled_rope=False, use_hf_rope=True,
-                   attention_qkv_bias=False, use_qk_norm=True, qk_norm_before_rope=True)),
-    "smollm2": ("smollm2", "SmolLM2 2 layers dim 256 (4 heads of 64, 1 KV head, vocab 512)",
-                dict(dim=256, n_layers=2, n_heads=4, n_kv_heads=1, hidden_dim=768, vocab_size=512, norm_eps=1e-5,
-                     rope_theta=100000.0, use_scaled_rope=False, use_hf_rope=False, attention_qkv_bias=False)),
-    "phi4mini": ("phi_4_mini", "Phi-4-mini 2 layers dim 256 (8 heads, 2 KV heads, partial rotary 0.75, HF rope, vocab 512)",
-                 dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, hidden_dim=768, vocab_size=512, norm_eps=1e-5,
-                      rope_theta=10000.0, use_scaled_rope=False, use_hf_rope=True, partial_rotary_factor=0.75,
-                      attention_qkv_bias=False)),
+    "llama3": (
+        "llama3",
+        "Llama 3 2 layers dim 256 (8 heads, 2 KV heads, scaled rope, vocab 512)",
+        dict(
+            dim=256,
+            n_layers=2,
+            n_heads=8,
+            n_kv_heads=2,
+            vocab_size=512,
+            multiple_of=128,
+            norm_eps=1e-5,
+            rope_theta=500000.0,
+            use_scaled_rope=True,
+        ),
+    ),
+    "qwen3": (
+        "qwen3_0_6b",
+        "Qwen3 2 layers dim 256 (8 heads of 64, 4 KV heads, q/k RMSNorm before HF rope, vocab 512)",
+        dict(
+            dim=256,
+            n_layers=2,
+            n_heads=8,
+            n_kv_heads=4,
+            head_dim=64,
+            hidden_dim=768,
+            vocab_size=512,
+            norm_eps=1e-6,
+            rope_theta=1000000.0,
+            use_scaled_rope=False,
+            use_hf_rope=True,
+            attention_qkv_bias=False,
+            use_qk_norm=True,
+            qk_norm_before_rope=True,
+        ),
+    ),
+    "smollm2": (
+        "smollm2",
+        "SmolLM2 2 layers dim 256 (4 heads of 64, 1 KV head, vocab 512)",
+        dict(
+            dim=256,
+            n_layers=2,
+            n_heads=4,
+            n_kv_heads=1,
+            hidden_dim=768,
+            vocab_size=512,
+            norm_eps=1e-5,
+            rope_theta=100000.0,
+            use_scaled_rope=False,
+            use_hf_rope=False,
+            attention_qkv_bias=False,
+        ),
+    ),
+    "phi4mini": (
+        "phi_4_mini",
+        "Phi-4-mini 2 layers dim 256 (8 heads, 2 KV heads, partial rotary 0.75, HF rope, vocab 512)",
+        dict(
+            dim=256,
+            n_layers=2,
+            n_heads=8,
+            n_kv_heads=2,
+            hidden_dim=768,
+            vocab_size=512,
+            norm_eps=1e-5,
+            rope_theta=10000.0,
+            use_scaled_rope=False,
+            use_hf_rope=True,
+            partial_rotary_factor=0.75,
+            attention_qkv_bias=False,
+        ),
+    ),
 }
 FAMILY = "llama3"
 PARAMS = FAMILIES[FAMILY][2]
@@ -120,8 +180,9 @@ SEED = 0
 # ------------------------------------------------------------------ the flow's model
 
 
-def write_checkpoint(directory: str, use_kv_cache: bool = True, params: dict | None = None,
-                     max_seq_len: int | None = None) -> tuple[str, str]:
+def write_checkpoint(
+    directory: str, use_kv_cache: bool = True, params: dict | None = None, max_seq_len: int | None = None
+) -> tuple[str, str]:
     """params.json and a seeded checkpoint, built with the flow's own constructor
     (``construct_transformer(ModelArgs(...))``, what ``Llama2Model`` builds on the meta device).
     ``params`` defaults to the Llama 3 ``PARAMS``, ``max_seq_len`` to ``MAX_SEQ_LEN``."""
@@ -134,8 +195,15 @@ def write_checkpoint(directory: str, use_kv_cache: bool = True, params: dict | N
     with open(params_path, "w") as f:
         json.dump(params, f)
     torch.manual_seed(SEED)
-    model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len, use_kv_cache=use_kv_cache,
-                                            enable_dynamic_shape=True, **params))
+    model = construct_transformer(
+        ModelArgs(
+            max_seq_len=max_seq_len,
+            max_context_len=max_seq_len,
+            use_kv_cache=use_kv_cache,
+            enable_dynamic_shape=True,
+            **params,
+        )
+    )
     # RMSNorm weights are ones at construction: make them (and everything) non-trivial but sane
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -145,8 +213,9 @@ def write_checkpoint(directory: str, use_kv_cache: bool = True, params: dict | N
     return params_path, checkpoint_path
 
 
-def llm_config(recipe: str, params: str, checkpoint: str, output_dir: str, custom_sdpa: bool, dynamic: bool,
-               family: str = "llama3"):
+def llm_config(
+    recipe: str, params: str, checkpoint: str, output_dir: str, custom_sdpa: bool, dynamic: bool, family: str = "llama3"
+):
     from executorch.extension.llm.export.config.llm_config import DtypeOverride, LlmConfig, ModelType
 
     cfg = LlmConfig()
@@ -292,7 +361,9 @@ class Side:
     details: list = field(default_factory=list)  # full failure texts
     xir_reports: list = field(default_factory=list)
     xir_reasons: list = field(default_factory=list)
-    xir_rewrites: list = field(default_factory=list)  # per xir partitioner: the passes of its pipeline that changed the program
+    xir_rewrites: list = field(
+        default_factory=list
+    )  # per xir partitioner: the passes of its pipeline that changed the program
     err_fp32: float | None = None  # bf16 recipes: max abs error of the generation against the same weights run in fp32
     buffer: bytes | None = None
     decode_method: object = None
@@ -315,7 +386,9 @@ def _fail(side: Side, phase: str, error: BaseException, log: str = "") -> None:
     if side.error is None:
         side.error = f"{phase}: {_first_line(error)}"
     tb = "".join(traceback.format_exception(error))
-    side.details.append(f"{phase} failed: {''.join(tb.splitlines(keepends=True)[-25:])}" + (f"\nruntime stderr:\n{log}" if log else ""))
+    side.details.append(
+        f"{phase} failed: {''.join(tb.splitlines(keepends=True)[-25:])}" + (f"\nruntime stderr:\n{log}" if log else "")
+    )
 
 
 def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None:
@@ -357,10 +430,20 @@ class LinearsOnly(torch.nn.Module):
     def __init__(self, eager: torch.nn.Module):
         super().__init__()
         self.embedding = eager.tok_embeddings
-        self.layers = torch.nn.ModuleList(torch.nn.ModuleList([layer.attention.wq, layer.attention.wk, layer.attention.wv,
-                                                               layer.attention.wo, layer.feed_forward.w1,
-                                                               layer.feed_forward.w3, layer.feed_forward.w2])
-                                          for layer in eager.layers)
+        self.layers = torch.nn.ModuleList(
+            torch.nn.ModuleList(
+                [
+                    layer.attention.wq,
+                    layer.attention.wk,
+                    layer.attention.wv,
+                    layer.attention.wo,
+                    layer.feed_forward.w1,
+                    layer.feed_forward.w3,
+                    layer.feed_forward.w2,
+                ]
+            )
+            for layer in eager.layers
+        )
         self.head = eager.output
 
     def forward(self, tokens, input_pos):
@@ -385,7 +468,9 @@ def lower_linears_only(prepared: Prepared, side: Side, enable_bf16: bool) -> Non
         start = time.perf_counter()
         with torch.no_grad():
             exported = torch.export.export(module, prefill_inputs(7), dynamic_shapes=({1: seq}, None), strict=False)
-        edge = lowering.to_edge_transform_and_lower(exported, partitioner=[lowering.XnnpackPartitioner(enable_bf16=enable_bf16)])
+        edge = lowering.to_edge_transform_and_lower(
+            exported, partitioner=[lowering.XnnpackPartitioner(enable_bf16=enable_bf16)]
+        )
         side.lower_s = time.perf_counter() - start
         from xir_tools.harness import delegate_count, outside_ops
 
@@ -405,8 +490,11 @@ def _collect_reports(side: Side, partitioners, lowering) -> None:
             side.xir_reports.append(p.report())
             side.xir_rewrites.append(sorted(p.rewrites_applied))
             plan = p.last_plan
-            side.xir_reasons.append(Counter((r.node.op, r.rule, r.reason) for r in plan.rejected if is_compute(r.node.op))
-                                    if plan is not None else Counter())
+            side.xir_reasons.append(
+                Counter((r.node.op, r.rule, r.reason) for r in plan.rejected if is_compute(r.node.op))
+                if plan is not None
+                else Counter()
+            )
 
 
 def load(buffer: bytes):
@@ -455,7 +543,9 @@ def time_decode(sides: list[Side], runs: int, prefills: tuple = ()) -> None:
     live = [s for s in sides if s.decode_method is not None]
     _time_interleaved(live, list(decode_inputs(PREFILLS[-1])), runs, lambda s: s.times, warm=3)
     for length in prefills:
-        _time_interleaved(live, list(prefill_inputs(length)), runs, lambda s, n=length: s.prefill_times.setdefault(n, []), warm=1)
+        _time_interleaved(
+            live, list(prefill_inputs(length)), runs, lambda s, n=length: s.prefill_times.setdefault(n, []), warm=1
+        )
     for s in live:
         s.decode_method = None
 
@@ -465,7 +555,9 @@ def _time_interleaved(live: list[Side], inputs: list, runs: int, times, warm: in
     duration appended to ``times(side)``."""
     import random
 
-    for side, durations in zip(live, shuffled_rounds([s.decode_method[1] for s in live], inputs, runs, random.Random(0), warm)):
+    for side, durations in zip(
+        live, shuffled_rounds([s.decode_method[1] for s in live], inputs, runs, random.Random(0), warm)
+    ):
         times(side).extend(durations)
 
 
@@ -492,10 +584,16 @@ def shuffled_rounds(methods: list, inputs: list, rounds: int, rng, warm: int) ->
 def timing_cases() -> dict[str, list]:
     """The inputs ``random_order_rounds`` and ``bench.time_programs`` time: a decode step at position
     32, prefills of 7 and 64 tokens."""
-    return {"decode": list(decode_inputs(32)), "prefill 7": list(prefill_inputs(7)), "prefill 64": list(prefill_inputs(64))}
+    return {
+        "decode": list(decode_inputs(32)),
+        "prefill 7": list(prefill_inputs(7)),
+        "prefill 64": list(prefill_inputs(64)),
+    }
 
 
-def lower_variants(recipe: str, model: str, variants: dict, count: tuple = (), layers: int | None = None) -> dict[str, bytes]:
+def lower_variants(
+    recipe: str, model: str, variants: dict, count: tuple = (), layers: int | None = None
+) -> dict[str, bytes]:
     """The flow's program of ``model`` and ``recipe`` (dynamic shapes, custom SDPA) lowered with each
     of ``variants`` ({name: a function returning the partitioners}): {name: the .pte bytes}. Prints
     how many of each op in ``count`` each program has inside its delegates. ``layers``: the decoder
@@ -512,10 +610,15 @@ def lower_variants(recipe: str, model: str, variants: dict, count: tuple = (), l
         prepared = prepare(llm_config(recipe, params, checkpoint, directory, True, True, model))
         buffers = {}
         for name, partitioners in variants.items():
-            builder = to_edge_transform_and_lower_llama(fresh_builder(prepared.builder), partitioners(), prepared.quantizers)
+            builder = to_edge_transform_and_lower_llama(
+                fresh_builder(prepared.builder), partitioners(), prepared.quantizers
+            )
             inside = delegated_ops(builder.edge_manager)
-            print(f"  {recipe} {name}: inside {sum(inside.values())} ops"
-                  + "".join(f", {op} x{inside[op]}" for op in count), flush=True)
+            print(
+                f"  {recipe} {name}: inside {sum(inside.values())} ops"
+                + "".join(f", {op} x{inside[op]}" for op in count),
+                flush=True,
+            )
             buffers[name] = builder.to_executorch(passes=prepared.additional_passes).export_program.buffer
     return buffers
 
@@ -535,15 +638,25 @@ def random_order_rounds(buffers: dict[str, bytes], rounds: int) -> None:
     names = list(buffers)
     logits = {name: loaded[name][1].execute(cases["prefill 7"])[0].clone() for name in names}
     for name in names[1:]:
-        print(f"  {name}: max |logits - {names[0]}'s| after a prefill of 7: {float((logits[name] - logits[names[0]]).abs().max()):.2g}"
-              f" (max |logits| {float(logits[name].abs().max()):.3g})")
-    print(f"  {'':<12}" + "".join(f"{n + ' ms':>24}" for n in names) + "".join(f"{n + '/' + names[0]:>26}" for n in names[1:]))
+        print(
+            f"  {name}: max |logits - {names[0]}'s| after a prefill of 7: {float((logits[name] - logits[names[0]]).abs().max()):.2g}"
+            f" (max |logits| {float(logits[name].abs().max()):.3g})"
+        )
+    print(
+        f"  {'':<12}"
+        + "".join(f"{n + ' ms':>24}" for n in names)
+        + "".join(f"{n + '/' + names[0]:>26}" for n in names[1:])
+    )
     rng = random.Random(0)
     for case, inputs in cases.items():
         times = dict(zip(names, shuffled_rounds([loaded[n][1] for n in names], inputs, rounds, rng, warm=10)))
         ratios = {n: round_ratio(times[n], times[names[0]]) for n in names[1:]}
-        print(f"  {case:<12}" + "".join(f"{statistics.median(times[n]) * 1e3:>24.3f}" for n in names)
-              + "".join(f"{ratios[n]:>25.2f}x" for n in names[1:]), flush=True)
+        print(
+            f"  {case:<12}"
+            + "".join(f"{statistics.median(times[n]) * 1e3:>24.3f}" for n in names)
+            + "".join(f"{ratios[n]:>25.2f}x" for n in names[1:]),
+            flush=True,
+        )
 
 
 def fresh_process_rounds(buffers: dict[str, bytes], rounds: int, processes: int, threads: int = 0) -> None:
@@ -569,9 +682,24 @@ def time_in_fresh_processes(buffers: dict[str, bytes], rounds: int, processes: i
                 f.write(buffers[name])
         runs = []
         for seed in range(processes):
-            done = subprocess.run([sys.executable, "-m", "bench.time_programs", *paths, "--rounds", str(rounds), "--seed", str(seed),
-                                   "--threads", str(threads)],
-                                  cwd=root, capture_output=True, text=True, timeout=3600)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.time_programs",
+                    *paths,
+                    "--rounds",
+                    str(rounds),
+                    "--seed",
+                    str(seed),
+                    "--threads",
+                    str(threads),
+                ],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=3600,
+            )
             if done.returncode != 0:
                 raise RuntimeError(f"bench.time_programs failed:\n{done.stderr[-3000:]}")
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -582,10 +710,16 @@ def time_in_fresh_processes(buffers: dict[str, bytes], rounds: int, processes: i
 
 
 def print_fresh(names: list[str], runs: list[dict], threads: int, rounds: int, label: str = "") -> None:
-    print(f"  {label}({len(runs)} fresh processes of {rounds} rounds each, {threads} XNNPACK threads; "
-          "ms: the median of the processes' medians; "
-          f"ratio: the median of the processes' per-round ratios, their range in brackets)")
-    print(f"  {'':<12}" + "".join(f"{n + ' ms':>24}" for n in names) + "".join(f"{n + '/' + names[0]:>30}" for n in names[1:]))
+    print(
+        f"  {label}({len(runs)} fresh processes of {rounds} rounds each, {threads} XNNPACK threads; "
+        "ms: the median of the processes' medians; "
+        f"ratio: the median of the processes' per-round ratios, their range in brackets)"
+    )
+    print(
+        f"  {'':<12}"
+        + "".join(f"{n + ' ms':>24}" for n in names)
+        + "".join(f"{n + '/' + names[0]:>30}" for n in names[1:])
+    )
     for case in runs[0]:
         ms = [statistics.median(run[case]["ms"][i] for run in runs) for i in range(len(names))]
         cells = []
@@ -634,7 +768,9 @@ def profile_decode(side: Side, steps: int) -> None:
     outside = sum(v for (where, _), v in profile.items() if where == "outside")
     profile[("delegate calls", "overhead")] = max(0.0, whole["DELEGATE_CALL"] - inside)
     profile[("outside", "dispatch")] = max(0.0, whole["OPERATOR_CALL"] - outside)
-    profile[("execute", "the rest")] = max(0.0, whole["Method::execute"] - whole["DELEGATE_CALL"] - whole["OPERATOR_CALL"])
+    profile[("execute", "the rest")] = max(
+        0.0, whole["Method::execute"] - whole["DELEGATE_CALL"] - whole["OPERATOR_CALL"]
+    )
     profile[("total", "execute")] = whole["Method::execute"]
     side.profile = dict(profile)
 
@@ -672,17 +808,38 @@ def _top(outside: Counter, n: int = 4) -> str:
 
 def print_table(sides: list[Side]) -> None:
     timed = tuple(n for n in TIMED_PREFILLS if any(s.prefill_times.get(n) for s in sides))
-    header = ("recipe", "partitioners", "delegates", "outside", "tensor ops outside (top)", "pte KB",
-              *(f"err len{n}" for n in PREFILLS), "err decode", f"err {SEQUENCE[0]}+{SEQUENCE[1]}",
-              *(f"prefill{n} ms" for n in timed), "decode ms", "lower s", "failure")
+    header = (
+        "recipe",
+        "partitioners",
+        "delegates",
+        "outside",
+        "tensor ops outside (top)",
+        "pte KB",
+        *(f"err len{n}" for n in PREFILLS),
+        "err decode",
+        f"err {SEQUENCE[0]}+{SEQUENCE[1]}",
+        *(f"prefill{n} ms" for n in timed),
+        "decode ms",
+        "lower s",
+        "failure",
+    )
     rows = []
     for s in sides:
-        rows.append((s.recipe, s.kind, _num(s.delegates, "d"), str(sum(tensor_ops(s.outside).values())) if s.delegates is not None else "-",
-                     _top(s.outside) if s.delegates is not None else "-",
-                     _num(s.pte_bytes / 1024 if s.pte_bytes else None, ".0f"),
-                     *(_num(s.errs.get(k), ".2g") for k in (*PREFILLS, "decode", "sequence")),
-                     *(_num(s.prefill_ms(n), ".3f") for n in timed),
-                     _num(s.ms, ".3f"), _num(s.lower_s, ".1f"), s.error or ""))
+        rows.append(
+            (
+                s.recipe,
+                s.kind,
+                _num(s.delegates, "d"),
+                str(sum(tensor_ops(s.outside).values())) if s.delegates is not None else "-",
+                _top(s.outside) if s.delegates is not None else "-",
+                _num(s.pte_bytes / 1024 if s.pte_bytes else None, ".0f"),
+                *(_num(s.errs.get(k), ".2g") for k in (*PREFILLS, "decode", "sequence")),
+                *(_num(s.prefill_ms(n), ".3f") for n in timed),
+                _num(s.ms, ".3f"),
+                _num(s.lower_s, ".1f"),
+                s.error or "",
+            )
+        )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
@@ -699,8 +856,11 @@ def latency_ratios(side: Side, stock: Side) -> list[tuple[str, float, float]]:
     timed prefill and the decode step, where both were timed in the same rounds."""
     pairs = [(f"prefill{n}", side.prefill_times.get(n), stock.prefill_times.get(n)) for n in TIMED_PREFILLS]
     pairs.append(("decode", side.times, stock.times))
-    return [(label, statistics.median(ours) * 1e3, round_ratio(ours, theirs))
-            for label, ours, theirs in pairs if ours and theirs and len(ours) == len(theirs)]
+    return [
+        (label, statistics.median(ours) * 1e3, round_ratio(ours, theirs))
+        for label, ours, theirs in pairs
+        if ours and theirs and len(ours) == len(theirs)
+    ]
 
 
 def print_ratios(sides: list[Side]) -> None:
@@ -711,7 +871,9 @@ def print_ratios(sides: list[Side]) -> None:
         stock = _stock_of(sides, s.recipe)
         ratios = [] if s is stock or stock is None else latency_ratios(s, stock)
         if ratios:
-            lines.append(f"  {s.recipe:<8}{s.kind:<14}" + ", ".join(f"{label} {ratio:.2f}x" for label, _, ratio in ratios))
+            lines.append(
+                f"  {s.recipe:<8}{s.kind:<14}" + ", ".join(f"{label} {ratio:.2f}x" for label, _, ratio in ratios)
+            )
     if lines:
         print("\nlatency over stock's (median of the per-round ratios, the rounds shuffled):")
         print("\n".join(lines))
@@ -723,10 +885,13 @@ def print_fp32_errors(sides: list[Side], eager_errors: dict) -> None:
     bf16, whose per-op rounding no program inside XNNPACK reproduces bit for bit; this one says
     which program is nearer the model it rounds."""
     for recipe, eager_error in eager_errors.items():
-        cells = [f"eager bf16 {eager_error:.2g}"] + [f"{s.kind} {s.err_fp32:.2g}" for s in sides
-                                                       if s.recipe == recipe and s.err_fp32 is not None]
-        print(f"\n{recipe} against its weights in fp32 (max abs logits error over the {SEQUENCE[0]}+{SEQUENCE[1]} generation): "
-              + ", ".join(cells))
+        cells = [f"eager bf16 {eager_error:.2g}"] + [
+            f"{s.kind} {s.err_fp32:.2g}" for s in sides if s.recipe == recipe and s.err_fp32 is not None
+        ]
+        print(
+            f"\n{recipe} against its weights in fp32 (max abs logits error over the {SEQUENCE[0]}+{SEQUENCE[1]} generation): "
+            + ", ".join(cells)
+        )
 
 
 def print_floor(sides: list[Side]) -> None:
@@ -738,8 +903,11 @@ def print_floor(sides: list[Side]) -> None:
         if floor is None:
             continue
         cases = [(f"prefill{n}", lambda s, n=n: s.prefill_ms(n)) for n in TIMED_PREFILLS] + [("decode", lambda s: s.ms)]
-        print(f"\nabove the linears alone, {recipe} (ms; the linears alone: "
-              + ", ".join(f"{label} {_num(get(floor), '.3f')}" for label, get in cases) + ")")
+        print(
+            f"\nabove the linears alone, {recipe} (ms; the linears alone: "
+            + ", ".join(f"{label} {_num(get(floor), '.3f')}" for label, get in cases)
+            + ")"
+        )
         for s in sides:
             if s.recipe != recipe or s is floor or not s.times:
                 continue
@@ -773,7 +941,10 @@ def print_profiles(sides: list[Side]) -> None:
         profiled = [s for s in sides if s.recipe == recipe and s.profile]
         if not profiled:
             continue
-        keys = sorted({k for s in profiled for k in s.profile}, key=lambda k: (k[0] == "total", k[0], -max(s.profile.get(k, 0) for s in profiled)))
+        keys = sorted(
+            {k for s in profiled for k in s.profile},
+            key=lambda k: (k[0] == "total", k[0], -max(s.profile.get(k, 0) for s in profiled)),
+        )
         print(f"\nwhere a decode step goes, {recipe} (ms per step from the runtime's ETDump; XNNPACK ops by kind):")
         print(f"  {'where':<16}{'what':<44}" + "".join(f"{s.kind:>10}" for s in profiled))
         for key in keys:
@@ -817,8 +988,10 @@ def summary(sides: list[Side], layers: int, custom_sdpa: bool) -> tuple[int, int
         if stock is None or stock.error:
             continue
         for label, ms, ratio in latency_ratios(s, stock):
-            check(ratio <= target, f"{name}: {label} {ms:.3f} ms, {ratio:.2f}x stock "
-                  f"(median of the per-round ratios; target {target}x)")
+            check(
+                ratio <= target,
+                f"{name}: {label} {ms:.3f} ms, {ratio:.2f}x stock (median of the per-round ratios; target {target}x)",
+            )
         for key, err in s.errs.items():
             other = stock.errs.get(key)
             if other is not None:
@@ -842,9 +1015,13 @@ def print_reasons(sides: list[Side]) -> None:
     """Why xir left each op outside, counted by (op, rule, reason), for every program with xir."""
     for s in sides:
         for i, reasons in enumerate(s.xir_reasons):
-            print(f"\nxir: why ops stay outside, {s.recipe} {s.kind} (count, op, rule: reason; xir's partition report):")
+            print(
+                f"\nxir: why ops stay outside, {s.recipe} {s.kind} (count, op, rule: reason; xir's partition report):"
+            )
             print(f"  rewrites that changed the program: {', '.join(s.xir_rewrites[i]) or '(none)'}")
-            for (op, rule, reason), count in sorted(reasons.items(), key=lambda kv: (kv[0][0].startswith(SCALAR_OPS), kv[0])):
+            for (op, rule, reason), count in sorted(
+                reasons.items(), key=lambda kv: (kv[0][0].startswith(SCALAR_OPS), kv[0])
+            ):
                 print(f"  {count:3d}  {op}  {rule}: {reason}")
 
 
@@ -871,23 +1048,45 @@ def parse_args(argv):
     parser.add_argument("--model", default="llama3", choices=list(FAMILIES), help="model family (default: llama3)")
     parser.add_argument("--recipe", nargs="*", choices=RECIPES, help=f"recipes (default: all of {', '.join(RECIPES)})")
     parser.add_argument("--quick", action="store_true", help=f"only {' and '.join(QUICK_RECIPES)}")
-    parser.add_argument("--sets", default=",".join(SETS), help=f"partitioner sets, comma-separated ({', '.join(SETS + EXTRA_SETS)}; "
-                        "xir-f16: xir with bf16_linears_as_f16, xir-f32act: xir with bf16_activations_in_fp32; "
-                        "bf16 recipes only)")
-    parser.add_argument("--no-custom-sdpa", action="store_true", help="use_sdpa_with_kv_cache off (the flow's SDPA in ATen ops)")
-    parser.add_argument("--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)")
-    parser.add_argument("--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)")
-    parser.add_argument("--layers", type=int, default=None,
-                        help="decoder layers (default: the family's 2); what the last layer alone gains or costs "
-                        "(hoist-row-select) weighs less in a deeper model")
+    parser.add_argument(
+        "--sets",
+        default=",".join(SETS),
+        help=f"partitioner sets, comma-separated ({', '.join(SETS + EXTRA_SETS)}; "
+        "xir-f16: xir with bf16_linears_as_f16, xir-f32act: xir with bf16_activations_in_fp32; "
+        "bf16 recipes only)",
+    )
+    parser.add_argument(
+        "--no-custom-sdpa", action="store_true", help="use_sdpa_with_kv_cache off (the flow's SDPA in ATen ops)"
+    )
+    parser.add_argument(
+        "--static", action="store_true", help="enable_dynamic_shape off (then only 1-token prefills run)"
+    )
+    parser.add_argument(
+        "--bare", action="store_true", help="xir's partitioner without its rewrites (no transform_passes)"
+    )
+    parser.add_argument(
+        "--layers",
+        type=int,
+        default=None,
+        help="decoder layers (default: the family's 2); what the last layer alone gains or costs "
+        "(hoist-row-select) weighs less in a deeper model",
+    )
     parser.add_argument("--runs", type=int, default=20, help="timed decode steps per program (median)")
-    parser.add_argument("--processes", type=int, default=0,
-                        help="also time each recipe's programs in this many fresh processes of --runs rounds "
-                        "(bench.time_programs; one process's ratio can sit 0.1 from another's on a 2-core VM)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="also time each recipe's programs in this many fresh processes of --runs rounds "
+        "(bench.time_programs; one process's ratio can sit 0.1 from another's on a 2-core VM)",
+    )
     parser.add_argument("--report", action="store_true", help="also print xir's full partition reports")
     parser.add_argument("--profile", action="store_true", help="also profile a decode step of each program (ETDump)")
-    parser.add_argument("--floor", action="store_true", help="also time the model's linears alone (the row 'linears only': "
-                        "one xir delegate of the same GEMMs on the same inputs, the floor a step cannot go below)")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time the model's linears alone (the row 'linears only': "
+        "one xir delegate of the same GEMMs on the same inputs, the floor a step cannot go below)",
+    )
     args = parser.parse_args(argv)
     args.recipes = tuple(args.recipe or (QUICK_RECIPES if args.quick else RECIPES))
     args.sets = tuple(s for s in args.sets.split(",") if s)
@@ -914,11 +1113,21 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="llm_flow_") as directory:
         params, checkpoint = write_checkpoint(directory)
         for recipe in args.recipes:
-            cfg = llm_config(recipe, params, checkpoint, directory, custom_sdpa=not args.no_custom_sdpa, dynamic=not args.static,
-                             family=args.model)
+            cfg = llm_config(
+                recipe,
+                params,
+                checkpoint,
+                directory,
+                custom_sdpa=not args.no_custom_sdpa,
+                dynamic=not args.static,
+                family=args.model,
+            )
             print(f"[{recipe}] the flow: prepare and export ...", file=sys.stderr, flush=True)
-            recipe_sides = [Side(recipe, kind) for kind in args.sets
-                            if kind not in EXTRA_SETS or RECIPE_SETTINGS[recipe][2] == "bf16"]
+            recipe_sides = [
+                Side(recipe, kind)
+                for kind in args.sets
+                if kind not in EXTRA_SETS or RECIPE_SETTINGS[recipe][2] == "bf16"
+            ]
             try:
                 prepared = prepare(cfg)
                 refs = eager_references(prepared.eager, static=args.static)
@@ -929,8 +1138,12 @@ def main(argv=None) -> int:
                     _fail(s, "flow export", e)
                 sides.extend(recipe_sides)
                 continue
-            print(f"[{recipe}] exported in {prepared.export_s:.1f}s; additional passes: "
-                  f"{[type(p).__name__ for p in prepared.additional_passes]}", file=sys.stderr, flush=True)
+            print(
+                f"[{recipe}] exported in {prepared.export_s:.1f}s; additional passes: "
+                f"{[type(p).__name__ for p in prepared.additional_passes]}",
+                file=sys.stderr,
+                flush=True,
+            )
             for s in recipe_sides:
                 print(f"[{recipe}] lowering with {s.kind} ...", file=sys.stderr, flush=True)
                 lower(prepared, s, enable_bf16=(RECIPE_SETTINGS[recipe][2] == "bf16"), bare=args.bare)
@@ -945,7 +1158,9 @@ def main(argv=None) -> int:
             timed = [s for s in recipe_sides if s.buffer is not None and not s.error and s.kind != "linears only"]
             if args.processes and not args.static and len(timed) > 1 and timed[0].kind == "stock":
                 try:
-                    fresh[recipe] = time_in_fresh_processes({s.kind: s.buffer for s in timed}, args.runs, args.processes)
+                    fresh[recipe] = time_in_fresh_processes(
+                        {s.kind: s.buffer for s in timed}, args.runs, args.processes
+                    )
                 except BaseException as e:  # noqa: BLE001
                     _fail(timed[0], "fresh-process timing", e)
             for s in recipe_sides:
@@ -959,12 +1174,14 @@ def main(argv=None) -> int:
     sdpa = "custom SDPA" if not args.no_custom_sdpa else "ATen SDPA"
     shapes = "static shapes" if args.static else "dynamic shapes"
     described = FAMILIES[args.model][1].replace("2 layers", f"{PARAMS['n_layers']} layers")
-    print(f"\nExecuTorch LLM flow (bench.llm_flow --model {args.model}), {described}, KV cache {MAX_SEQ_LEN}, "
-          f"{sdpa}, {shapes}{', xir bare (no rewrites)' if args.bare else ''}; err = max abs logits error vs eager; "
-          f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}; prefillN ms = median of "
-          f"{args.runs} prefills of N tokens from position 0; err {SEQUENCE[0]}+{SEQUENCE[1]} = over a prefill of "
-          f"{SEQUENCE[0]} tokens{' (one by one)' if args.static else ''} and {SEQUENCE[1]} decode steps; "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} (see the module's comment)\n")
+    print(
+        f"\nExecuTorch LLM flow (bench.llm_flow --model {args.model}), {described}, KV cache {MAX_SEQ_LEN}, "
+        f"{sdpa}, {shapes}{', xir bare (no rewrites)' if args.bare else ''}; err = max abs logits error vs eager; "
+        f"decode ms = median of {args.runs} one-token steps at position {PREFILLS[-1]}; prefillN ms = median of "
+        f"{args.runs} prefills of N tokens from position 0; err {SEQUENCE[0]}+{SEQUENCE[1]} = over a prefill of "
+        f"{SEQUENCE[0]} tokens{' (one by one)' if args.static else ''} and {SEQUENCE[1]} decode steps; "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} (see the module's comment)\n"
+    )
     print_table(sides)
     print_ratios(sides)
     for recipe, (names, runs, threads) in fresh.items():
@@ -979,8 +1196,10 @@ def main(argv=None) -> int:
     print_profiles(sides)
     print_failures(sides)
     held, checked, failed = summary(sides, PARAMS["n_layers"], custom_sdpa=not args.no_custom_sdpa)
-    print(f"\nsummary: {held} of {checked} targets hold (xir against stock: <= {2 * PARAMS['n_layers'] + 1} delegates, "
-          f"latency <= {RATIO_TARGET[not args.no_custom_sdpa]}x, errors equal, lowering no slower)")
+    print(
+        f"\nsummary: {held} of {checked} targets hold (xir against stock: <= {2 * PARAMS['n_layers'] + 1} delegates, "
+        f"latency <= {RATIO_TARGET[not args.no_custom_sdpa]}x, errors equal, lowering no slower)"
+    )
     for line in failed:
         print(f"  missed: {line}")
     return 0

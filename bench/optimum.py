@@ -87,8 +87,9 @@ class Result:
 def recorded_recipes():
     """While active, every optimum recipe call is timed and its ExecuTorch programs kept:
     yields a list of (recipe name, seconds, {pte name: ExecutorchProgramManager})."""
-    import xir_tools.optimum  # noqa: F401  (registers xnnpack-xir)
     from optimum.exporters.executorch import recipe_registry as registry
+
+    import xir_tools.optimum  # noqa: F401  (registers xnnpack-xir)
 
     registry.discover_recipes()
     calls = []
@@ -100,6 +101,7 @@ def recorded_recipes():
             programs = recipe(model, **kwargs)
             calls.append((name, time.perf_counter() - start, programs))
             return programs
+
         return run
 
     for name, recipe in originals.items():
@@ -146,26 +148,33 @@ def eager_model(case: Case, folder: Path):
 
     task = case.task
     dtype = getattr(torch, case.options.get("dtype", "float32"))
-    auto = {"text-generation": transformers.AutoModelForCausalLM, "fill-mask": transformers.AutoModelForMaskedLM,
-            "image-classification": transformers.AutoModelForImageClassification,
-            "text2text-generation": transformers.AutoModelForSeq2SeqLM,
-            "automatic-speech-recognition": transformers.AutoModelForSpeechSeq2Seq}[task]
+    auto = {
+        "text-generation": transformers.AutoModelForCausalLM,
+        "fill-mask": transformers.AutoModelForMaskedLM,
+        "image-classification": transformers.AutoModelForImageClassification,
+        "text2text-generation": transformers.AutoModelForSeq2SeqLM,
+        "automatic-speech-recognition": transformers.AutoModelForSpeechSeq2Seq,
+    }[task]
     model = auto.from_pretrained(folder, dtype=dtype).eval()
     if case.options.get("qlinear") or case.options.get("qembedding"):
         from optimum.exporters.executorch.quantization import quantize_model_
 
-        quantize_model_(model, qlinear_config=case.options.get("qlinear"),
-                        qembedding_config=case.options.get("qembedding"))
+        quantize_model_(
+            model, qlinear_config=case.options.get("qlinear"), qembedding_config=case.options.get("qembedding")
+        )
     return model
 
 
 def runtime_class(task: str):
     import optimum.executorch as oe
 
-    return {"text-generation": oe.ExecuTorchModelForCausalLM, "fill-mask": oe.ExecuTorchModelForMaskedLM,
-            "image-classification": oe.ExecuTorchModelForImageClassification,
-            "text2text-generation": oe.ExecuTorchModelForSeq2SeqLM,
-            "automatic-speech-recognition": oe.ExecuTorchModelForSpeechSeq2Seq}[task]
+    return {
+        "text-generation": oe.ExecuTorchModelForCausalLM,
+        "fill-mask": oe.ExecuTorchModelForMaskedLM,
+        "image-classification": oe.ExecuTorchModelForImageClassification,
+        "text2text-generation": oe.ExecuTorchModelForSeq2SeqLM,
+        "automatic-speech-recognition": oe.ExecuTorchModelForSpeechSeq2Seq,
+    }[task]
 
 
 def _max_error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -197,11 +206,15 @@ def compare(case: Case, runtime, eager) -> tuple[float, object]:
             with contextlib.redirect_stdout(io.StringIO()):  # (its forward prints a stats report every call)
                 logits = runtime.forward(ids, mask)
             # timed: the program's method, without the runtime class's report printing
-            return _max_error(logits, eager(ids, attention_mask=mask).logits), lambda: runtime.model.forward((ids, mask))
+            return _max_error(logits, eager(ids, attention_mask=mask).logits), lambda: runtime.model.forward(
+                (ids, mask)
+            )
         if task == "image-classification":
             size, channels = eager.config.image_size, eager.config.num_channels
             pixels = torch.rand(1, channels, size, size, dtype=eager.dtype)
-            return _max_error(runtime.forward(pixels), eager(pixel_values=pixels).logits), lambda: runtime.forward(pixels)
+            return _max_error(runtime.forward(pixels), eager(pixel_values=pixels).logits), lambda: runtime.forward(
+                pixels
+            )
         if task in ("text2text-generation", "automatic-speech-recognition"):
             if task == "text2text-generation":
                 encoder_input = torch.tensor([PROMPT])
@@ -210,13 +223,15 @@ def compare(case: Case, runtime, eager) -> tuple[float, object]:
             else:
                 frames = 2 * eager.config.max_source_positions
                 encoder_input = torch.randn(1, eager.config.num_mel_bins, frames, dtype=eager.dtype)
-                decoder_ids = torch.tensor([[eager.config.decoder_start_token_id]
-                                            + [t % eager.config.vocab_size for t in DECODE]])
+                decoder_ids = torch.tensor(
+                    [[eager.config.decoder_start_token_id] + [t % eager.config.vocab_size for t in DECODE]]
+                )
                 expected = eager(input_features=encoder_input, decoder_input_ids=decoder_ids).logits[0]
             errors, encoded = [], None
             for i in range(decoder_ids.shape[1]):
-                logits, encoded = runtime.forward(encoder_input, decoder_ids[:, i:i + 1], torch.tensor([i]), encoded)
+                logits, encoded = runtime.forward(encoder_input, decoder_ids[:, i : i + 1], torch.tensor([i]), encoded)
                 errors.append(_max_error(logits.reshape(-1, logits.shape[-1])[-1], expected[i]))
+
             def step():  # the program's two methods, as the runtime class runs them, without its stats
                 encoded = runtime.model.run_method("encoder", (encoder_input,))[0]
                 return runtime.model.run_method("text_decoder", (decoder_ids[:, :1], encoded, torch.tensor([0])))
@@ -257,7 +272,7 @@ def run_case(case: Case, recipe: str, model_dir: Path, work: Path, eager=None, r
     try:
         with recorded_recipes() as calls:
             main_export(str(model_dir), task=case.task, recipe=recipe, output_dir=out, **export_options(case))
-        (_, seconds, programs), = calls
+        ((_, seconds, programs),) = calls
         result.export_ok, result.lower_seconds = True, seconds
         (program,) = programs.values()
         result.delegates, result.outside = delegation(program)
@@ -268,7 +283,9 @@ def run_case(case: Case, recipe: str, model_dir: Path, work: Path, eager=None, r
         if runs:
             (result.latency_ms,) = median_ms(result.step, runs=runs)
     except Exception as error:  # (the table shows it; --debug prints the traceback)
-        result.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:200]
+        result.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[
+            :200
+        ]
         if os.environ.get("XIR_BENCH_DEBUG"):
             traceback.print_exc()
     return result
@@ -287,8 +304,10 @@ def table(results: list[Result]) -> str:
     for r in results:
         by_case.setdefault(r.case, {})[r.recipe] = r
     lines = []
-    header = (f"{'case':<28} {'recipe':<12} {'export':<6} {'delegates/method':<34} {'outside':>7} {'loads':<5} "
-              f"{'max err':>9} {'lower s':>8} {'ms':>8} {'x stock':>7}")
+    header = (
+        f"{'case':<28} {'recipe':<12} {'export':<6} {'delegates/method':<34} {'outside':>7} {'loads':<5} "
+        f"{'max err':>9} {'lower s':>8} {'ms':>8} {'x stock':>7}"
+    )
     lines += [header, "-" * len(header)]
     for case, runs in by_case.items():
         stock = runs.get("xnnpack")
@@ -298,11 +317,19 @@ def table(results: list[Result]) -> str:
                 continue
             per_method = " ".join(f"{m}:{n}" for m, n in r.delegates.items()) or "-"
             outside = sum(sum(c.values()) for c in r.outside.values()) if r.export_ok else math.nan
-            ratio = (r.latency_ms / stock.latency_ms if stock and recipe != "xnnpack"
-                     and stock.latency_ms == stock.latency_ms and r.latency_ms == r.latency_ms else math.nan)
-            lines.append(f"{case:<28} {recipe:<12} {'ok' if r.export_ok else 'FAIL':<6} {per_method:<34} "
-                         f"{outside:>7} {'yes' if r.loads else 'no':<5} {r.max_error:>9.2e} {r.lower_seconds:>8.2f} "
-                         f"{r.latency_ms:>8.3f} {ratio:>7.2f}")
+            ratio = (
+                r.latency_ms / stock.latency_ms
+                if stock
+                and recipe != "xnnpack"
+                and stock.latency_ms == stock.latency_ms
+                and r.latency_ms == r.latency_ms
+                else math.nan
+            )
+            lines.append(
+                f"{case:<28} {recipe:<12} {'ok' if r.export_ok else 'FAIL':<6} {per_method:<34} "
+                f"{outside:>7} {'yes' if r.loads else 'no':<5} {r.max_error:>9.2e} {r.lower_seconds:>8.2f} "
+                f"{r.latency_ms:>8.3f} {ratio:>7.2f}"
+            )
             if r.error:
                 lines.append(f"{'':<28} {'':<12} error: {r.error}")
     lines.append("")
@@ -349,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.optimum", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one case per task")
     parser.add_argument("--only", nargs="+", metavar="CASE", help=f"these cases ({', '.join(c.name for c in CASES)})")
-    parser.add_argument("--runs", type=int, default=100, help="timed runs per latency, stock and xir in turn (default 100)")
+    parser.add_argument(
+        "--runs", type=int, default=100, help="timed runs per latency, stock and xir in turn (default 100)"
+    )
     args = parser.parse_args(argv)
     try:
         import xir_tools.optimum as integration

@@ -31,9 +31,19 @@ def _word_tokenizer(folder: Path, vocab_size: int, **special) -> None:
 def _llama(folder: Path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
     LlamaForCausalLM(config).eval().save_pretrained(folder)
     _word_tokenizer(folder, 256, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>")
 
@@ -41,50 +51,101 @@ def _llama(folder: Path):
 def _bert(folder: Path):
     from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=4, max_position_embeddings=33, pad_token_id=0)
+    config = BertConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=33,
+        pad_token_id=0,
+    )
     BertForMaskedLM(config).eval().save_pretrained(folder)
-    _word_tokenizer(folder, 256, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-                    mask_token="[MASK]")
+    _word_tokenizer(
+        folder, 256, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+    )
 
 
 def _vit(folder: Path):
     from transformers import ViTConfig, ViTForImageClassification
 
-    config = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, intermediate_size=128,
-                       num_hidden_layers=2, num_attention_heads=4, num_labels=10)
+    config = ViTConfig(
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_labels=10,
+    )
     ViTForImageClassification(config).eval().save_pretrained(folder)
 
 
 def _t5(folder: Path):
     from transformers import T5Config, T5ForConditionalGeneration
 
-    config = T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
-                      num_heads=4, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    config = T5Config(
+        vocab_size=256,
+        d_model=64,
+        d_kv=16,
+        d_ff=128,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
     T5ForConditionalGeneration(config).eval().save_pretrained(folder)
     _word_tokenizer(folder, 256, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
 
 
 def _whisper(folder: Path):
     """Whisper with 1 s of audio (100 frames; optimum takes the frame count from the processor)."""
-    from transformers import (WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration,
-                              WhisperProcessor, WhisperTokenizer)
+    from transformers import (
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizer,
+    )
 
     specials = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
     vocab_size = 128
-    config = WhisperConfig(vocab_size=vocab_size, num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
-                           encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
-                           decoder_ffn_dim=128, max_source_positions=50, max_target_positions=64,
-                           pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=1,
-                           suppress_tokens=[], begin_suppress_tokens=[])
+    config = WhisperConfig(
+        vocab_size=vocab_size,
+        num_mel_bins=80,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_source_positions=50,
+        max_target_positions=64,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+        decoder_start_token_id=1,
+        suppress_tokens=[],
+        begin_suppress_tokens=[],
+    )
     WhisperForConditionalGeneration(config).eval().save_pretrained(folder)
     # a byte-level BPE vocabulary of the special tokens and single characters, no merges
     words = [chr(c) for c in range(ord("!"), ord("!") + vocab_size - len(specials))]
     vocab = {token: i for i, token in enumerate(specials + words)}
     (folder / "vocab.json").write_text(json.dumps(vocab))
     (folder / "merges.txt").write_text("#version: 0.2\n")
-    tokenizer = WhisperTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), unk_token="<|endoftext|>",
-                                 bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    tokenizer = WhisperTokenizer(
+        str(folder / "vocab.json"),
+        str(folder / "merges.txt"),
+        unk_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
     extractor = WhisperFeatureExtractor(feature_size=80, chunk_length=1)
     WhisperProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(folder)
 

@@ -35,13 +35,16 @@ def main(argv=None) -> int:
     parser.add_argument("programs", nargs="+")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=0,
-                        help="reset ExecuTorch's threadpool (XNNPACK's) to this many threads first (0: its default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="reset ExecuTorch's threadpool (XNNPACK's) to this many threads first (0: its default)",
+    )
     args = parser.parse_args(argv)
 
     import executorch.kernels.quantized  # noqa: F401  (quantized ops outside the delegates)
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama::custom_sdpa, update_cache)
-
     from executorch.extension.pybindings import portable_lib
 
     from bench.llm_flow import round_ratio, shuffled_rounds, timing_cases
@@ -55,7 +58,10 @@ def main(argv=None) -> int:
     result = {}
     for case, inputs in timing_cases().items():
         times = shuffled_rounds([method for _, method in loaded], inputs, args.rounds, rng, warm=10)
-        result[case] = {"ms": [statistics.median(t) * 1e3 for t in times], "ratio": [round_ratio(t, times[0]) for t in times]}
+        result[case] = {
+            "ms": [statistics.median(t) * 1e3 for t in times],
+            "ratio": [round_ratio(t, times[0]) for t in times],
+        }
     result["threads"] = portable_lib._threadpool_get_thread_count()
     print(json.dumps(result))
     return 0

@@ -72,26 +72,79 @@ class Sizes:
 
     def describe(self) -> str:
         tokens = (self.image // self.patch) ** 2
-        return (f"vision {self.vision_layers} layer(s), hidden {self.vision_hidden}, {self.image}x{self.image} image, "
-                f"patch {self.patch} ({tokens} patches -> {tokens // self.scale ** 2} image tokens); "
-                f"text {self.text_layers} layers, hidden {self.text_hidden}, {self.text_heads} heads, vocab {self.vocab}, "
-                f"cache {self.cache}")
+        return (
+            f"vision {self.vision_layers} layer(s), hidden {self.vision_hidden}, {self.image}x{self.image} image, "
+            f"patch {self.patch} ({tokens} patches -> {tokens // self.scale**2} image tokens); "
+            f"text {self.text_layers} layers, hidden {self.text_hidden}, {self.text_heads} heads, vocab {self.vocab}, "
+            f"cache {self.cache}"
+        )
 
 
-FULL = Sizes(vision_hidden=128, vision_layers=2, vision_heads=4, image=64, patch=16,
-             text_hidden=128, text_layers=2, text_heads=4, vocab=512, cache=64, steps=16, runs=10)
+FULL = Sizes(
+    vision_hidden=128,
+    vision_layers=2,
+    vision_heads=4,
+    image=64,
+    patch=16,
+    text_hidden=128,
+    text_layers=2,
+    text_heads=4,
+    vocab=512,
+    cache=64,
+    steps=16,
+    runs=10,
+)
 # a closer look at real sizes (SmolVLM-256M's vision tower is hidden 768, 12 layers, 512x512; its
 # text model hidden 576, 30 layers): too slow on portable kernels to time here, so half-way there
-SMALL = Sizes(vision_hidden=384, vision_layers=4, vision_heads=6, image=224, patch=16,
-              text_hidden=256, text_layers=4, text_heads=4, vocab=2048, cache=128, steps=16, runs=5)
+SMALL = Sizes(
+    vision_hidden=384,
+    vision_layers=4,
+    vision_heads=6,
+    image=224,
+    patch=16,
+    text_hidden=256,
+    text_layers=4,
+    text_heads=4,
+    vocab=2048,
+    cache=128,
+    steps=16,
+    runs=5,
+)
 # SmolVLM-256M's dimensions (its config.json): SigLIP vision tower hidden 768, 12 layers, 12 heads,
 # MLP 3072, 512x512 images in patches of 16, pixel shuffle 4 (1024 patches -> 64 image tokens);
 # text model hidden 576, 30 layers, 9 heads, 3 KV heads, MLP 1536, vocab 49280. Random weights.
-REAL = Sizes(vision_hidden=768, vision_layers=12, vision_heads=12, image=512, patch=16,
-             text_hidden=576, text_layers=30, text_heads=9, vocab=49280, cache=128, steps=4, runs=2,
-             scale=4, vision_intermediate=3072, text_intermediate=1536, text_kv_heads=3)
-QUICK = Sizes(vision_hidden=64, vision_layers=1, vision_heads=2, image=64, patch=16,
-              text_hidden=64, text_layers=2, text_heads=4, vocab=256, cache=16, steps=6, runs=5)
+REAL = Sizes(
+    vision_hidden=768,
+    vision_layers=12,
+    vision_heads=12,
+    image=512,
+    patch=16,
+    text_hidden=576,
+    text_layers=30,
+    text_heads=9,
+    vocab=49280,
+    cache=128,
+    steps=4,
+    runs=2,
+    scale=4,
+    vision_intermediate=3072,
+    text_intermediate=1536,
+    text_kv_heads=3,
+)
+QUICK = Sizes(
+    vision_hidden=64,
+    vision_layers=1,
+    vision_heads=2,
+    image=64,
+    patch=16,
+    text_hidden=64,
+    text_layers=2,
+    text_heads=4,
+    vocab=256,
+    cache=16,
+    steps=6,
+    runs=5,
+)
 
 
 # ------------------------------------------------------------------ model and export
@@ -101,18 +154,32 @@ def build_vlm(s: Sizes, dtype: torch.dtype):
     from transformers import GenerationConfig, SmolVLMConfig, SmolVLMForConditionalGeneration
 
     config = SmolVLMConfig(
-        vision_config=dict(hidden_size=s.vision_hidden, intermediate_size=s.vision_intermediate or 2 * s.vision_hidden,
-                           num_hidden_layers=s.vision_layers, num_attention_heads=s.vision_heads,
-                           image_size=s.image, patch_size=s.patch),
-        text_config=dict(model_type="llama", vocab_size=s.vocab, hidden_size=s.text_hidden,
-                         intermediate_size=s.text_intermediate or 2 * s.text_hidden, num_hidden_layers=s.text_layers,
-                         num_attention_heads=s.text_heads, num_key_value_heads=s.text_kv_heads or s.text_heads,
-                         max_position_embeddings=2 * s.cache),
-        image_token_id=s.vocab - 1, scale_factor=s.scale)
+        vision_config=dict(
+            hidden_size=s.vision_hidden,
+            intermediate_size=s.vision_intermediate or 2 * s.vision_hidden,
+            num_hidden_layers=s.vision_layers,
+            num_attention_heads=s.vision_heads,
+            image_size=s.image,
+            patch_size=s.patch,
+        ),
+        text_config=dict(
+            model_type="llama",
+            vocab_size=s.vocab,
+            hidden_size=s.text_hidden,
+            intermediate_size=s.text_intermediate or 2 * s.text_hidden,
+            num_hidden_layers=s.text_layers,
+            num_attention_heads=s.text_heads,
+            num_key_value_heads=s.text_kv_heads or s.text_heads,
+            max_position_embeddings=2 * s.cache,
+        ),
+        image_token_id=s.vocab - 1,
+        scale_factor=s.scale,
+    )
     torch.manual_seed(0)
     model = SmolVLMForConditionalGeneration(config).eval().to(dtype)
-    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
-                                               cache_config={"batch_size": 1, "max_cache_len": s.cache})
+    model.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static", cache_config={"batch_size": 1, "max_cache_len": s.cache}
+    )
     return model
 
 
@@ -221,8 +288,9 @@ def load_reason(log: str, fallback: str) -> str:
     """The runtime's most specific line: XNNPACK's own message or the missing operators, before
     the generic init failure."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
-    missing = sorted(set(line.split("Missing operator:")[1].strip().split("] ")[-1]
-                         for line in lines if "Missing operator:" in line))
+    missing = sorted(
+        set(line.split("Missing operator:")[1].strip().split("] ")[-1] for line in lines if "Missing operator:" in line)
+    )
     if missing and not any("XNN" in line and "Failed" in line for line in lines):
         return f"missing operator(s): {', '.join(missing)}"
     return _reason(log, fallback)
@@ -316,7 +384,7 @@ def measure_decode(model, s: Sizes, steps: int, image_embeds: torch.Tensor | Non
         if image_embeds is not None:
             embeds = torch.cat([image_embeds.to(embeds.dtype), embeds], dim=1)
         embeds = embeds[:, :steps]
-    runs = [(embeds[:, p:p + 1].contiguous(), torch.tensor([p])) for p in range(steps)]
+    runs = [(embeds[:, p : p + 1].contiguous(), torch.tensor([p])) for p in range(steps)]
     try:
         module = copy.deepcopy(ep.module())  # its own KV cache: ep's buffers stay as exported
         with torch.no_grad():
@@ -346,23 +414,50 @@ def _matches(part: Part, cell: Cell) -> str:
 
 
 def row(part: Part, cell: Cell) -> tuple:
-    loads = "-" if cell.delegates is None or (cell.error or "").startswith(("lower", "to_executorch")) else (
-        "NO" if (cell.error or "").startswith("load") else "yes")
-    return (part.name, cell.which, loads, _num(cell.delegates, "d"),
-            "-" if cell.delegates is None else str(sum(cell.outside.values())),
-            _num(cell.ms, ".3f"), _speedup(part, cell), f"{cell.max_err:.3g}" if cell.ms is not None else "-",
-            _num(part.max_ref, ".3g"), _matches(part, cell), _num(cell.lower_s, ".1f"), cell.error or "")
+    loads = (
+        "-"
+        if cell.delegates is None or (cell.error or "").startswith(("lower", "to_executorch"))
+        else ("NO" if (cell.error or "").startswith("load") else "yes")
+    )
+    return (
+        part.name,
+        cell.which,
+        loads,
+        _num(cell.delegates, "d"),
+        "-" if cell.delegates is None else str(sum(cell.outside.values())),
+        _num(cell.ms, ".3f"),
+        _speedup(part, cell),
+        f"{cell.max_err:.3g}" if cell.ms is not None else "-",
+        _num(part.max_ref, ".3g"),
+        _matches(part, cell),
+        _num(cell.lower_s, ".1f"),
+        cell.error or "",
+    )
 
 
-HEADER = ("part", "partitioner", "loads", "delegates", "outside", "ms", "speedup", "max err", "max |ref|",
-          "matches", "lower s", "failure")
+HEADER = (
+    "part",
+    "partitioner",
+    "loads",
+    "delegates",
+    "outside",
+    "ms",
+    "speedup",
+    "max err",
+    "max |ref|",
+    "matches",
+    "lower s",
+    "failure",
+)
 
 
 def print_results(parts: list[Part], s: Sizes, steps: int, runs: int) -> None:
     print(f"SmolVLM bf16, random weights: {s.describe()}")
-    print(f"ms = median of {runs} vision runs / {steps} decode steps (positions 0..{steps - 1}), the three programs "
-          f"interleaved; speedup = stock default ms / ms; max err against eager bf16 over all runs; "
-          f"matches = max err <= {TOLERANCE} * max |ref|; outside = compute ops left outside delegates")
+    print(
+        f"ms = median of {runs} vision runs / {steps} decode steps (positions 0..{steps - 1}), the three programs "
+        f"interleaved; speedup = stock default ms / ms; max err against eager bf16 over all runs; "
+        f"matches = max err <= {TOLERANCE} * max |ref|; outside = compute ops left outside delegates"
+    )
     rows = []
     for part in parts:
         if part.error:
@@ -379,8 +474,9 @@ def print_results(parts: list[Part], s: Sizes, steps: int, runs: int) -> None:
             if cell.delegates is None:
                 print(f"  {part.name:<12} {cell.which:<14} -")
                 continue
-            ops = ", ".join(f"{op} x{n}" if n > 1 else op
-                            for op, n in sorted(cell.outside.items(), key=lambda kv: (-kv[1], kv[0])))
+            ops = ", ".join(
+                f"{op} x{n}" if n > 1 else op for op, n in sorted(cell.outside.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
             print(f"  {part.name:<12} {cell.which:<14} ({sum(cell.outside.values())}) {ops or 'none'}")
 
     print("\nxir: ops its partitioner left outside, with rule and reason (partitioner.report()):")
@@ -392,13 +488,19 @@ def print_results(parts: list[Part], s: Sizes, steps: int, runs: int) -> None:
         print(f"  {part.name}: {cell.report.splitlines()[0].removeprefix('xir partition: ')}")
         if cell.rejected:
             table = [(str(n), op, kind, rule, reason) for (op, kind, rule, reason), n in cell.rejected.items()]
-            widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(("n", "op", "type", "rule", "reason"))]
-            print("    " + "  ".join(h.ljust(w) for h, w in zip(("n", "op", "type", "rule", "reason"), widths)).rstrip())
+            widths = [
+                max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(("n", "op", "type", "rule", "reason"))
+            ]
+            print(
+                "    " + "  ".join(h.ljust(w) for h, w in zip(("n", "op", "type", "rule", "reason"), widths)).rstrip()
+            )
             for r in table:
                 print("    " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
-    print(f"\nclaim: in bf16 each part lowers with xir, loads, matches eager and runs >= {CLAIM:.0f}x faster than "
-          f"stock's default partitioner")
+    print(
+        f"\nclaim: in bf16 each part lowers with xir, loads, matches eager and runs >= {CLAIM:.0f}x faster than "
+        f"stock's default partitioner"
+    )
     for part in parts:
         cell = part.cell("xir")
         default = part.cell("stock default")
@@ -407,13 +509,18 @@ def print_results(parts: list[Part], s: Sizes, steps: int, runs: int) -> None:
             continue
         speed = default.ms / cell.ms if default and default.ms and cell.ms else None
         matches = _matches(part, cell)
-        checks = [("lowers", cell.delegates is not None), ("loads", cell.method is not None),
-                  ("matches", None if matches == "-" else matches == "yes"),
-                  (f"{_num(speed, '.1f')}x", None if speed is None else speed >= CLAIM)]
+        checks = [
+            ("lowers", cell.delegates is not None),
+            ("loads", cell.method is not None),
+            ("matches", None if matches == "-" else matches == "yes"),
+            (f"{_num(speed, '.1f')}x", None if speed is None else speed >= CLAIM),
+        ]
         ok = all(v for _, v in checks)
         text = ", ".join(f"{name} {'-' if v is None else 'yes' if v else 'NO'}" for name, v in checks)
-        print(f"  {part.name:<12} {'yes' if ok else 'NO '}  ({text}; {sum(cell.outside.values()) if cell.delegates is not None else '-'}"
-              f" compute ops outside){'  ' + cell.error if cell.error else ''}")
+        print(
+            f"  {part.name:<12} {'yes' if ok else 'NO '}  ({text}; {sum(cell.outside.values()) if cell.delegates is not None else '-'}"
+            f" compute ops outside){'  ' + cell.error if cell.error else ''}"
+        )
 
 
 # ------------------------------------------------------------------ main
@@ -422,10 +529,14 @@ def print_results(parts: list[Part], s: Sizes, steps: int, runs: int) -> None:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bench.vlm", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller model (1 vision layer, hidden 64), fewer runs")
-    parser.add_argument("--size", choices=("tiny", "small", "256m"), default="tiny",
-                        help="tiny (default: vision hidden 128 at 64x64, text hidden 128) or small (vision hidden 384, "
-                             "4 layers at 224x224; text hidden 256, 4 layers, vocab 2048) or 256m (SmolVLM-256M's "
-                             "dimensions, random weights: vision hidden 768, 12 layers at 512x512; text hidden 576, 30 layers)")
+    parser.add_argument(
+        "--size",
+        choices=("tiny", "small", "256m"),
+        default="tiny",
+        help="tiny (default: vision hidden 128 at 64x64, text hidden 128) or small (vision hidden 384, "
+        "4 layers at 224x224; text hidden 256, 4 layers, vocab 2048) or 256m (SmolVLM-256M's "
+        "dimensions, random weights: vision hidden 768, 12 layers at 512x512; text hidden 576, 30 layers)",
+    )
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {','.join(PARTS)}")
     parser.add_argument("--runs", type=int, default=None, help="timed vision runs (default 10, quick 5)")
     parser.add_argument("--steps", type=int, default=None, help="timed decode steps (default 16, quick 6)")

@@ -32,42 +32,75 @@ def llama(quick: bool) -> Model:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     hidden = 128 if quick else 512
-    config = LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=2 if quick else 4,
-                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=128)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=2 if quick else 4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+    )
     seq = 32 if quick else 64
-    return Model("llama", lambda: OutputOf(LlamaForCausalLM(config), use_cache=False),
-                 lambda: (torch.randint(0, 256, (1, seq)),))
+    return Model(
+        "llama", lambda: OutputOf(LlamaForCausalLM(config), use_cache=False), lambda: (torch.randint(0, 256, (1, seq)),)
+    )
 
 
 def vit(quick: bool) -> Model:
     from transformers import ViTConfig, ViTModel
 
     hidden = 128 if quick else 384
-    config = ViTConfig(image_size=64 if quick else 224, patch_size=16, hidden_size=hidden, num_hidden_layers=2 if quick else 4,
-                       num_attention_heads=4 if quick else 6, intermediate_size=hidden * 4)
+    config = ViTConfig(
+        image_size=64 if quick else 224,
+        patch_size=16,
+        hidden_size=hidden,
+        num_hidden_layers=2 if quick else 4,
+        num_attention_heads=4 if quick else 6,
+        intermediate_size=hidden * 4,
+    )
     size = config.image_size
-    return Model("vit", lambda: OutputOf(ViTModel(config), key="last_hidden_state"), lambda: (torch.randn(1, 3, size, size),))
+    return Model(
+        "vit", lambda: OutputOf(ViTModel(config), key="last_hidden_state"), lambda: (torch.randn(1, 3, size, size),)
+    )
 
 
 def siglip(quick: bool) -> Model:
     from transformers import SiglipVisionConfig, SiglipVisionModel
 
     hidden = 128 if quick else 384
-    config = SiglipVisionConfig(image_size=64 if quick else 224, patch_size=16, hidden_size=hidden,
-                                num_hidden_layers=2 if quick else 4, num_attention_heads=4 if quick else 6,
-                                intermediate_size=hidden * 4)
+    config = SiglipVisionConfig(
+        image_size=64 if quick else 224,
+        patch_size=16,
+        hidden_size=hidden,
+        num_hidden_layers=2 if quick else 4,
+        num_attention_heads=4 if quick else 6,
+        intermediate_size=hidden * 4,
+    )
     size = config.image_size
-    return Model("siglip", lambda: OutputOf(SiglipVisionModel(config), key="last_hidden_state"), lambda: (torch.randn(1, 3, size, size),))
+    return Model(
+        "siglip",
+        lambda: OutputOf(SiglipVisionModel(config), key="last_hidden_state"),
+        lambda: (torch.randn(1, 3, size, size),),
+    )
 
 
 def bert(quick: bool) -> Model:
     from transformers import BertConfig, BertModel
 
     hidden = 128 if quick else 512
-    config = BertConfig(vocab_size=512, hidden_size=hidden, num_hidden_layers=2 if quick else 4, num_attention_heads=8,
-                        intermediate_size=hidden * 4, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=512,
+        hidden_size=hidden,
+        num_hidden_layers=2 if quick else 4,
+        num_attention_heads=8,
+        intermediate_size=hidden * 4,
+        max_position_embeddings=128,
+    )
     seq = 32 if quick else 64
-    return Model("bert", lambda: OutputOf(BertModel(config), key="last_hidden_state"), lambda: (torch.randint(0, 512, (1, seq)),))
+    return Model(
+        "bert", lambda: OutputOf(BertModel(config), key="last_hidden_state"), lambda: (torch.randint(0, 512, (1, seq)),)
+    )
 
 
 class BasicBlock(torch.nn.Module):
@@ -80,7 +113,9 @@ class BasicBlock(torch.nn.Module):
         self.bn2 = torch.nn.BatchNorm2d(out)
         self.down = None
         if stride != 1:
-            self.down = torch.nn.Sequential(torch.nn.Conv2d(channels, out, 1, stride, bias=False), torch.nn.BatchNorm2d(out))
+            self.down = torch.nn.Sequential(
+                torch.nn.Conv2d(channels, out, 1, stride, bias=False), torch.nn.BatchNorm2d(out)
+            )
 
     def forward(self, x):
         y = torch.relu(self.bn1(self.conv1(x)))
@@ -91,7 +126,9 @@ class BasicBlock(torch.nn.Module):
 class ResNet(torch.nn.Module):
     def __init__(self, width=16, blocks=(1, 1, 1)):
         super().__init__()
-        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(width), torch.nn.ReLU())
+        self.stem = torch.nn.Sequential(
+            torch.nn.Conv2d(3, width, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(width), torch.nn.ReLU()
+        )
         layers, channels = [], width
         for i, count in enumerate(blocks):
             for j in range(count):
@@ -110,9 +147,15 @@ class InvertedResidual(torch.nn.Module):
         super().__init__()
         hidden = channels * expand
         self.block = torch.nn.Sequential(
-            torch.nn.Conv2d(channels, hidden, 1, bias=False), torch.nn.BatchNorm2d(hidden), torch.nn.ReLU6(),
-            torch.nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden, bias=False), torch.nn.BatchNorm2d(hidden), torch.nn.ReLU6(),
-            torch.nn.Conv2d(hidden, channels, 1, bias=False), torch.nn.BatchNorm2d(channels))
+            torch.nn.Conv2d(channels, hidden, 1, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            torch.nn.ReLU6(),
+            torch.nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            torch.nn.ReLU6(),
+            torch.nn.Conv2d(hidden, channels, 1, bias=False),
+            torch.nn.BatchNorm2d(channels),
+        )
 
     def forward(self, x):
         return x + self.block(x)
@@ -121,7 +164,9 @@ class InvertedResidual(torch.nn.Module):
 class MobileNetV2ish(torch.nn.Module):
     def __init__(self, channels=16, blocks=3):
         super().__init__()
-        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, channels, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(channels), torch.nn.ReLU6())
+        self.stem = torch.nn.Sequential(
+            torch.nn.Conv2d(3, channels, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(channels), torch.nn.ReLU6()
+        )
         self.blocks = torch.nn.Sequential(*[InvertedResidual(channels) for _ in range(blocks)])
         self.head = torch.nn.Linear(channels, 10)
 
@@ -131,12 +176,16 @@ class MobileNetV2ish(torch.nn.Module):
 
 def resnet(quick: bool) -> Model:
     size = 32 if quick else 64
-    return Model("resnet", lambda: ResNet(blocks=(1, 1) if quick else (2, 2, 2)), lambda: (torch.randn(1, 3, size, size),), True)
+    return Model(
+        "resnet", lambda: ResNet(blocks=(1, 1) if quick else (2, 2, 2)), lambda: (torch.randn(1, 3, size, size),), True
+    )
 
 
 def mobilenet(quick: bool) -> Model:
     size = 32 if quick else 96
-    return Model("mobilenetv2", lambda: MobileNetV2ish(blocks=2 if quick else 6), lambda: (torch.randn(1, 3, size, size),), True)
+    return Model(
+        "mobilenetv2", lambda: MobileNetV2ish(blocks=2 if quick else 6), lambda: (torch.randn(1, 3, size, size),), True
+    )
 
 
 def zoo(quick: bool) -> list[Model]:
@@ -166,11 +215,14 @@ def lowered_forms(model: Model, partitioners: dict) -> tuple[tuple, dict, dict, 
 
 # ------------------------------------------------------------------ synthetic stacks for scaling
 
+
 class LinearStack(torch.nn.Module):
     def __init__(self, blocks, width=32):
         super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.LayerNorm(width))
-                                          for _ in range(blocks))
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.LayerNorm(width))
+            for _ in range(blocks)
+        )
 
     def forward(self, x):
         for layer in self.layers:
@@ -181,9 +233,12 @@ class LinearStack(torch.nn.Module):
 class ConvStack(torch.nn.Module):
     def __init__(self, blocks, channels=8):
         super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Conv2d(channels, channels, 3, padding=1),
-                                                              torch.nn.BatchNorm2d(channels), torch.nn.ReLU())
-                                          for _ in range(blocks))
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Sequential(
+                torch.nn.Conv2d(channels, channels, 3, padding=1), torch.nn.BatchNorm2d(channels), torch.nn.ReLU()
+            )
+            for _ in range(blocks)
+        )
 
     def forward(self, x):
         for layer in self.layers:

@@ -12,11 +12,11 @@ data, in :mod:`lowering.pipeline` (its phases, and ``DEFAULT_PIPELINE``: torch-f
 from passes.registry import register_backend_passes
 
 from .capability import Options
+from .partition import PartitionPlan, plan_partition
 from .passes import PASSES
+from .pipeline import DEFAULT_PIPELINE
 
 register_backend_passes(__name__, PASSES)
-from .partition import PartitionPlan, plan_partition
-from .pipeline import DEFAULT_PIPELINE
 
 _FROM_PARTITIONER = ("XnnpackPartitioner", "to_edge_transform_and_lower")
 
@@ -33,5 +33,11 @@ def __dir__():
     return sorted(set(globals()) | set(_FROM_PARTITIONER))
 
 
-__all__ = ["DEFAULT_PIPELINE", "Options", "PartitionPlan", "XnnpackPartitioner", "plan_partition",
-           "to_edge_transform_and_lower"]
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "Options",
+    "PartitionPlan",
+    "XnnpackPartitioner",
+    "plan_partition",
+    "to_edge_transform_and_lower",
+]

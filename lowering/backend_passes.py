@@ -40,7 +40,8 @@ from typing import Any, Iterable
 KEY = "dqlinear_partitioner"  # (ExecuTorch 1.5.1: preprocess then runs only ConvertToLinearPass)
 MAX_CAT_INPUTS = 5
 
-LIGHT_OPS = frozenset("""
+LIGHT_OPS = frozenset(
+    """
     aten.abs.default aten.add.Tensor aten.sub.Tensor aten.mul.Tensor aten.div.Tensor aten.neg.default
     aten.rsqrt.default aten.sqrt.default aten.exp.default aten.log.default aten.sin.default aten.cos.default
     aten.tanh.default aten.sigmoid.default aten.gelu.default aten.ceil.default aten.floor.default
@@ -54,7 +55,8 @@ LIGHT_OPS = frozenset("""
     quantized_decomposed.choose_qparams_per_token_asymmetric.default
     quantized_decomposed.quantize_per_token.default quantized_decomposed.dequantize_per_token.default
     getitem
-""".split())
+""".split()
+)
 
 
 def op_name(fx_node: Any) -> str:

@@ -24,8 +24,7 @@ from xir.ops import aten
 from .capability import MATMUL_OPS, TRANSPOSE_OPS, same_dim
 
 # what the walk may pass through and still be the decomposition of one linear
-_VIEWS = (aten.view_copy, aten.expand_copy, aten.clone, aten._unsafe_view, aten.squeeze_copy.dims,
-          aten.unsqueeze_copy)
+_VIEWS = (aten.view_copy, aten.expand_copy, aten.clone, aten._unsafe_view, aten.squeeze_copy.dims, aten.unsqueeze_copy)
 
 
 _MATMUL_SOURCES = {aten.mm: torch.mm, aten.addmm: torch.addmm, aten.bmm: torch.bmm}
@@ -65,8 +64,11 @@ def rebuild_is_exact(matmul: torch.fx.Node, partition_nodes: list, tag: str) -> 
     """Whether ConvertToLinearPass, run on the delegate tagged ``tag``, rebuilds from ``matmul``
     exactly the linear the program computes. It sees only the partition's nodes inside that
     delegate: the walks stop where the delegate's inputs are."""
-    members = {n for n in partition_nodes
-               if n.op == "call_function" and n.meta.get("delegation_tag") == tag and _shape(n) is not None}
+    members = {
+        n
+        for n in partition_nodes
+        if n.op == "call_function" and n.meta.get("delegation_tag") == tag and _shape(n) is not None
+    }
     if sum(1 for n in members if _name(n) in MATMUL_OPS) != 1:
         return False
     nodes = list(members)
@@ -115,8 +117,11 @@ def keep_inexact_matmuls(graph_module: torch.fx.GraphModule, exact=()) -> list[t
     the partition plan delegated whole, :attr:`lowering.partition.PartitionPlan.whole_linears`)."""
     from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
 
-    tagged = [n for n in graph_module.graph.nodes
-              if n.op == "call_function" and _name(n) in MATMUL_OPS and n.meta.get("delegation_tag")]
+    tagged = [
+        n
+        for n in graph_module.graph.nodes
+        if n.op == "call_function" and _name(n) in MATMUL_OPS and n.meta.get("delegation_tag")
+    ]
     if not tagged:
         return []
     partition_of = {}
@@ -127,7 +132,11 @@ def keep_inexact_matmuls(graph_module: torch.fx.GraphModule, exact=()) -> list[t
     changed = []
     for matmul in tagged:
         partition = partition_of.get(matmul)
-        if partition is None or matmul in exact or rebuild_is_exact(matmul, partition.nodes, matmul.meta["delegation_tag"]):
+        if (
+            partition is None
+            or matmul in exact
+            or rebuild_is_exact(matmul, partition.nodes, matmul.meta["delegation_tag"])
+        ):
             continue
         # torch's source matcher reads source_fn_stack first, and only without it the module stack:
         # a source other than a linear keeps this matmul out of every linear's partition

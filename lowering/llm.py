@@ -62,17 +62,24 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) 
         chosen = [name for name, value in xir_options.items() if value]
         if chosen:
             raise ValueError(f"{chosen[0]} is an option of xir's partitioner, not of stock's")
-        return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16), StockPartitioner(enable_bf16=enable_bf16)]
+        return [
+            XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16),
+            StockPartitioner(enable_bf16=enable_bf16),
+        ]
     if kind == "xir":
         return [XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
     if kind == "dq+xir":
-        return [XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16),
-                XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
+        return [
+            XnnpackDynamicallyQuantizedPartitioner(enable_bf16=enable_bf16),
+            XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options),
+        ]
     if kind == "xir-dq+xir":
         from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
 
-        return [XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT, enable_bf16=enable_bf16),
-                XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options)]
+        return [
+            XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT, enable_bf16=enable_bf16),
+            XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options),
+        ]
     raise ValueError(f"unknown partitioner set {kind!r}; expected one of {', '.join(PARTITIONER_SETS)}")
 
 
@@ -88,8 +95,9 @@ def transform_passes(partitioners: Sequence[Any]) -> list:
     return passes
 
 
-def to_edge_transform_and_lower_llama(builder_exported, partitioners: Sequence[Any], quantizers=None,
-                                      with_rewrites: bool = True):
+def to_edge_transform_and_lower_llama(
+    builder_exported, partitioners: Sequence[Any], quantizers=None, with_rewrites: bool = True
+):
     """The first half of the flow's ``_to_edge_and_lower_llama_xnnpack``: pt2e quantizers (if
     any), then the builder's ``to_edge_transform_and_lower`` with ``partitioners`` and, unless
     ``with_rewrites`` is False, xir's rewrites as its ``transform_passes``. Returns the builder."""
@@ -98,8 +106,9 @@ def to_edge_transform_and_lower_llama(builder_exported, partitioners: Sequence[A
     return builder.to_edge_transform_and_lower(list(partitioners), transform_passes=passes or None)
 
 
-def to_edge_and_lower_llama_xnnpack(builder_exported, partitioners: Sequence[Any], additional_passes=(),
-                                    quantizers=None, with_rewrites: bool = True):
+def to_edge_and_lower_llama_xnnpack(
+    builder_exported, partitioners: Sequence[Any], additional_passes=(), quantizers=None, with_rewrites: bool = True
+):
     """The flow's ``_to_edge_and_lower_llama_xnnpack`` with a given partitioner list: lower, then
     the builder's ``to_executorch(passes=additional_passes)``. Returns the builder
     (``builder.export_program`` is the ExecutorchProgramManager)."""
@@ -131,15 +140,22 @@ def check_supported(llm_config) -> None:
     """Refuse, naming the option, what this command does not run as the flow does."""
     for name in _OTHER_BACKENDS:
         if getattr(llm_config.backend, name).enabled:
-            raise UnsupportedOption(f"backend.{name}.enabled=true is not supported: xir lowers to XNNPACK only "
-                                    f"(use ExecuTorch's export_llm for {name})")
+            raise UnsupportedOption(
+                f"backend.{name}.enabled=true is not supported: xir lowers to XNNPACK only "
+                f"(use ExecuTorch's export_llm for {name})"
+            )
     if llm_config.multimethod.enabled:
-        raise UnsupportedOption("multimethod.methods is not supported (multimethod export); "
-                                "use ExecuTorch's export_llm for it")
+        raise UnsupportedOption(
+            "multimethod.methods is not supported (multimethod export); use ExecuTorch's export_llm for it"
+        )
     if llm_config.export.foundation_weights_file is not None or llm_config.export.lora_weights_file is not None:
-        option = "foundation_weights_file" if llm_config.export.foundation_weights_file is not None else "lora_weights_file"
-        raise UnsupportedOption(f"export.{option} is not supported (weights in an external file, "
-                                "tagged with gen_tag_fn); use ExecuTorch's export_llm for it")
+        option = (
+            "foundation_weights_file" if llm_config.export.foundation_weights_file is not None else "lora_weights_file"
+        )
+        raise UnsupportedOption(
+            f"export.{option} is not supported (weights in an external file, "
+            "tagged with gen_tag_fn); use ExecuTorch's export_llm for it"
+        )
     if llm_config.debug.profile_path is not None:
         raise UnsupportedOption("debug.profile_path is not supported (the cProfile flame graph of export_llama)")
 
@@ -176,13 +192,21 @@ def _download_checkpoint_if_needed(llm_config) -> None:
     name = llm_config.base.model_class.value
     if llm_config.base.checkpoint or name not in flow.HUGGING_FACE_REPO_IDS:
         return
-    prefixes = (("qwen2_5", "qwen2_5"), ("qwen3_5", "qwen3_5"), ("qwen3", "qwen3"), ("phi_4_mini", "phi_4_mini"),
-                ("smollm2", "smollm2"), ("lfm2", "lfm2"))
+    prefixes = (
+        ("qwen2_5", "qwen2_5"),
+        ("qwen3_5", "qwen3_5"),
+        ("qwen3", "qwen3"),
+        ("phi_4_mini", "phi_4_mini"),
+        ("smollm2", "smollm2"),
+        ("lfm2", "lfm2"),
+    )
     package = next((pkg for prefix, pkg in prefixes if name.startswith(prefix)), None)
     if package is None:
         raise ValueError(f"Converting weights to meta format for {name} is not yet supported")
     convert_weights = importlib.import_module(f"executorch.examples.models.{package}.convert_weights")
-    llm_config.base.checkpoint = flow.download_and_convert_hf_checkpoint(flow.HUGGING_FACE_REPO_IDS[name], convert_weights)
+    llm_config.base.checkpoint = flow.download_and_convert_hf_checkpoint(
+        flow.HUGGING_FACE_REPO_IDS[name], convert_weights
+    )
 
 
 def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
@@ -203,11 +227,16 @@ def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
     check_supported(llm_config)
     xir_options = _xir_options(xir_options)
     for name, value in xir_options.items():
-        if value and (partitioners == "stock" or not llm_config.backend.xnnpack.enable_bf16
-                      or not llm_config.backend.xnnpack.extended_ops):
-            raise UnsupportedOption(f"xir.{name}=true needs xir's partitioner (xir.partitioners=xir, dq+xir or xir-dq+xir), "
-                                    "backend.xnnpack.enable_bf16=true and backend.xnnpack.extended_ops=true "
-                                    "(with model.dtype_override=bf16)")
+        if value and (
+            partitioners == "stock"
+            or not llm_config.backend.xnnpack.enable_bf16
+            or not llm_config.backend.xnnpack.extended_ops
+        ):
+            raise UnsupportedOption(
+                f"xir.{name}=true needs xir's partitioner (xir.partitioners=xir, dq+xir or xir-dq+xir), "
+                "backend.xnnpack.enable_bf16=true and backend.xnnpack.extended_ops=true "
+                "(with model.dtype_override=bf16)"
+            )
     _download_checkpoint_if_needed(llm_config)
     flow._validate_args(llm_config)
     if llm_config.model.static_quantize_kv_cache:
@@ -236,12 +265,22 @@ def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
         builder = builder.to_executorch(passes=passes)
     else:
         builder = flow._to_edge_and_lower_llama(
-            builder_exported, modelname, passes, pt2e_quant_params, quantizers, quant_dtype,
+            builder_exported,
+            modelname,
+            passes,
+            pt2e_quant_params,
+            quantizers,
+            quant_dtype,
             dtype_override=llm_config.model.dtype_override.value,
-            enable_dynamic_shape=llm_config.model.enable_dynamic_shape, use_kv_cache=llm_config.model.use_kv_cache,
+            enable_dynamic_shape=llm_config.model.enable_dynamic_shape,
+            use_kv_cache=llm_config.model.use_kv_cache,
             embedding_quantize=llm_config.quantization.embedding_quantize,
-            pt2e_quantize=llm_config.quantization.pt2e_quantize.value if llm_config.quantization.pt2e_quantize else None,
-            generate_etrecord=llm_config.debug.generate_etrecord, verbose=llm_config.debug.verbose)
+            pt2e_quantize=llm_config.quantization.pt2e_quantize.value
+            if llm_config.quantization.pt2e_quantize
+            else None,
+            generate_etrecord=llm_config.debug.generate_etrecord,
+            verbose=llm_config.debug.verbose,
+        )
 
     if llm_config.debug.profile_memory:
         flow.generate_memory_trace(builder.export_program, "memory_profile.json")
@@ -290,14 +329,16 @@ def parse_args(argv: Sequence[str]):
     for arg in argv:
         if arg.startswith("xir."):
             key, _, value = arg.partition("=")
-            if key[len("xir."):] in XIR_BF16_OPTIONS:
+            if key[len("xir.") :] in XIR_BF16_OPTIONS:
                 if value.lower() not in ("true", "false"):
                     raise UnsupportedOption(f"{key}={value!r}: expected true or false")
-                options[key[len("xir."):]] = value.lower() == "true"
+                options[key[len("xir.") :]] = value.lower() == "true"
                 continue
             if key != "xir.partitioners":
-                raise UnsupportedOption(f"unknown option {key!r}; xir takes xir.partitioners={'|'.join(COMMAND_SETS)} and "
-                                        + " and ".join(f"xir.{name}=true|false" for name in XIR_BF16_OPTIONS))
+                raise UnsupportedOption(
+                    f"unknown option {key!r}; xir takes xir.partitioners={'|'.join(COMMAND_SETS)} and "
+                    + " and ".join(f"xir.{name}=true|false" for name in XIR_BF16_OPTIONS)
+                )
             if value not in COMMAND_SETS:
                 raise UnsupportedOption(f"xir.partitioners={value!r}: expected one of {', '.join(COMMAND_SETS)}")
             kind = value

@@ -88,10 +88,12 @@ class PartitionPlan:
         """The decomposed linears delegated whole: matmul, views and weight transpose in one group
         (XNNPACK's preprocessing rebuilds these into the linear they were)."""
         group_of = {id(n): g.tag for g in self.groups for n in g.nodes}
-        return [lin for lin in self.linears.values()
-                if group_of.get(id(lin.matmul)) is not None
-                and all(group_of.get(id(n)) == group_of[id(lin.matmul)]
-                        for n in list(lin.reshapes) + [lin.transpose])]
+        return [
+            lin
+            for lin in self.linears.values()
+            if group_of.get(id(lin.matmul)) is not None
+            and all(group_of.get(id(n)) == group_of[id(lin.matmul)] for n in list(lin.reshapes) + [lin.transpose])
+        ]
 
     @property
     def unlowerable(self) -> list[Rejection]:
@@ -105,8 +107,10 @@ class PartitionPlan:
         """Raise :class:`NotLowerable` naming each such node and why XNNPACK cannot take it."""
         if self.unlowerable:
             lines = "\n".join(f"  {r.node.op} {r.node.results[0].type}: {r.reason}" for r in self.unlowerable)
-            raise NotLowerable(f"XNNPACK cannot run these ops, and their quantize/dequantize ops cannot run outside an "
-                               f"XNNPACK delegate either (torchao's have no ExecuTorch kernel):\n{lines}")
+            raise NotLowerable(
+                f"XNNPACK cannot run these ops, and their quantize/dequantize ops cannot run outside an "
+                f"XNNPACK delegate either (torchao's have no ExecuTorch kernel):\n{lines}"
+            )
 
     def group_of(self, node: Node) -> Group | None:
         for group in self.groups:
@@ -232,20 +236,28 @@ def _rejections(graph: Graph, groups: list[Group], capability: Capability) -> li
     return rejected
 
 
-ZERO_D_OUTPUT = ("its 0-D result, computed from a 0-D static tensor, would leave the delegate (XNNPACK makes it 1-D "
-                 "and ExecuTorch 1.5.1 cannot resize the 0-D output to it: 'Size needs to be equal to the number "
-                 "of dimensions')")
-NOT_CONVEX = ("its pattern (the op with its Q/DQ) is not convex: a path leaves it and comes back through a node "
-              "outside, so it cannot be one delegate")
+ZERO_D_OUTPUT = (
+    "its 0-D result, computed from a 0-D static tensor, would leave the delegate (XNNPACK makes it 1-D "
+    "and ExecuTorch 1.5.1 cannot resize the 0-D output to it: 'Size needs to be equal to the number "
+    "of dimensions')"
+)
+NOT_CONVEX = (
+    "its pattern (the op with its Q/DQ) is not convex: a path leaves it and comes back through a node "
+    "outside, so it cannot be one delegate"
+)
 
 
-def _groups(graph: Graph, options: Options, capability: Capability, order: dict[int, int], alone: set[int]) -> list[Group]:
+def _groups(
+    graph: Graph, options: Options, capability: Capability, order: dict[int, int], alone: set[int]
+) -> list[Group]:
     units = sorted(capability.units, key=lambda u: min(order[id(n)] for n in u.nodes))
     if options.per_op_mode:
         merged = [[u] for u in units]
     else:
         mergeable = [u for u in units if id(u) not in alone]
-        merged = _merge_adjacent(graph, _merge_convex(graph, mergeable, capability)) + [[u] for u in units if id(u) in alone]
+        merged = _merge_adjacent(graph, _merge_convex(graph, mergeable, capability)) + [
+            [u] for u in units if id(u) in alone
+        ]
     groups = []
     for i, unit_list in enumerate(sorted(merged, key=lambda us: min(order[id(n)] for u in us for n in u.nodes))):
         nodes = sorted({id(n): n for u in unit_list for n in u.nodes}.values(), key=lambda n: order[id(n)])
@@ -254,9 +266,11 @@ def _groups(graph: Graph, options: Options, capability: Capability, order: dict[
     return groups
 
 
-QUANTIZES_0D_INPUT = ("it quantizes a 0-D value computed outside the delegate: XNNPACK's channels-last pass "
-                      "indexes that delegate input's tensor and fails ('IndexError: invalid index of a 0-dim "
-                      "tensor', stock's program too); outside, the delegate reads the quantized value")
+QUANTIZES_0D_INPUT = (
+    "it quantizes a 0-D value computed outside the delegate: XNNPACK's channels-last pass "
+    "indexes that delegate input's tensor and fails ('IndexError: invalid index of a 0-dim "
+    "tensor', stock's program too); outside, the delegate reads the quantized value"
+)
 
 
 def _quantizes_of_0d_inputs(group: Group) -> list[Node]:
@@ -266,15 +280,22 @@ def _quantizes_of_0d_inputs(group: Group) -> list[Node]:
     tensor's first element, which a 0-D tensor has not (fuzz static seed 1733). Left outside, the
     quantize hands the delegate an int8 0-D input, and the dequantize that reads it stays in."""
     inside = {id(n) for n in group.nodes}
-    return [n for n in group.nodes if n.op == quantized_decomposed.quantize_per_tensor
-            and n.input.rank == 0 and not n.input.is_constant
-            and (n.input.producer is None or id(n.input.producer) not in inside)]
+    return [
+        n
+        for n in group.nodes
+        if n.op == quantized_decomposed.quantize_per_tensor
+        and n.input.rank == 0
+        and not n.input.is_constant
+        and (n.input.producer is None or id(n.input.producer) not in inside)
+    ]
 
 
 CLONE_OPS = (aten.clone, dim_order_ops._clone_dim_order)
-CLONE_PASSES_THROUGH = ("a copy whose result leaves the delegate while the value it copies leaves it too: XNNPACK's "
-                        "preprocessing drops the copy, and the delegate would return one value twice (ExecuTorch "
-                        "refuses that)")
+CLONE_PASSES_THROUGH = (
+    "a copy whose result leaves the delegate while the value it copies leaves it too: XNNPACK's "
+    "preprocessing drops the copy, and the delegate would return one value twice (ExecuTorch "
+    "refuses that)"
+)
 
 
 def _clones_passing_through(group: Group) -> list[Node]:
@@ -302,14 +323,18 @@ CONV_AND_LINEAR_SHARE_ACTIVATION = (
     "a conv and a linear read one dynamically quantized activation: XNNPACK's channels-last pass "
     "converts the activation for the conv and moves the linear onto the converted copy, which then "
     "reaches the linear through a contiguous copy instead of a dequantize ('Weight and Input should "
-    "both be quantized', stock's program too)")
+    "both be quantized', stock's program too)"
+)
 
 
 def _conv_and_linear_share_dynamic_activation(unit: Unit) -> bool:
     """A dynamically quantized unit in which one choose_qparams/quantize/dequantize feeds both a
     conv and a linear (fuzz dynamic seed 30349): no delegate can hold it."""
-    return unit.kind == DYNAMIC and any(n.op == aten.convolution for n in unit.nodes) \
+    return (
+        unit.kind == DYNAMIC
+        and any(n.op == aten.convolution for n in unit.nodes)
         and any(n.op in LINEAR_OPS for n in unit.nodes)
+    )
 
 
 def _dynamic_units_misread_by_channels_last(group: Group) -> list[Unit]:
@@ -340,7 +365,11 @@ def _dynamic_units_misread_by_channels_last(group: Group) -> list[Unit]:
             if activation.rank == 4 and after_channels_last_op(activation, within=inside) is not None:
                 found.append(unit)
         elif any(n.op == aten.convolution for n in unit.nodes):
-            if activation.producer is not None and id(activation.producer) in inside and not _channels_last_chain(activation, inside):
+            if (
+                activation.producer is not None
+                and id(activation.producer) in inside
+                and not _channels_last_chain(activation, inside)
+            ):
                 found.append(unit)
     return found
 
@@ -358,8 +387,13 @@ def _pads_of_computed_conversions(group: Group) -> list[Unit]:
             if node.op != aten.constant_pad_nd or float(node.attributes.get("value", 0.0) or 0.0) == 0.0:
                 continue
             convert = node.input.producer
-            if (convert is not None and convert.op == xir_ops.convert and id(convert) in inside
-                    and convert.input.producer is not None and id(convert.input.producer) in inside):
+            if (
+                convert is not None
+                and convert.op == xir_ops.convert
+                and id(convert) in inside
+                and convert.input.producer is not None
+                and id(convert.input.producer) in inside
+            ):
                 found.append(unit)
                 break
     return found
@@ -377,7 +411,11 @@ def _readers_of_converted_conv_inputs(group: Group) -> list[Unit]:
     found: list[Unit] = []
     for conv in (n for n in group.nodes if n.op == aten.convolution):
         chain, quantized, value = {id(conv)}, False, conv.operands[0]
-        while value.producer is not None and id(value.producer) in inside and value.producer.op in DEQUANTIZE_OPS + QUANTIZE_OPS:
+        while (
+            value.producer is not None
+            and id(value.producer) in inside
+            and value.producer.op in DEQUANTIZE_OPS + QUANTIZE_OPS
+        ):
             chain.add(id(value.producer))
             quantized = quantized or value.producer.op in DEQUANTIZE_OPS
             value = value.producer.operands[0]
@@ -387,8 +425,14 @@ def _readers_of_converted_conv_inputs(group: Group) -> list[Unit]:
             continue
         for reader in value.readers:
             unit = unit_of.get(id(reader))
-            if (unit is None or id(reader) in chain or unit is unit_of.get(id(conv)) or unit in found
-                    or any(n.op in CHANNELS_LAST_OPS for n in unit.nodes) or _reads_any_layout(unit)):
+            if (
+                unit is None
+                or id(reader) in chain
+                or unit is unit_of.get(id(conv))
+                or unit in found
+                or any(n.op in CHANNELS_LAST_OPS for n in unit.nodes)
+                or _reads_any_layout(unit)
+            ):
                 continue
             found.append(unit)
     return found
@@ -398,8 +442,12 @@ def _reads_any_layout(unit: Unit) -> bool:
     """A float unit of one elementwise op whose tensor operands are all 4-D: XNNPACK's channels-last
     pass converts every one of them to the converted input's layout (a per-channel ``x * scale``
     beside a dynamically quantized conv of ``x``: one delegate, eager's numbers, as stock's)."""
-    return (unit.kind == FP32 and len(unit.nodes) == 1 and has_trait(unit.anchor.op, "elementwise")
-            and all(v.rank == 4 for v in unit.anchor.operands if isinstance(v.type, TensorType)))
+    return (
+        unit.kind == FP32
+        and len(unit.nodes) == 1
+        and has_trait(unit.anchor.op, "elementwise")
+        and all(v.rank == 4 for v in unit.anchor.operands if isinstance(v.type, TensorType))
+    )
 
 
 def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
@@ -409,9 +457,14 @@ def _softmaxes_after_channels_last_ops(group: Group) -> list[Unit]:
     wrong). In a delegate of its own, the softmax reads its input as a delegate input, contiguous
     (fuzz fp32 seeds 10121, 10253, ...: before, such a softmax stayed outside XNNPACK)."""
     inside = {id(n) for n in group.nodes}
-    return [unit for unit in group.units
-            if any(n.op == aten._softmax and n.input.rank == 4
-                   and after_channels_last_op(n.input, within=inside) is not None for n in unit.nodes)]
+    return [
+        unit
+        for unit in group.units
+        if any(
+            n.op == aten._softmax and n.input.rank == 4 and after_channels_last_op(n.input, within=inside) is not None
+            for n in unit.nodes
+        )
+    ]
 
 
 def _dequantizes_of_float_conv1ds(group: Group) -> list[Unit]:
@@ -437,7 +490,8 @@ def _dequantizes_of_float_conv1ds(group: Group) -> list[Unit]:
 ZERO_PAD_QUANTIZED_BY_PREPROCESSING = (
     "a zero pad of a dequantized value, run in fp32 between conversions, whose quantize is not in its delegate: "
     "XNNPACK's preprocessing (InsertPadQDQPass) would quantize its output there, and the pad would get an "
-    "f32 input and an int8 output (\"Failed to create StaticConstantPad node\" at load)")
+    'f32 input and an int8 output ("Failed to create StaticConstantPad node" at load)'
+)
 
 
 def _zero_pads_quantized_by_preprocessing(group: Group) -> list[Node]:
@@ -476,8 +530,10 @@ def _channels_last_chain(value, inside: set, seen: dict | None = None) -> bool:
         seen[id(node)] = False  # (a DAG: no value reaches itself; this only saves work)
         operands = [v for v in node.operands if isinstance(v.type, TensorType)]
         seen[id(node)] = node.op in CHANNELS_LAST_OPS or (
-            node.op not in LAYOUT_RESET_OPS and bool(operands)
-            and all(_channels_last_chain(v, inside, seen) for v in operands))
+            node.op not in LAYOUT_RESET_OPS
+            and bool(operands)
+            and all(_channels_last_chain(v, inside, seen) for v in operands)
+        )
     return seen[id(node)]
 
 
@@ -600,9 +656,15 @@ def _zero_d_outputs(group: Group) -> list[Node]:
                     stack.append(v.producer)
         return False
 
-    return [n for n in group.nodes for r in n.results
-            if isinstance(r.type, TensorType) and r.rank == 0 and any(id(u) not in inside for u in r.uses)
-            and reads_0d_constant(n)]
+    return [
+        n
+        for n in group.nodes
+        for r in n.results
+        if isinstance(r.type, TensorType)
+        and r.rank == 0
+        and any(id(u) not in inside for u in r.uses)
+        and reads_0d_constant(n)
+    ]
 
 
 def _drop_unit(capability: Capability, node: Node, verdict: Verdict) -> None:
@@ -612,8 +674,13 @@ def _drop_unit(capability: Capability, node: Node, verdict: Verdict) -> None:
     capability.units = [u for u in capability.units if u is not unit]
     for member in unit.nodes:
         capability.unit_of.pop(id(member), None)
-        capability.verdicts[id(member)] = verdict if member is node else Verdict(
-            False, "unit", f"delegated only together with {node.op}, which stays outside: {verdict.reason}")
+        capability.verdicts[id(member)] = (
+            verdict
+            if member is node
+            else Verdict(
+                False, "unit", f"delegated only together with {node.op}, which stays outside: {verdict.reason}"
+            )
+        )
 
 
 def _detach_from_unit(capability: Capability, node: Node, verdict: Verdict) -> None:
@@ -761,7 +828,9 @@ class _ConvexMerger:
             if g is None or g == u:
                 continue
             # a path from u back into g is only possible if some node of g comes after u starts
-            if self.can_join(g, self.members[u]) and (self.first[u] > self.last[g] or self.can_join(u, self.members[g])):
+            if self.can_join(g, self.members[u]) and (
+                self.first[u] > self.last[g] or self.can_join(u, self.members[g])
+            ):
                 u = self.merge(g, u)
 
     def merge(self, g: int, u: int) -> int:
@@ -795,6 +864,11 @@ REPAIRS: tuple[Repair, ...] = (
     Repair("pad-of-computed-conversion", _pads_of_computed_conversions, "isolate"),
     Repair("softmax-after-channels-last-op", _softmaxes_after_channels_last_ops, "isolate"),
     Repair("dequantize-of-float-conv1d", _dequantizes_of_float_conv1ds, "isolate"),
-    Repair("zero-pad-quantized-by-preprocessing", _zero_pads_quantized_by_preprocessing, "drop", "quant",
-           ZERO_PAD_QUANTIZED_BY_PREPROCESSING),
+    Repair(
+        "zero-pad-quantized-by-preprocessing",
+        _zero_pads_quantized_by_preprocessing,
+        "drop",
+        "quant",
+        ZERO_PAD_QUANTIZED_BY_PREPROCESSING,
+    ),
 )

@@ -50,7 +50,13 @@ logger = logging.getLogger("xir")
 IMPLICIT_QDQ_KEY = "IS_IMPLICIT_Q_DQ_TAG"  # executorch.backends.xnnpack.utils.quant_utils.IS_IMPLICIT_Q_DQ_TAG
 
 # ops XNNPACK takes whole: kept from decomposition when (and only when) xir will delegate them
-PRESERVED_OPS = ("linear.default", "hardswish.default", "max_pool2d.default", "prelu.default", "upsample_bilinear2d.vec")
+PRESERVED_OPS = (
+    "linear.default",
+    "hardswish.default",
+    "max_pool2d.default",
+    "prelu.default",
+    "upsample_bilinear2d.vec",
+)
 
 # The rewrites xir makes in the edge program before partitioning (see transform_passes()), for the
 # default options: the phases of lowering.pipeline.PHASES
@@ -115,11 +121,22 @@ class XnnpackPartitioner(_base()):
     less lowering time); ``all_backend_passes=True`` runs all of them on every delegate.
     """
 
-    def __init__(self, configs=None, config_precisions=None, per_op_mode: bool = False, verbose: bool = False, *,
-                 enable_bf16: bool = False, force_non_static_weights_for_f32_linear: bool = False,
-                 pipeline: Sequence[Pass] | str | None = None, instruments: Iterable[Instrument] = (),
-                 bf16_linears_as_f16: bool = False, bf16_activations_in_fp32: bool = False,
-                 all_backend_passes: bool = False, **kwargs):
+    def __init__(
+        self,
+        configs=None,
+        config_precisions=None,
+        per_op_mode: bool = False,
+        verbose: bool = False,
+        *,
+        enable_bf16: bool = False,
+        force_non_static_weights_for_f32_linear: bool = False,
+        pipeline: Sequence[Pass] | str | None = None,
+        instruments: Iterable[Instrument] = (),
+        bf16_linears_as_f16: bool = False,
+        bf16_activations_in_fp32: bool = False,
+        all_backend_passes: bool = False,
+        **kwargs,
+    ):
         from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
         from executorch.exir.backend.partitioner import DelegationSpec
 
@@ -130,9 +147,12 @@ class XnnpackPartitioner(_base()):
             raise TypeError(f"unknown keyword argument(s): {', '.join(sorted(unknown))}")
         super().__init__()
         self.delegation_spec = DelegationSpec(XnnpackBackend.__name__, [])
-        self.options = Options(enable_bf16=enable_bf16, precisions=_precisions(config_precisions),
-                               force_non_static_weights_for_f32_linear=force_non_static_weights_for_f32_linear,
-                               per_op_mode=per_op_mode)
+        self.options = Options(
+            enable_bf16=enable_bf16,
+            precisions=_precisions(config_precisions),
+            force_non_static_weights_for_f32_linear=force_non_static_weights_for_f32_linear,
+            per_op_mode=per_op_mode,
+        )
         on = {"bf16_linears_as_f16": bf16_linears_as_f16, "bf16_activations_in_fp32": bf16_activations_in_fp32}
         for option, value in on.items():
             if value and not enable_bf16:
@@ -250,8 +270,9 @@ class XnnpackPartitioner(_base()):
         plan.raise_if_unlowerable()  # (ops that run nowhere else, in a pattern XNNPACK cannot take)
         with self._timed("tags"):
             tags = emit_tags(plan, exported_program, options)
-            specs, self.all_passes_reasons = delegation_specs(exported_program, tags, self.delegation_spec,
-                                                              all_passes=self.all_backend_passes)
+            specs, self.all_passes_reasons = delegation_specs(
+                exported_program, tags, self.delegation_spec, all_passes=self.all_backend_passes
+            )
         if self.verbose:
             logger.warning("%s", plan.report())
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=specs)
@@ -263,13 +284,18 @@ class XnnpackPartitioner(_base()):
         text = self.last_plan.report()
         kept = self.last_plan.kept_matmuls
         if kept:
-            text += ("  run as matrix multiplies, not rebuilt into a linear by XNNPACK's preprocessing (part of "
-                     f"the linear is outside the delegate, or the rebuild would change its shape): {', '.join(kept)}\n")
+            text += (
+                "  run as matrix multiplies, not rebuilt into a linear by XNNPACK's preprocessing (part of "
+                f"the linear is outside the delegate, or the rebuild would change its shape): {', '.join(kept)}\n"
+            )
         reasons = self.all_passes_reasons
         if reasons:
-            text += (f"  ExecuTorch's XNNPACK preprocessing runs all its passes on {len(reasons)} of {len(self.last_plan.groups)} "
-                     "delegates (the others get only its linear rebuild; lowering.backend_passes): "
-                     + "; ".join(f"{tag}: {why}" for tag, why in sorted(reasons.items())) + "\n")
+            text += (
+                f"  ExecuTorch's XNNPACK preprocessing runs all its passes on {len(reasons)} of {len(self.last_plan.groups)} "
+                "delegates (the others get only its linear rebuild; lowering.backend_passes): "
+                + "; ".join(f"{tag}: {why}" for tag, why in sorted(reasons.items()))
+                + "\n"
+            )
         return text
 
 
@@ -324,9 +350,11 @@ def _with_partitioner_options(p: Pass, options: Options) -> Pass:
         return p
     default = attrs.fields_dict(type(p))["enable_bf16"].default
     if p.enable_bf16 != default and p.enable_bf16 != options.enable_bf16:
-        raise ValueError(f"the pipeline sets {p.name}{{enable_bf16={str(p.enable_bf16).lower()}}}, the partitioner "
-                         f"enable_bf16={options.enable_bf16}: set enable_bf16 on XnnpackPartitioner (its passes "
-                         "follow it), not on the pass")
+        raise ValueError(
+            f"the pipeline sets {p.name}{{enable_bf16={str(p.enable_bf16).lower()}}}, the partitioner "
+            f"enable_bf16={options.enable_bf16}: set enable_bf16 on XnnpackPartitioner (its passes "
+            "follow it), not on the pass"
+        )
     return attrs.evolve(p, enable_bf16=options.enable_bf16)
 
 
@@ -339,13 +367,20 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
     """Write the plan into the FX graph: delegation tags on the ops (and their getitems and
     constants), and the Q/DQ fold marks for the groups that really were taken."""
     signature = ep.graph_signature
-    constant_names = {spec.arg.name for spec in signature.input_specs
-                      if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and hasattr(spec.arg, "name")}
+    constant_names = {
+        spec.arg.name
+        for spec in signature.input_specs
+        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and hasattr(spec.arg, "name")
+    }
     # Constants outside the state dict (lifted tensors, non-persistent buffers) are shared by the
     # edge program with the program it came from, and ExecuTorch removes a delegated constant from
     # that shared dict: tag them only where XNNPACK needs a static tensor (GEMM weights and biases).
-    shared_names = {spec.arg.name for spec in signature.input_specs if hasattr(spec.arg, "name") and (
-        spec.kind.name == "CONSTANT_TENSOR" or (spec.kind.name == "BUFFER" and spec.persistent is False))}
+    shared_names = {
+        spec.arg.name
+        for spec in signature.input_specs
+        if hasattr(spec.arg, "name")
+        and (spec.kind.name == "CONSTANT_TENSOR" or (spec.kind.name == "BUFFER" and spec.persistent is False))
+    }
     mutated_targets = set((getattr(signature, "buffers_to_mutate", None) or {}).values())
     mutated = {name for name, target in signature.inputs_to_buffers.items() if target in mutated_targets}
     for fx_node in ep.graph_module.graph.nodes:
@@ -366,16 +401,23 @@ def emit_tags(plan: PartitionPlan, ep: Any, options: Options) -> list[str]:
             static_operands = {id(v) for v in node.operands} if node.op in STATIC_OPERAND_OPS else set()
             for value in node.inputs():
                 placeholder = value.fx_node
-                if (value.is_constant and placeholder is not None and placeholder.name in constant_names
-                        and placeholder.name not in mutated and id(value) not in untagged_operands
-                        and (placeholder.name not in shared_names or id(value) in static_operands)
-                        and (value.rank != 0 or id(value) in static_operands)  # (see partition._zero_d_outputs)
-                        and "delegation_tag" not in placeholder.meta):
+                if (
+                    value.is_constant
+                    and placeholder is not None
+                    and placeholder.name in constant_names
+                    and placeholder.name not in mutated
+                    and id(value) not in untagged_operands
+                    and (placeholder.name not in shared_names or id(value) in static_operands)
+                    and (value.rank != 0 or id(value) in static_operands)  # (see partition._zero_d_outputs)
+                    and "delegation_tag" not in placeholder.meta
+                ):
                     placeholder.meta["delegation_tag"] = tag
         for node in group.implicit:
             node.fx_node.meta[IMPLICIT_QDQ_KEY] = True
     # a matmul XNNPACK's preprocessing would rebuild into a linear of the wrong shape runs as itself
-    plan.kept_matmuls = [n.name for n in keep_inexact_matmuls(ep.graph_module, exact={lin.matmul.fx_node for lin in plan.whole_linears})]
+    plan.kept_matmuls = [
+        n.name for n in keep_inexact_matmuls(ep.graph_module, exact={lin.matmul.fx_node for lin in plan.whole_linears})
+    ]
     return tags
 
 
@@ -434,8 +476,14 @@ class _XirRewritePass:
         return XirRewritePass()
 
 
-def to_edge_transform_and_lower(programs, partitioner=None, transform_passes=None, constant_methods=None,
-                                compile_config=None, generate_etrecord: bool = False):
+def to_edge_transform_and_lower(
+    programs,
+    partitioner=None,
+    transform_passes=None,
+    constant_methods=None,
+    compile_config=None,
+    generate_etrecord: bool = False,
+):
     """ExecuTorch's ``to_edge_transform_and_lower`` with xir's rewrites: every xir partitioner in
     ``partitioner`` contributes its ``transform_passes()`` before ExecuTorch partitions."""
     from executorch.exir import to_edge_transform_and_lower as et_lower
@@ -446,9 +494,14 @@ def to_edge_transform_and_lower(programs, partitioner=None, transform_passes=Non
         if isinstance(p, XnnpackPartitioner):
             passes.extend(p.transform_passes())
     try:
-        edge = et_lower(programs, partitioner=partitioners, transform_passes=passes or None,
-                        constant_methods=constant_methods, compile_config=compile_config,
-                        generate_etrecord=generate_etrecord)
+        edge = et_lower(
+            programs,
+            partitioner=partitioners,
+            transform_passes=passes or None,
+            constant_methods=constant_methods,
+            compile_config=compile_config,
+            generate_etrecord=generate_etrecord,
+        )
     except Exception as error:
         cause = _xir_cause(error)
         if cause is None:

@@ -49,8 +49,9 @@ class Step:
     def __attrs_post_init__(self):
         unknown = [w for w in self.when if w not in attrs.fields_dict(Switches)]
         if unknown:
-            raise ValueError(f"{self.text}: unknown switch(es) {', '.join(unknown)}; known: "
-                             f"{', '.join(attrs.fields_dict(Switches))}")
+            raise ValueError(
+                f"{self.text}: unknown switch(es) {', '.join(unknown)}; known: {', '.join(attrs.fields_dict(Switches))}"
+            )
 
     @property
     def name(self) -> str:
@@ -83,90 +84,128 @@ class Phase:
 
 
 PHASES = (
-    Phase("as-exported", "match the program as torch.export and to_edge wrote it: before any pass rewrites "
-                         "its casts, constants or no-ops", (
-        "hoist-row-select",
-        "xnnpack.eager-scalar-promotion",
-        "xnnpack.remove-no-ops",
-        "xnnpack.weight-only-int8-linear",
-        "xnnpack.merge-clamps",
-        "xnnpack.pow-as-multiplies",
-        "xnnpack.avg-pool-padding-as-pad",
-    )),
-    Phase("decompose", "ops XNNPACK has no operator for, as ops it has", (
-        "fold-batch-norm",
-        "xnnpack.mean-keepdim",
-        "xnnpack.decompose-gelu-tanh",
-        "xnnpack.decompose-conv3d",
-    )),
-    Phase("views-and-slices", "rotary embeddings first (they match the selects and slices the next passes "
-                              "rewrite), then shape ops, splits, selects and slices as views and slices "
-                              "XNNPACK takes", (
-        float_op("xnnpack.rope-as-pair-swap"),
-        float_op("xnnpack.rotate-half-sign-in-sin"),
-        "shape-ops-as-views",
-        "xnnpack.split-as-slices",
-        "xnnpack.select-as-slice",
-        float_op("xnnpack.slices-as-xir-slices"),
-        "xnnpack.fold-repeat-into-bmm",
-    )),
-    Phase("shared", "equal values made one (every layer's rotary tables), then the rewrites that want "
-                    "them shared or apart", (
-        "common-subexpression-elimination",
-        float_op("xnnpack.partial-rotary-whole-head"),
-        "xnnpack.bmm-distinct-operands",
-        "xnnpack.expand-as-broadcast",
-        "xnnpack.safe-softmax",
-    )),
-    Phase("constants", "constant subgraphs folded, then the rewrites that need constants (an index, a "
-                       "stride, a scalar operand, a weight-only linear's bias); the program's own means "
-                       "as linears (the norms' come in 'norms'), the no-ops all this left removed, and attention "
-                       "scores of a dynamic length kept 3-D", (
-        "fold-constants",
-        float_op("xnnpack.index-select-as-slices"),  # (their slices of a symbolic tensor are xir.slice)
-        float_op("xnnpack.step-slice-as-view"),
-        "xnnpack.as-strided-as-view",
-        "xnnpack.scalar-operands-as-constants",
-        "xnnpack.weight-only-linear-bias",
-        float_op("xnnpack.mean-over-last-dims"),
-        "xnnpack.remove-no-ops",
-        "dead-code-elimination",  # (what safe-softmax replaced, before the next pass reads the views)
-        "xnnpack.drop-leading-unit-dims",
-    )),
-    Phase("bf16", "bf16 ops as XNNPACK computes them (in fp32 between converts, or rounded where eager "
-                  "rounds; only with enable_bf16), then what reads their fp32 ops: a patch convolution as "
-                  "a matrix product, layer norms widened to fp32", (
-        float_op("xnnpack.bf16-bmm-f32-output"),
-        Step("xnnpack.bf16-linear-as-f16", (FLOAT_OPS, "bf16_linears_as_f16")),
-        float_op("xnnpack.bf16-in-fp32"),
-        float_op("xnnpack.bf16-rounded-arithmetic"),
-        "xnnpack.patch-conv-as-matmul",
-        "xnnpack.layer-norm-in-fp32",
-    )),
-    Phase("norms", "norms (fp32 by now) as means and products, the means as linears, norm weights "
-                   "folded into the linears they feed", (
-        "xnnpack.decompose-layer-norm",
-        "xnnpack.decompose-group-norm",
-        float_op("xnnpack.mean-over-last-dims"),
-        "fold-scale-shift-into-linears",
-    )),
-    Phase("converts", "the bf16 casts left as XNNPACK's converts (after every pass that makes them), "
-                      "shared, and dead code removed", (
-        float_op("xnnpack.casts-as-converts"),
-        Step("xnnpack.bf16-activations-in-fp32", (FLOAT_OPS, "bf16_activations_in_fp32")),
-        "common-subexpression-elimination",
-        "dead-code-elimination",
-    )),
-    Phase("merge", "linears and head chains merged on the final, shared graph", (
-        float_op("xnnpack.fuse-sibling-linears"),
-        float_op("xnnpack.merge-head-chains"),
-    )),
-    Phase("quantized-boundaries", "what the partition's quantized delegates and the portable quantize "
-                                  "ops get wrong, on the graph as it will be partitioned", (
-        "xnnpack.dequantize-per-float-reader",
-        "xnnpack.saturate-portable-quantize",
-        "dead-code-elimination",
-    )),
+    Phase(
+        "as-exported",
+        "match the program as torch.export and to_edge wrote it: before any pass rewrites "
+        "its casts, constants or no-ops",
+        (
+            "hoist-row-select",
+            "xnnpack.eager-scalar-promotion",
+            "xnnpack.remove-no-ops",
+            "xnnpack.weight-only-int8-linear",
+            "xnnpack.merge-clamps",
+            "xnnpack.pow-as-multiplies",
+            "xnnpack.avg-pool-padding-as-pad",
+        ),
+    ),
+    Phase(
+        "decompose",
+        "ops XNNPACK has no operator for, as ops it has",
+        (
+            "fold-batch-norm",
+            "xnnpack.mean-keepdim",
+            "xnnpack.decompose-gelu-tanh",
+            "xnnpack.decompose-conv3d",
+        ),
+    ),
+    Phase(
+        "views-and-slices",
+        "rotary embeddings first (they match the selects and slices the next passes "
+        "rewrite), then shape ops, splits, selects and slices as views and slices "
+        "XNNPACK takes",
+        (
+            float_op("xnnpack.rope-as-pair-swap"),
+            float_op("xnnpack.rotate-half-sign-in-sin"),
+            "shape-ops-as-views",
+            "xnnpack.split-as-slices",
+            "xnnpack.select-as-slice",
+            float_op("xnnpack.slices-as-xir-slices"),
+            "xnnpack.fold-repeat-into-bmm",
+        ),
+    ),
+    Phase(
+        "shared",
+        "equal values made one (every layer's rotary tables), then the rewrites that want them shared or apart",
+        (
+            "common-subexpression-elimination",
+            float_op("xnnpack.partial-rotary-whole-head"),
+            "xnnpack.bmm-distinct-operands",
+            "xnnpack.expand-as-broadcast",
+            "xnnpack.safe-softmax",
+        ),
+    ),
+    Phase(
+        "constants",
+        "constant subgraphs folded, then the rewrites that need constants (an index, a "
+        "stride, a scalar operand, a weight-only linear's bias); the program's own means "
+        "as linears (the norms' come in 'norms'), the no-ops all this left removed, and attention "
+        "scores of a dynamic length kept 3-D",
+        (
+            "fold-constants",
+            float_op("xnnpack.index-select-as-slices"),  # (their slices of a symbolic tensor are xir.slice)
+            float_op("xnnpack.step-slice-as-view"),
+            "xnnpack.as-strided-as-view",
+            "xnnpack.scalar-operands-as-constants",
+            "xnnpack.weight-only-linear-bias",
+            float_op("xnnpack.mean-over-last-dims"),
+            "xnnpack.remove-no-ops",
+            "dead-code-elimination",  # (what safe-softmax replaced, before the next pass reads the views)
+            "xnnpack.drop-leading-unit-dims",
+        ),
+    ),
+    Phase(
+        "bf16",
+        "bf16 ops as XNNPACK computes them (in fp32 between converts, or rounded where eager "
+        "rounds; only with enable_bf16), then what reads their fp32 ops: a patch convolution as "
+        "a matrix product, layer norms widened to fp32",
+        (
+            float_op("xnnpack.bf16-bmm-f32-output"),
+            Step("xnnpack.bf16-linear-as-f16", (FLOAT_OPS, "bf16_linears_as_f16")),
+            float_op("xnnpack.bf16-in-fp32"),
+            float_op("xnnpack.bf16-rounded-arithmetic"),
+            "xnnpack.patch-conv-as-matmul",
+            "xnnpack.layer-norm-in-fp32",
+        ),
+    ),
+    Phase(
+        "norms",
+        "norms (fp32 by now) as means and products, the means as linears, norm weights "
+        "folded into the linears they feed",
+        (
+            "xnnpack.decompose-layer-norm",
+            "xnnpack.decompose-group-norm",
+            float_op("xnnpack.mean-over-last-dims"),
+            "fold-scale-shift-into-linears",
+        ),
+    ),
+    Phase(
+        "converts",
+        "the bf16 casts left as XNNPACK's converts (after every pass that makes them), shared, and dead code removed",
+        (
+            float_op("xnnpack.casts-as-converts"),
+            Step("xnnpack.bf16-activations-in-fp32", (FLOAT_OPS, "bf16_activations_in_fp32")),
+            "common-subexpression-elimination",
+            "dead-code-elimination",
+        ),
+    ),
+    Phase(
+        "merge",
+        "linears and head chains merged on the final, shared graph",
+        (
+            float_op("xnnpack.fuse-sibling-linears"),
+            float_op("xnnpack.merge-head-chains"),
+        ),
+    ),
+    Phase(
+        "quantized-boundaries",
+        "what the partition's quantized delegates and the portable quantize "
+        "ops get wrong, on the graph as it will be partitioned",
+        (
+            "xnnpack.dequantize-per-float-reader",
+            "xnnpack.saturate-portable-quantize",
+            "dead-code-elimination",
+        ),
+    ),
 )
 
 

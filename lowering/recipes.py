@@ -78,8 +78,7 @@ class XirRecipeType(RecipeType):
         if not isinstance(recipe_type, XNNPackRecipeType):
             raise TypeError(f"expected an XNNPackRecipeType, got {type(recipe_type).__name__}: {recipe_type!r}")
         if recipe_type.name not in cls.__members__:
-            raise ValueError(f"xir has no recipe for XNNPACK's {recipe_type.value!r}; "
-                             f"it has {[t.value for t in cls]}")
+            raise ValueError(f"xir has no recipe for XNNPACK's {recipe_type.value!r}; it has {[t.value for t in cls]}")
         return cls[recipe_type.name]
 
 
@@ -96,15 +95,19 @@ def validate_recipe_kwargs(recipe_type: XirRecipeType, **kwargs: Any) -> dict:
     accepted = _accepted_kwargs(recipe_type)
     unexpected = sorted(set(kwargs) - accepted)
     if unexpected:
-        takes = (f"Only {', '.join(repr(k) for k in sorted(accepted))} is supported for this recipe."
-                 if accepted else "This recipe does not accept any parameters.")
+        takes = (
+            f"Only {', '.join(repr(k) for k in sorted(accepted))} is supported for this recipe."
+            if accepted
+            else "This recipe does not accept any parameters."
+        )
         logger.warning("xir recipe '%s' ignoring unexpected parameters: %s. %s", recipe_type.value, unexpected, takes)
     used = {k: v for k, v in kwargs.items() if k in accepted}
     if GROUP_SIZE in used:
         group_size = used[GROUP_SIZE]
         if not isinstance(group_size, int) or isinstance(group_size, bool):
-            raise ValueError(f"Parameter 'group_size' must be an integer, got "
-                             f"{type(group_size).__name__}: {group_size}")
+            raise ValueError(
+                f"Parameter 'group_size' must be an integer, got {type(group_size).__name__}: {group_size}"
+            )
         if group_size <= 0:
             raise ValueError(f"Parameter 'group_size' must be a positive integer, got {group_size}")
     return used
@@ -142,8 +145,10 @@ class XirRecipeProvider(BackendRecipeProvider):
         used = validate_recipe_kwargs(recipe_type, **kwargs)
         stock = self._xnnpack.create_recipe(recipe_type.xnnpack, **used)
         if stock is None:
-            raise RuntimeError(f"ExecuTorch's XNNPACK provider made no recipe for {recipe_type.xnnpack.value!r}, "
-                               f"which xir's {recipe_type.value!r} is built on")
+            raise RuntimeError(
+                f"ExecuTorch's XNNPACK provider made no recipe for {recipe_type.xnnpack.value!r}, "
+                f"which xir's {recipe_type.value!r} is built on"
+            )
         return self._with_xir_lowering(stock, recipe_type)
 
     def _with_xir_lowering(self, stock: ExportRecipe, recipe_type: XirRecipeType) -> ExportRecipe:

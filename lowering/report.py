@@ -23,8 +23,10 @@ def _result_type(node) -> str:
 def format_report(plan: "PartitionPlan") -> str:
     delegated = plan.delegated_nodes
     compute_out = [r for r in plan.rejected if is_compute(r.node.op)]
-    lines = [f"xir partition: {len(delegated)} node(s) delegated to XNNPACK in {len(plan.groups)} group(s); "
-             f"{len(compute_out)} left outside"]
+    lines = [
+        f"xir partition: {len(delegated)} node(s) delegated to XNNPACK in {len(plan.groups)} group(s); "
+        f"{len(compute_out)} left outside"
+    ]
     for group in plan.groups:
         counts = Counter(op for op in group.ops())
         ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
@@ -40,6 +42,8 @@ def format_report(plan: "PartitionPlan") -> str:
             lines.append("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         own = sorted({r.node.op for r in compute_out if str(r.node.op).startswith("xir.")})
         if own:
-            lines.append(f"  xir's own ops left outside ({', '.join(own)}) go to the next partitioner of the list; "
-                         "what none takes is written back as the ATen ops it stands for (lowering.xir_ops_as_aten)")
+            lines.append(
+                f"  xir's own ops left outside ({', '.join(own)}) go to the next partitioner of the list; "
+                "what none takes is written back as the ATen ops it stands for (lowering.xir_ops_as_aten)"
+            )
     return "\n".join(lines) + "\n"

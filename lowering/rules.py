@@ -46,6 +46,7 @@ class OpRule:
 
 # ------------------------------------------------------------------ helpers for constraints
 
+
 def producer_op(value: Value) -> str | None:
     return value.producer.op if value.producer is not None else None
 
@@ -99,7 +100,11 @@ def static_weights_problem(node: Node, options=None) -> str | None:
     constants. With ``force_non_static_weights_for_f32_linear`` a linear's weight may be dynamic."""
     definition = node.definition
     for name in definition.weights if definition is not None else ():
-        if name == "weight" and node.op == aten.linear and getattr(options, "force_non_static_weights_for_f32_linear", False):
+        if (
+            name == "weight"
+            and node.op == aten.linear
+            and getattr(options, "force_non_static_weights_for_f32_linear", False)
+        ):
             continue
         value = node.operand(name)
         if value is not None and not is_static(value):
@@ -119,6 +124,7 @@ def _static_shape(node: Node, options=None) -> str | None:
 
 
 # ---------------------------------------------------------------- op-specific constraints
+
 
 def _alpha_one(node: Node, options=None) -> str | None:
     alpha = attr(node, "alpha", 1)
@@ -150,20 +156,31 @@ def _addmm(node: Node, options=None) -> str | None:
 def _convolution(node: Node, options=None) -> str | None:
     weight = node.weight
     if weight.rank not in (3, 4):
-        return (f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only; xir's transform pass "
-                "xnnpack.decompose-conv3d rewrites a 3-D one into 2-D convolutions)")
+        return (
+            f"{weight.rank - 2}-D convolution (XNNPACK has 1-D and 2-D convolution only; xir's transform pass "
+            "xnnpack.decompose-conv3d rewrites a 3-D one into 2-D convolutions)"
+        )
     if attr(node, "transposed", False):
         stride = attr(node, "stride", [1]) or [1]
         output_padding = attr(node, "output_padding", [0]) or [0]
-        if any(pad >= step for pad, step in zip(output_padding, stride * len(output_padding) if len(stride) == 1 else stride)):
-            return (f"a transposed convolution with output_padding {list(output_padding)} not below its stride "
-                    f"{list(stride)} (XNNPACK's deconvolution needs it below; found by the fuzzer: it fails at run time)")
+        if any(
+            pad >= step
+            for pad, step in zip(output_padding, stride * len(output_padding) if len(stride) == 1 else stride)
+        ):
+            return (
+                f"a transposed convolution with output_padding {list(output_padding)} not below its stride "
+                f"{list(stride)} (XNNPACK's deconvolution needs it below; found by the fuzzer: it fails at run time)"
+            )
     return None
 
 
 def _pooling_input(node: Node) -> str | None:
     rank = node.input.rank
-    return None if rank == 4 else f"{rank}-D input (XNNPACK pools 4-D NCHW tensors; an unbatched 3-D one it cannot lay out)"
+    return (
+        None
+        if rank == 4
+        else f"{rank}-D input (XNNPACK pools 4-D NCHW tensors; an unbatched 3-D one it cannot lay out)"
+    )
 
 
 def _avg_pool2d(node: Node, options=None) -> str | None:
@@ -239,20 +256,46 @@ def _mean_dim(node: Node, options=None) -> str | None:
 
 # ops whose constant operands must be static tensors inside XNNPACK (weights, biases, statistics);
 # other 0-D constants are passed to the delegate as inputs (lowering.partitioner.emit_tags)
-STATIC_OPERAND_OPS = (aten.linear, xir_ops.linear_f16w, aten.addmm, aten.mm, aten.convolution, aten.prelu,
-                      quantized_decomposed.dequantize_per_channel, quantized_decomposed.dequantize_per_tensor,
-                      aten._native_batch_norm_legit_no_training, aten.permute_copy)
+STATIC_OPERAND_OPS = (
+    aten.linear,
+    xir_ops.linear_f16w,
+    aten.addmm,
+    aten.mm,
+    aten.convolution,
+    aten.prelu,
+    quantized_decomposed.dequantize_per_channel,
+    quantized_decomposed.dequantize_per_tensor,
+    aten._native_batch_norm_legit_no_training,
+    aten.permute_copy,
+)
 
 
 # ops XNNPACK's delegate keeps in channels-last (NHWC) layout, and ops after which it is NCHW again
 # (its channels-last pass gives them contiguous inputs; a permute is not one of them: it permutes
 # the channels-last tensor, and its result stays channels-last, fuzz bf16 seed 20342). A max.dim
 # becomes an amax in XNNPACK's preprocessing; an amax in the program has no rule and stays outside.
-CHANNELS_LAST_OPS = (aten.convolution, aten.avg_pool2d, aten.max_pool2d, aten.max_pool2d_with_indices,
-                     aten.max.dim, aten.upsample_bilinear2d.vec, aten.mean.dim, aten.prelu,
-                     aten._native_batch_norm_legit_no_training)
-LAYOUT_RESET_OPS = (aten.view_copy, aten.squeeze_copy, aten.unsqueeze_copy, aten.linear, xir_ops.linear_f16w, aten.mm,
-                    aten.addmm, aten.bmm, xir_ops.bmm_f32out)
+CHANNELS_LAST_OPS = (
+    aten.convolution,
+    aten.avg_pool2d,
+    aten.max_pool2d,
+    aten.max_pool2d_with_indices,
+    aten.max.dim,
+    aten.upsample_bilinear2d.vec,
+    aten.mean.dim,
+    aten.prelu,
+    aten._native_batch_norm_legit_no_training,
+)
+LAYOUT_RESET_OPS = (
+    aten.view_copy,
+    aten.squeeze_copy,
+    aten.unsqueeze_copy,
+    aten.linear,
+    xir_ops.linear_f16w,
+    aten.mm,
+    aten.addmm,
+    aten.bmm,
+    xir_ops.bmm_f32out,
+)
 
 
 def after_channels_last_op(value: Value, within: set, limit: int = 256) -> Node | None:
@@ -293,8 +336,10 @@ def _cat(node: Node, options=None) -> str | None:
     return None
 
 
-SYMBOLIC_SLICE = ("a symbolic bound: ExecuTorch's XNNPACK serializer writes a slice's offsets and sizes as integers; "
-                  "a bound computed at run time cannot be written")
+SYMBOLIC_SLICE = (
+    "a symbolic bound: ExecuTorch's XNNPACK serializer writes a slice's offsets and sizes as integers; "
+    "a bound computed at run time cannot be written"
+)
 
 
 def slice_bounds(node: Node) -> tuple[int, int, int] | None:
@@ -325,9 +370,13 @@ def _slice(node: Node, options=None) -> str | None:
         return SYMBOLIC_SLICE
     if not node.input.type.is_static:  # (stock's visitor writes a symbolic dim's upper bound as its size)
         if slice_bounds(node) is None:
-            return "slices a symbolic dim to a length computed at run time (XNNPACK's slice sizes are written as integers)"
-        return ("a slice of a symbolic shape (ExecuTorch's XNNPACK serializer writes its upper bound as the size; "
-                "xir's transform pass xnnpack.slices-as-xir-slices writes it as xir.slice: run transform_passes())")
+            return (
+                "slices a symbolic dim to a length computed at run time (XNNPACK's slice sizes are written as integers)"
+            )
+        return (
+            "a slice of a symbolic shape (ExecuTorch's XNNPACK serializer writes its upper bound as the size; "
+            "xir's transform pass xnnpack.slices-as-xir-slices writes it as xir.slice: run transform_passes())"
+        )
     if any(d == 0 for v in list(node.operands) + list(node.results) for d in v.shape):
         return "an empty dim"
     return None
@@ -338,10 +387,14 @@ def _select(node: Node, options=None) -> str | None:
     and a view where XNNPACK takes those; the reason this one is not."""
     x = node.input.type
     if isinstance(x, TensorType) and x.rank and not isinstance(x.shape[attr(node, "dim", 0) % x.rank], int):
-        return ("selects from a symbolic dim (e.g. the last token of a dynamic length): XNNPACK's slice offset "
-                "would be computed at run time")
-    return ("XNNPACK has no select (xnnpack.select-as-slice writes one of a static dim of a 2-D to 6-D float tensor "
-            "as a slice and a view: run transform_passes())")
+        return (
+            "selects from a symbolic dim (e.g. the last token of a dynamic length): XNNPACK's slice offset "
+            "would be computed at run time"
+        )
+    return (
+        "XNNPACK has no select (xnnpack.select-as-slice writes one of a static dim of a 2-D to 6-D float tensor "
+        "as a slice and a view: run transform_passes())"
+    )
 
 
 def _cast(node: Node, options=None) -> str | None:
@@ -350,9 +403,11 @@ def _cast(node: Node, options=None) -> str | None:
     takes it; the reason this one is not."""
     if node.input.dtype == node.results[0].dtype:
         return "a copy that keeps the dtype and changes the layout, which ExecuTorch's XNNPACK backend does not define"
-    return ("a dtype cast, which ExecuTorch's XNNPACK backend does not define (with enable_bf16, "
-            "xnnpack.casts-as-converts writes an f32 <-> bf16 cast as xir.convert, but not an upcast whose f32 "
-            "result leaves the delegate, nor a cast of other dtypes)")
+    return (
+        "a dtype cast, which ExecuTorch's XNNPACK backend does not define (with enable_bf16, "
+        "xnnpack.casts-as-converts writes an f32 <-> bf16 cast as xir.convert, but not an upcast whose f32 "
+        "result leaves the delegate, nor a cast of other dtypes)"
+    )
 
 
 def _xir_slice(node: Node, options=None) -> str | None:
@@ -391,8 +446,10 @@ def _upsample_bilinear(node: Node, options=None) -> str | None:
         return f"input rank {x.rank}"
     scales = attr(node, "scale_factors")
     if scales and not attr(node, "align_corners", False) and any(float(s) != int(s) for s in scales):
-        return (f"scale factors {scales}: XNNPACK maps coordinates by the output size, PyTorch by the scale "
-                "(they differ for non-integer scales)")
+        return (
+            f"scale factors {scales}: XNNPACK maps coordinates by the output size, PyTorch by the scale "
+            "(they differ for non-integer scales)"
+        )
     return _static_shape(node)
 
 
@@ -495,64 +552,141 @@ _FS = frozenset({FP32, STATIC})
 _FSD = frozenset({FP32, STATIC, DYNAMIC})
 _NO_BF16 = "XNNPACK cannot define it with bf16 tensors (the runtime rejects it at load)"
 
-RULES: dict[str, OpRule] = {r.op: r for r in [
-    # elementwise, unary
-    OpRule(aten.abs, _F), OpRule(aten.ceil, _F), OpRule(aten.floor, _F), OpRule(aten.neg, _F),
-    OpRule(aten.sqrt, _F), OpRule(aten.rsqrt, _F), OpRule(aten.exp, _F), OpRule(aten.log, _F),
-    OpRule(aten.sigmoid, _F), OpRule(aten.tanh, _F), OpRule(aten.sin, _F), OpRule(aten.cos, _F),
-    OpRule(aten.relu, _FS), OpRule(aten.hardswish, _F), OpRule(aten.leaky_relu, _F),
-    OpRule(aten.hardtanh, _FS), OpRule(aten.clamp, _FS),
-    OpRule(aten.gelu, _F, check=_gelu, constraint="approximate='none' only; not f16"),
-    OpRule(aten.pow.Tensor_Scalar, _F, check=_pow, constraint="exponent 2 (an int)"),
-    # elementwise, binary
-    OpRule(aten.add.Tensor, _FS, check=_alpha_one, constraint="alpha 1"),
-    OpRule(aten.sub.Tensor, _FS, check=_alpha_one, constraint="alpha 1"),
-    OpRule(aten.mul.Tensor, _FS), OpRule(aten.div.Tensor, _F),
-    OpRule(aten.minimum, _F), OpRule(aten.maximum, _F),
-    # matrix multiplies and convolution
-    OpRule(aten.linear, _FSD, constraint="constant weight and bias"),
-    OpRule(aten.addmm, _FSD, check=_addmm, constraint="constant weight and bias; alpha = beta = 1"),
-    OpRule(aten.mm, _FSD, constraint="constant second matrix"),
-    OpRule(aten.bmm, _F, bf16=False, bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only "
-                                                    "(xir's transform pass xnnpack.bf16-bmm-f32-output rewrites it; run transform_passes())"),
-    OpRule(aten.convolution, _FSD, bf16=False, check=_convolution, constraint="1-D or 2-D; constant weight and bias",
-           bf16_reason=_NO_BF16),
-    # pooling, reductions, softmax
-    OpRule(aten.avg_pool2d, _F, bf16=False, check=_avg_pool2d, bf16_reason=_NO_BF16,
-           constraint="no ceil_mode; no count_include_pad with padding; divisor = kernel area"),
-    OpRule(aten.max_pool2d, _FS, bf16=False, check=_max_pool2d, bf16_reason=_NO_BF16, constraint="stride <= kernel"),
-    OpRule(aten.max_pool2d_with_indices, _FS, bf16=False, check=_max_pool2d_with_indices, bf16_reason=_NO_BF16,
-           constraint="indices unused; stride <= kernel", structural=True),
-    OpRule(aten.max.dim, _F, bf16=False, check=_max_dim, bf16_reason=_NO_BF16, structural=True,
-           constraint="4-D input, dim 2 or 3, keepdim, indices unused"),
-    OpRule(aten.mean.dim, _FS, bf16=False, check=_mean_dim, bf16_reason=_NO_BF16,
-           constraint="4-D input, dims (2, 3), keepdim"),
-    OpRule(aten._softmax, _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
-    # data movement
-    OpRule(aten.cat, _FS, check=_cat, constraint="at least two inputs"),
-    OpRule(aten.slice_copy.Tensor, _FS, check=_slice, constraint="step 1, integer bounds, static shapes (symbolic: xir.slice)"),
-    OpRule(aten.permute_copy, _FS),
-    OpRule(aten.view_copy, _FS, check=_view, constraint="static new shape, at most one -1"),
-    OpRule(aten.unsqueeze_copy, _FS, check=_unsqueeze, constraint="trailing dim only"),
-    OpRule(aten.constant_pad_nd, _F, check=_pad, constraint="no negative padding"),
-    OpRule(aten.upsample_bilinear2d.vec, _F, bf16=False, check=_upsample_bilinear, bf16_reason=_NO_BF16,
-           constraint="4-D, static output size"),
-    OpRule(aten.clone, _F, check=_clone, constraint="keeps its input's dim order"),
-    OpRule(dim_order_ops._clone_dim_order, _F, check=_clone, constraint="keeps its input's dim order"),
-    OpRule(dim_order_ops._to_dim_order_copy, _FS, check=_same_dtype_convert, constraint="no dtype change"),
-    # normalization and others
-    OpRule(aten._native_batch_norm_legit_no_training, _F, bf16=False, check=_batch_norm,
-           constraint="folds into the conv/linear before it, or decomposes (rank 2-4)",
-           bf16_reason="in bf16 a batch norm runs in XNNPACK only when it folds into a conv or linear"),
-    OpRule(aten.prelu, _F, check=_prelu, constraint="4-D input, constant weight"),
-    # xir's own ops (lowering/xnnpack_ops.py)
-    OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
-    OpRule(xir_ops.linear_f16w, _F, constraint="f32 input and bias, f16 constant weight"),
-    OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16, or bf16 and f16"),
-    OpRule(xir_ops.slice, _F, check=_xir_slice, constraint="not empty"),
-    OpRule(aten._to_copy, _F, check=_cast, constraint="never: xnnpack.casts-as-converts writes it as xir.convert"),
-    OpRule(aten.select_copy.int, _F, check=_select, constraint="never: xnnpack.select-as-slice writes it as a slice and a view"),
-    # quantization
-    OpRule(quantized_decomposed.quantize_per_tensor, frozenset({STATIC})),
-    OpRule(quantized_decomposed.dequantize_per_tensor, frozenset({STATIC})),
-]}
+RULES: dict[str, OpRule] = {
+    r.op: r
+    for r in [
+        # elementwise, unary
+        OpRule(aten.abs, _F),
+        OpRule(aten.ceil, _F),
+        OpRule(aten.floor, _F),
+        OpRule(aten.neg, _F),
+        OpRule(aten.sqrt, _F),
+        OpRule(aten.rsqrt, _F),
+        OpRule(aten.exp, _F),
+        OpRule(aten.log, _F),
+        OpRule(aten.sigmoid, _F),
+        OpRule(aten.tanh, _F),
+        OpRule(aten.sin, _F),
+        OpRule(aten.cos, _F),
+        OpRule(aten.relu, _FS),
+        OpRule(aten.hardswish, _F),
+        OpRule(aten.leaky_relu, _F),
+        OpRule(aten.hardtanh, _FS),
+        OpRule(aten.clamp, _FS),
+        OpRule(aten.gelu, _F, check=_gelu, constraint="approximate='none' only; not f16"),
+        OpRule(aten.pow.Tensor_Scalar, _F, check=_pow, constraint="exponent 2 (an int)"),
+        # elementwise, binary
+        OpRule(aten.add.Tensor, _FS, check=_alpha_one, constraint="alpha 1"),
+        OpRule(aten.sub.Tensor, _FS, check=_alpha_one, constraint="alpha 1"),
+        OpRule(aten.mul.Tensor, _FS),
+        OpRule(aten.div.Tensor, _F),
+        OpRule(aten.minimum, _F),
+        OpRule(aten.maximum, _F),
+        # matrix multiplies and convolution
+        OpRule(aten.linear, _FSD, constraint="constant weight and bias"),
+        OpRule(aten.addmm, _FSD, check=_addmm, constraint="constant weight and bias; alpha = beta = 1"),
+        OpRule(aten.mm, _FSD, constraint="constant second matrix"),
+        OpRule(
+            aten.bmm,
+            _F,
+            bf16=False,
+            bf16_reason="XNNPACK multiplies bf16 matrices into an fp32 result only "
+            "(xir's transform pass xnnpack.bf16-bmm-f32-output rewrites it; run transform_passes())",
+        ),
+        OpRule(
+            aten.convolution,
+            _FSD,
+            bf16=False,
+            check=_convolution,
+            constraint="1-D or 2-D; constant weight and bias",
+            bf16_reason=_NO_BF16,
+        ),
+        # pooling, reductions, softmax
+        OpRule(
+            aten.avg_pool2d,
+            _F,
+            bf16=False,
+            check=_avg_pool2d,
+            bf16_reason=_NO_BF16,
+            constraint="no ceil_mode; no count_include_pad with padding; divisor = kernel area",
+        ),
+        OpRule(
+            aten.max_pool2d, _FS, bf16=False, check=_max_pool2d, bf16_reason=_NO_BF16, constraint="stride <= kernel"
+        ),
+        OpRule(
+            aten.max_pool2d_with_indices,
+            _FS,
+            bf16=False,
+            check=_max_pool2d_with_indices,
+            bf16_reason=_NO_BF16,
+            constraint="indices unused; stride <= kernel",
+            structural=True,
+        ),
+        OpRule(
+            aten.max.dim,
+            _F,
+            bf16=False,
+            check=_max_dim,
+            bf16_reason=_NO_BF16,
+            structural=True,
+            constraint="4-D input, dim 2 or 3, keepdim, indices unused",
+        ),
+        OpRule(
+            aten.mean.dim,
+            _FS,
+            bf16=False,
+            check=_mean_dim,
+            bf16_reason=_NO_BF16,
+            constraint="4-D input, dims (2, 3), keepdim",
+        ),
+        OpRule(aten._softmax, _F, bf16=False, check=_softmax, bf16_reason=_NO_BF16, constraint="last dim"),
+        # data movement
+        OpRule(aten.cat, _FS, check=_cat, constraint="at least two inputs"),
+        OpRule(
+            aten.slice_copy.Tensor,
+            _FS,
+            check=_slice,
+            constraint="step 1, integer bounds, static shapes (symbolic: xir.slice)",
+        ),
+        OpRule(aten.permute_copy, _FS),
+        OpRule(aten.view_copy, _FS, check=_view, constraint="static new shape, at most one -1"),
+        OpRule(aten.unsqueeze_copy, _FS, check=_unsqueeze, constraint="trailing dim only"),
+        OpRule(aten.constant_pad_nd, _F, check=_pad, constraint="no negative padding"),
+        OpRule(
+            aten.upsample_bilinear2d.vec,
+            _F,
+            bf16=False,
+            check=_upsample_bilinear,
+            bf16_reason=_NO_BF16,
+            constraint="4-D, static output size",
+        ),
+        OpRule(aten.clone, _F, check=_clone, constraint="keeps its input's dim order"),
+        OpRule(dim_order_ops._clone_dim_order, _F, check=_clone, constraint="keeps its input's dim order"),
+        OpRule(dim_order_ops._to_dim_order_copy, _FS, check=_same_dtype_convert, constraint="no dtype change"),
+        # normalization and others
+        OpRule(
+            aten._native_batch_norm_legit_no_training,
+            _F,
+            bf16=False,
+            check=_batch_norm,
+            constraint="folds into the conv/linear before it, or decomposes (rank 2-4)",
+            bf16_reason="in bf16 a batch norm runs in XNNPACK only when it folds into a conv or linear",
+        ),
+        OpRule(aten.prelu, _F, check=_prelu, constraint="4-D input, constant weight"),
+        # xir's own ops (lowering/xnnpack_ops.py)
+        OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
+        OpRule(xir_ops.linear_f16w, _F, constraint="f32 input and bias, f16 constant weight"),
+        OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16, or bf16 and f16"),
+        OpRule(xir_ops.slice, _F, check=_xir_slice, constraint="not empty"),
+        OpRule(aten._to_copy, _F, check=_cast, constraint="never: xnnpack.casts-as-converts writes it as xir.convert"),
+        OpRule(
+            aten.select_copy.int,
+            _F,
+            check=_select,
+            constraint="never: xnnpack.select-as-slice writes it as a slice and a view",
+        ),
+        # quantization
+        OpRule(quantized_decomposed.quantize_per_tensor, frozenset({STATIC})),
+        OpRule(quantized_decomposed.dequantize_per_tensor, frozenset({STATIC})),
+    ]
+}

@@ -158,8 +158,9 @@ class _Writer:
                     kind = getattr(TorchInputKind, _INPUT_KINDS[value.input_kind])
                     extra = {"persistent_buffer": True} if kind == TorchInputKind.BUFFER else {}
                     name = _free_attribute_name(self.gm, value.name)
-                    value.fx_node = create_constant_placeholder(self.ep, self.fx_graph, name, kind,
-                                                                value.data.detach().contiguous(), **extra)
+                    value.fx_node = create_constant_placeholder(
+                        self.ep, self.fx_graph, name, kind, value.data.detach().contiguous(), **extra
+                    )
             self.to_fx[id(value)] = value.fx_node
 
     def note_imported(self, graph: Graph) -> None:
@@ -194,8 +195,10 @@ class _Writer:
     def _create(self, node: Node) -> torch.fx.Node:
         """The FX node of a node a pass made: the edge op of its name, ``meta["val"]`` from fake tensors."""
         if node.definition is None:
-            raise WriteBackError(f"pass {node.origin or '?'} created {node.op}, an opaque op (no definition in "
-                                 "xir.ops): only defined ops can be written back into the program")
+            raise WriteBackError(
+                f"pass {node.origin or '?'} created {node.op}, an opaque op (no definition in "
+                "xir.ops): only defined ops can be written back into the program"
+            )
         target = resolve_op(node.op)
         args, kwargs = op_arguments(target._schema, node, self.fx_of)
         with self.fx_graph.inserting_after(self.cursor):
@@ -241,8 +244,10 @@ class _Writer:
         for fx_node in reversed(list(self.fx_graph.nodes)):
             if fx_node.op in ("call_function", "call_method", "call_module") and fx_node not in self.keep:
                 if fx_node.users:
-                    raise WriteBackError(f"FX node {fx_node.name} was erased in the IR but is still used by "
-                                         f"{', '.join(u.name for u in fx_node.users)}")
+                    raise WriteBackError(
+                        f"FX node {fx_node.name} was erased in the IR but is still used by "
+                        f"{', '.join(u.name for u in fx_node.users)}"
+                    )
                 self.fx_graph.erase_node(fx_node)
 
     def delete_unread_constants(self) -> None:
@@ -251,8 +256,10 @@ class _Writer:
         signature = self.ep.graph_signature
         for fx_node in list(self.fx_graph.nodes):
             if fx_node.op == "placeholder" and not fx_node.users and fx_node.name not in signature.user_inputs:
-                if any(spec.arg.name == fx_node.name and spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
-                       for spec in signature.input_specs):
+                if any(
+                    spec.arg.name == fx_node.name and spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
+                    for spec in signature.input_specs
+                ):
                     delete_constant_placeholder(self.ep, fx_node)
 
 
@@ -270,6 +277,7 @@ def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, importe
     qualify (a dequantize shared by three linears, each
     reading it through its own unsqueeze; fuzz dynamic seeds 30466, 30307): the wrong one would put
     the node in another linear's source partition, and neither linear would be recognised."""
+
     def meta(fx_node):
         return fx_node.meta.get("nn_module_stack") if fx_node is not None else None
 
@@ -277,8 +285,13 @@ def _module_stack(node: Node, fx_of, erased_readers: dict, stacks: dict, importe
         return meta(node.written_for)
     values = list(node.inputs())
     sources = {fx_of(value) for value in values}
-    replaced = [read for user in node.readers if user.fx_node in imported
-                for read in user.fx_node.all_input_nodes if read.op == "call_function" and read not in imported]
+    replaced = [
+        read
+        for user in node.readers
+        if user.fx_node in imported
+        for read in user.fx_node.all_input_nodes
+        if read.op == "call_function" and read not in imported
+    ]
     same_inputs = [read for read in replaced if sources & set(read.all_input_nodes)]
     if same_inputs or len(set(replaced)) == 1:
         return meta((same_inputs or replaced)[0])
@@ -328,7 +341,9 @@ def _rename_outputs(ep: Any, outputs: list) -> None:
             changed = True
         renamed.append(spec)
     if changed:
-        ep._graph_signature = ExportGraphSignature(input_specs=list(ep.graph_signature.input_specs), output_specs=renamed)
+        ep._graph_signature = ExportGraphSignature(
+            input_specs=list(ep.graph_signature.input_specs), output_specs=renamed
+        )
 
 
 # copy ops whose fake implementations fail or specialize on a symbolic size (torch 2.13): they read
@@ -340,9 +355,15 @@ def _rename_outputs(ep: Any, outputs: list) -> None:
 # writes new permutes, expands and slices of a symbolic size; ``test_symbolic_passes.py`` what every
 # registered pass makes on programs of a symbolic length. Of this table only those three are ops xir
 # defines, and so ops a pass can make: the others are here for a pass that defines one)
-_COPY_AS_VIEW = {"aten::permute_copy": "permute", "aten::expand_copy": "expand", "aten::slice_copy": "slice",
-                 "aten::split_copy": "split", "aten::split_with_sizes_copy": "split_with_sizes",
-                 "aten::narrow_copy": "narrow", "aten::unbind_copy": "unbind"}
+_COPY_AS_VIEW = {
+    "aten::permute_copy": "permute",
+    "aten::expand_copy": "expand",
+    "aten::slice_copy": "slice",
+    "aten::split_copy": "split",
+    "aten::split_with_sizes_copy": "split_with_sizes",
+    "aten::narrow_copy": "narrow",
+    "aten::unbind_copy": "unbind",
+}
 
 
 class ShapeEnvState:
@@ -379,8 +400,11 @@ class ShapeEnvState:
         if env is None:
             return {}
         before, ranges = self.saved.get("replacements", {}), self.saved.get("var_to_range", {})
-        fixed = {symbol: value for symbol, value in env.replacements.items()
-                 if symbol not in before and getattr(value, "is_number", False)}
+        fixed = {
+            symbol: value
+            for symbol, value in env.replacements.items()
+            if symbol not in before and getattr(value, "is_number", False)
+        }
         for symbol, now in env.var_to_range.items():
             if symbol in ranges and symbol not in fixed and now != ranges[symbol]:
                 fixed[symbol] = now
@@ -406,6 +430,7 @@ def _fake_run(target, args, kwargs, fake_mode):
     kept (copy ops of ``_COPY_AS_VIEW`` run as their view, made contiguous). The one way every node a
     pass makes gets its shape in the program. Raises :class:`WriteBackError`, with the ShapeEnv as
     it was, when the fake run fails, or would fix a symbolic size (or narrow its range)."""
+
     def meta(x):
         if isinstance(x, torch.fx.Node):
             return x.meta["val"]
@@ -431,14 +456,18 @@ def _fake_run(target, args, kwargs, fake_mode):
                 result = target(*meta(args), **meta(kwargs))
     except Exception as error:
         state.restore()
-        raise WriteBackError(f"cannot compute the shape of a new {name} node: {type(error).__name__}: "
-                             f"{str(error).splitlines()[0] if str(error) else ''}") from error
+        raise WriteBackError(
+            f"cannot compute the shape of a new {name} node: {type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}"
+        ) from error
     fixed = state.fixed_symbols()
     if fixed:
         state.restore()
         sizes = ", ".join(f"{symbol} = {value}" for symbol, value in fixed.items())
-        raise WriteBackError(f"writing {name} back would fix a symbolic size ({sizes}): its fake implementation "
-                             "reads the size as a number")
+        raise WriteBackError(
+            f"writing {name} back would fix a symbolic size ({sizes}): its fake implementation "
+            "reads the size as a number"
+        )
     return result
 
 
@@ -486,8 +515,10 @@ def _rewire_schemaless(node: Node, fx_node: torch.fx.Node, fx_of) -> None:
     new = [fx_of(v) for v in node.inputs()]
     mapping: dict[torch.fx.Node, torch.fx.Node] = {}
     if len(old) != len(new) or any(mapping.setdefault(a, b) is not b for a, b in zip(old, new)):
-        raise WriteBackError(f"cannot rewrite the arguments of {node.op}: it has no schema, and its inputs "
-                             f"changed in number or order ({len(old)} read before, {len(new)} now)")
+        raise WriteBackError(
+            f"cannot rewrite the arguments of {node.op}: it has no schema, and its inputs "
+            f"changed in number or order ({len(old)} read before, {len(new)} now)"
+        )
     for a, b in mapping.items():
         if a is not b:
             fx_node.replace_input_with(a, b)

@@ -100,8 +100,11 @@ class _Rewriter:
     def cast_call(self, x: torch.fx.Node, dtype: torch.dtype) -> tuple:
         """(target, args, kwargs) of the edge program's cast of ``x`` to ``dtype``."""
         if self.use_dim_order:
-            return (_edge("dim_order_ops", "_to_dim_order_copy"), (x,),
-                    {"dtype": dtype, "dim_order": list(range(x.meta["val"].dim()))})
+            return (
+                _edge("dim_order_ops", "_to_dim_order_copy"),
+                (x,),
+                {"dtype": dtype, "dim_order": list(range(x.meta["val"].dim()))},
+            )
         return _edge("aten", "_to_copy"), (x,), {"dtype": dtype}
 
     def cast(self, x: torch.fx.Node, dtype: torch.dtype, like: torch.fx.Node) -> torch.fx.Node:
@@ -122,11 +125,15 @@ class _Rewriter:
     def check(node: torch.fx.Node) -> None:
         name = xir_op_name(node)
         if name not in XIR_OPS:
-            raise XirOpLeftOutside(f"{node.name} ({node.target}) is outside every delegate, and xir knows no ATen "
-                                   f"ops for it (it writes back {', '.join('xir.' + op for op in XIR_OPS)})")
+            raise XirOpLeftOutside(
+                f"{node.name} ({node.target}) is outside every delegate, and xir knows no ATen "
+                f"ops for it (it writes back {', '.join('xir.' + op for op in XIR_OPS)})"
+            )
         if not isinstance(node.meta.get("val"), torch.Tensor):
-            raise XirOpLeftOutside(f"{node.name} ({node.target}) is outside every delegate and has no tensor value "
-                                   "(meta['val']) to write it back as ATen ops with")
+            raise XirOpLeftOutside(
+                f"{node.name} ({node.target}) is outside every delegate and has no tensor value "
+                "(meta['val']) to write it back as ATen ops with"
+            )
 
     def rewrite(self, node: torch.fx.Node) -> None:
         self.check(node)
@@ -178,8 +185,11 @@ def rewrite_program(ep: Any) -> list[str]:
     rewritten."""
     rewritten = rewrite_graph_module(ep.graph_module, program_uses_dim_order(ep))
     if rewritten:
-        logger.info("xir: %d xir op(s) outside every delegate written back as ATen ops: %s", len(rewritten),
-                    ", ".join(rewritten))
+        logger.info(
+            "xir: %d xir op(s) outside every delegate written back as ATen ops: %s",
+            len(rewritten),
+            ", ".join(rewritten),
+        )
     return rewritten
 
 
@@ -207,6 +217,11 @@ class XirOpsAsAten:
         return PassResult(graph_module, bool(renamed))
 
 
-__all__ = ["XirOpLeftOutside", "XirOpsAsAten", "rewrite_edge_manager", "rewrite_graph_module", "rewrite_program",
-           "undelegated_xir_nodes"]
-
+__all__ = [
+    "XirOpLeftOutside",
+    "XirOpsAsAten",
+    "rewrite_edge_manager",
+    "rewrite_graph_module",
+    "rewrite_program",
+    "undelegated_xir_nodes",
+]

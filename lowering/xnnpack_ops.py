@@ -97,11 +97,17 @@ def _register_visitors() -> None:
 
         def define_node(self, node, xnn_graph, vals_to_ids, debug_handle):
             self.define_nodes_tensor_inputs_outputs(node, xnn_graph, vals_to_ids)
-            xnn_graph.xnodes.append(XNode(
-                xnode_union=XNNBatchMatrixMultiply(input1_id=vals_to_ids[get_input_node(node, 0)],
-                                                   input2_id=vals_to_ids[get_input_node(node, 1)],
-                                                   output_id=vals_to_ids[node], flags=0),
-                debug_handle=debug_handle))
+            xnn_graph.xnodes.append(
+                XNode(
+                    xnode_union=XNNBatchMatrixMultiply(
+                        input1_id=vals_to_ids[get_input_node(node, 0)],
+                        input2_id=vals_to_ids[get_input_node(node, 1)],
+                        output_id=vals_to_ids[node],
+                        flags=0,
+                    ),
+                    debug_handle=debug_handle,
+                )
+            )
 
     class LinearF16wVisitor(NodeVisitor):
         target = "xir.linear_f16w.default"
@@ -110,12 +116,18 @@ def _register_visitors() -> None:
             # (input, weight, bias as the stock linear's; the weight an fp16 static tensor)
             self.define_nodes_tensor_inputs_outputs(node, xnn_graph, vals_to_ids)
             bias = get_input_node(node, 2) if len(node.args) > 2 and node.args[2] is not None else None
-            xnn_graph.xnodes.append(XNode(
-                xnode_union=XNNFullyConnected(input1_id=vals_to_ids[get_input_node(node, 0)],
-                                              filter_id=vals_to_ids[get_input_node(node, 1)],
-                                              bias_id=vals_to_ids[bias] if bias is not None else XNN_INVALID_VALUE_ID,
-                                              output_id=vals_to_ids[node], flags=0),
-                debug_handle=debug_handle))
+            xnn_graph.xnodes.append(
+                XNode(
+                    xnode_union=XNNFullyConnected(
+                        input1_id=vals_to_ids[get_input_node(node, 0)],
+                        filter_id=vals_to_ids[get_input_node(node, 1)],
+                        bias_id=vals_to_ids[bias] if bias is not None else XNN_INVALID_VALUE_ID,
+                        output_id=vals_to_ids[node],
+                        flags=0,
+                    ),
+                    debug_handle=debug_handle,
+                )
+            )
 
     class ConvertVisitor(NodeVisitor):
         target = "xir.convert.default"
@@ -124,9 +136,12 @@ def _register_visitors() -> None:
             source = get_input_node(node, 0)
             self.define_tensor(source, xnn_graph, vals_to_ids)
             self.define_tensor(node, xnn_graph, vals_to_ids)
-            xnn_graph.xnodes.append(XNode(
-                xnode_union=XNNConvert(input_id=vals_to_ids[source], output_id=vals_to_ids[node], flags=0),
-                debug_handle=debug_handle))
+            xnn_graph.xnodes.append(
+                XNode(
+                    xnode_union=XNNConvert(input_id=vals_to_ids[source], output_id=vals_to_ids[node], flags=0),
+                    debug_handle=debug_handle,
+                )
+            )
 
     class SliceVisitor(NodeVisitor):
         target = "xir.slice.default"
@@ -138,10 +153,19 @@ def _register_visitors() -> None:
             offsets, sizes = static_slice_sizes(source.meta["val"].shape, dim, start, end)
             if "XNN_NHWC_NODE" in node.meta:  # (the tensors are defined channels-last)
                 offsets, sizes = [offsets[i] for i in PERM_NCHW_TO_NHWC], [sizes[i] for i in PERM_NCHW_TO_NHWC]
-            xnn_graph.xnodes.append(XNode(
-                xnode_union=XNNStaticSlice(num_dims=len(sizes), offsets=offsets, sizes=sizes,
-                                           input_id=vals_to_ids[source], output_id=vals_to_ids[node], flags=0),
-                debug_handle=debug_handle))
+            xnn_graph.xnodes.append(
+                XNode(
+                    xnode_union=XNNStaticSlice(
+                        num_dims=len(sizes),
+                        offsets=offsets,
+                        sizes=sizes,
+                        input_id=vals_to_ids[source],
+                        output_id=vals_to_ids[node],
+                        flags=0,
+                    ),
+                    debug_handle=debug_handle,
+                )
+            )
 
     register_node_visitor(BmmF32OutVisitor)
     register_node_visitor(LinearF16wVisitor)

@@ -56,8 +56,15 @@ def _key(value: Any) -> Any:
 # linear's input view belongs to that linear (XNNPACK rebuilds the linear from its source
 # partition), so two linears reading equal views keep one each; and a batched matmul reading one
 # permute as both operands multiplies wrong in XNNPACK (xnnpack.bmm-distinct-operands makes two)
-MATMULS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.linear", "aten.matmul",
-           "xir.bmm_f32out", "xir.linear_f16w")  # (and xir's own matmuls, which bf16 rewrites make)
+MATMULS = (
+    "aten.mm",
+    "aten.addmm",
+    "aten.bmm",
+    "aten.linear",
+    "aten.matmul",
+    "xir.bmm_f32out",
+    "xir.linear_f16w",
+)  # (and xir's own matmuls, which bf16 rewrites make)
 
 
 def _read_by_matmul(node: Node) -> bool:
@@ -66,8 +73,12 @@ def _read_by_matmul(node: Node) -> bool:
 
 def mergeable(node: Node) -> bool:
     op = node.op
-    return (has_trait(op, "pure") and not op.startswith(NEVER_MERGED_NAMESPACES)
-            and not any(word in op for word in NEVER_MERGED_WORDS) and bool(node.results))
+    return (
+        has_trait(op, "pure")
+        and not op.startswith(NEVER_MERGED_NAMESPACES)
+        and not any(word in op for word in NEVER_MERGED_WORDS)
+        and bool(node.results)
+    )
 
 
 @function_pass("common-subexpression-elimination")
@@ -80,8 +91,12 @@ def common_subexpression_elimination(graph: Graph) -> bool:
             continue  # (a graph output keeps its node: the program returns what it returned)
         if node.operands and all(v.is_constant for v in node.operands):
             continue  # (a weight's layout: each reader keeps its own, as the backends match them)
-        key = (node.op, tuple(id(v) for v in node.operands), _key(dict(node.attributes)),
-               tuple(str(r.type) for r in node.results))
+        key = (
+            node.op,
+            tuple(id(v) for v in node.operands),
+            _key(dict(node.attributes)),
+            tuple(str(r.type) for r in node.results),
+        )
         earlier = seen.get(key)
         if earlier is None:
             seen[key] = node

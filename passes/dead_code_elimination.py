@@ -13,11 +13,11 @@ from xir.ops import has_trait
 
 from .pass_base import function_pass
 
-
 # Python's operator functions torch.export writes for symbolic-size arithmetic: no side effects
-SIZE_ARITHMETIC = frozenset(f"_operator.{name}" for name in
-                            ("add", "sub", "mul", "floordiv", "mod", "neg", "truediv", "pow", "eq", "ne",
-                             "lt", "le", "gt", "ge"))
+SIZE_ARITHMETIC = frozenset(
+    f"_operator.{name}"
+    for name in ("add", "sub", "mul", "floordiv", "mod", "neg", "truediv", "pow", "eq", "ne", "lt", "le", "gt", "ge")
+)
 
 
 def is_dead(node: Node) -> bool:

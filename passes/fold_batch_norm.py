@@ -32,7 +32,6 @@ LINEAR = aten.linear
 STATISTICS = ("weight", "bias", "running_mean", "running_var")
 
 
-
 def fold_target(norm: Node) -> tuple[Node | None, str]:
     """The conv or linear ``norm`` folds into, or None and the reason it does not fold.
 
@@ -41,20 +40,25 @@ def fold_target(norm: Node) -> tuple[Node | None, str]:
     if not all(r.is_unused() for r in norm.results[1:]):
         return None, "its mean/var outputs are used"
     weight, bias, mean, var = (norm.operand(s) for s in STATISTICS)
-    if not all(v is not None and v.is_constant for v in (mean, var)) or \
-            not all(v is None or v.is_constant for v in (weight, bias)):
+    if not all(v is not None and v.is_constant for v in (mean, var)) or not all(
+        v is None or v.is_constant for v in (weight, bias)
+    ):
         return None, "its statistics are not constants"
     x = norm.input
     producer = x.producer
     if producer is None or producer.op not in (CONVOLUTION, LINEAR):
         return None, "its input is not the output of a conv or linear"
     if producer.op == LINEAR and x.rank != 2:
-        return None, (f"follows a linear with a {x.rank}-D output, whose channels are its last dim, not the "
-                      "normalized dim 1")
+        return None, (
+            f"follows a linear with a {x.rank}-D output, whose channels are its last dim, not the normalized dim 1"
+        )
     if producer.op == CONVOLUTION and producer.attribute("transposed"):
         return None, "follows a transposed convolution (its weight's rows are input channels)"
     if x.single_user() is not norm:
-        return None, f"the {producer.op} output has other uses (another node or a graph output) that folding would change"
+        return (
+            None,
+            f"the {producer.op} output has other uses (another node or a graph output) that folding would change",
+        )
     weight, bias = producer.weight, producer.bias
     if not weight.is_constant or (bias is not None and not bias.is_constant):
         return None, f"the {producer.op} weight or bias is not a constant"
@@ -66,8 +70,9 @@ def fold_target(norm: Node) -> tuple[Node | None, str]:
 def _affine(norm: Node):
     """(scale, shift) per channel, computed in fp32, or None when a statistic has no data."""
     weight, bias, mean, var = (norm.operand(name) for name in STATISTICS)
-    if any(v is not None and (not v.is_constant or v.data is None) for v in (weight, bias)) or \
-            any(v is None or not v.is_constant or v.data is None for v in (mean, var)):
+    if any(v is not None and (not v.is_constant or v.data is None) for v in (weight, bias)) or any(
+        v is None or not v.is_constant or v.data is None for v in (mean, var)
+    ):
         return None
     m, v = mean.data.float(), var.data.float()
     scale = 1 / (v + norm.attribute("eps")).sqrt()  # an absent weight (BatchNorm(affine=False)) is 1
@@ -103,7 +108,9 @@ def fold_into_producer(norm: Node, rewriter: Rewriter) -> bool:
     old_bias = bias.data.float() if bias is not None else scale * 0
     folded_bias = old_bias * scale + shift
     if tuple(folded_weight.shape) != tuple(w.shape) or tuple(folded_bias.shape) != (channels,):
-        raise AssertionError(f"fold-batch-norm: folded weight {tuple(folded_weight.shape)} does not match {tuple(w.shape)}")
+        raise AssertionError(
+            f"fold-batch-norm: folded weight {tuple(folded_weight.shape)} does not match {tuple(w.shape)}"
+        )
     # matched completely: edit
     new_weight = _constant(rewriter, f"{weight.name}_bn", folded_weight, weight.dtype)
     new_bias = _constant(rewriter, f"{(bias or weight).name}_bn_bias", folded_bias, weight.dtype)

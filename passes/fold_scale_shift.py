@@ -118,11 +118,17 @@ def fold_scale_shift_into_linears(node: Node, rewriter: Rewriter) -> bool:
     for linear in readers:
         weight, bias = linear.operands[1], linear.operand("bias")
         if not weight.is_constant or weight.data is None:
-            return rewriter.notify_match_failure(node, f"{linear.op}'s weight is computed (a dequantized weight?), not a constant")
+            return rewriter.notify_match_failure(
+                node, f"{linear.op}'s weight is computed (a dequantized weight?), not a constant"
+            )
         if weight.dtype is not DType.f32 or weight.rank != 2 or weight.type.shape[1] != n.type.shape[-1]:
-            return rewriter.notify_match_failure(node, f"{linear.op}'s weight {weight.type} is not an f32 [out, {n.type.shape[-1]}]")
+            return rewriter.notify_match_failure(
+                node, f"{linear.op}'s weight {weight.type} is not an f32 [out, {n.type.shape[-1]}]"
+            )
         if scale is not None and any(id(r) not in reading for r in weight.users):
-            return rewriter.notify_match_failure(node, f"{linear.op}'s weight is read by another op too (a tied weight)")
+            return rewriter.notify_match_failure(
+                node, f"{linear.op}'s weight is read by another op too (a tied weight)"
+            )
         if bias is not None and (not bias.is_constant or bias.data is None or bias.dtype is not DType.f32):
             return rewriter.notify_match_failure(node, f"{linear.op}'s bias is not an f32 constant")
     # matched completely: edit
@@ -130,15 +136,21 @@ def fold_scale_shift_into_linears(node: Node, rewriter: Rewriter) -> bool:
     for linear in readers:
         weight, bias = linear.operands[1], linear.operand("bias")
         if scale is not None and id(weight) not in scaled:  # (one number broadcasts; K numbers scale columns)
-            scaled[id(weight)] = rewriter.add_constant(f"{weight.name}_scaled", weight.type,
-                                                       (weight.data.float() * scale.data.float().reshape(-1)).contiguous())
+            scaled[id(weight)] = rewriter.add_constant(
+                f"{weight.name}_scaled",
+                weight.type,
+                (weight.data.float() * scale.data.float().reshape(-1)).contiguous(),
+            )
         operands = [n, weight if scale is None else scaled[id(weight)]]
         if shift is not None:
             w = weight.data.double()
             moved = w @ shift.data.double().reshape(-1).expand(w.shape[1])
             new_bias = (moved if bias is None else bias.data.double() + moved).float()
-            operands.append(rewriter.add_constant(f"{(bias or weight).name}_shifted", TensorType(DType.f32, (w.shape[0],)),
-                                                  new_bias.contiguous()))
+            operands.append(
+                rewriter.add_constant(
+                    f"{(bias or weight).name}_shifted", TensorType(DType.f32, (w.shape[0],)), new_bias.contiguous()
+                )
+            )
         elif bias is not None:
             operands.append(bias)
         if "bias" in linear.attributes:  # (IR text may spell an absent bias {bias=none})
@@ -186,8 +198,12 @@ def _constant_weight_and_bias(linear: Node, own_weight: bool) -> str | None:
         return "the linear's weight is not an f32 [out, in] constant (a dequantized weight?)"
     if own_weight and any(r is not linear for r in weight.users):
         return "the linear's weight is read by another op too (a tied weight)"
-    if bias is not None and (not bias.is_constant or bias.data is None or bias.dtype is not DType.f32
-                             or any(r is not linear for r in bias.users)):
+    if bias is not None and (
+        not bias.is_constant
+        or bias.data is None
+        or bias.dtype is not DType.f32
+        or any(r is not linear for r in bias.users)
+    ):
         return "the linear's bias is not an f32 constant of its own"
     return None
 
@@ -207,7 +223,9 @@ def fold_scale_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "the constant broadcasts the input to another shape")
     linear, steps = _producing_linear(v)
     if linear is None:
-        return rewriter.notify_match_failure(node, "not made by a linear (through views and permutes read only on the way)")
+        return rewriter.notify_match_failure(
+            node, "not made by a linear (through views and permutes read only on the way)"
+        )
     problem = _per_feature(constant, linear.result, "scale")
     if problem:
         return rewriter.notify_match_failure(node, problem)
@@ -219,8 +237,12 @@ def fold_scale_into_producing_linear(node: Node, rewriter: Rewriter) -> bool:
     weight, bias = linear.operands[1], linear.operand("bias")
     # matched completely: edit
     s = constant.data.float().reshape(-1)
-    operands = [linear.operands[0], rewriter.add_constant(f"{weight.name}_scaled", weight.type,
-                                                          (weight.data.float() * s.reshape(-1, 1)).contiguous())]
+    operands = [
+        linear.operands[0],
+        rewriter.add_constant(
+            f"{weight.name}_scaled", weight.type, (weight.data.float() * s.reshape(-1, 1)).contiguous()
+        ),
+    ]
     if bias is not None:
         operands.append(rewriter.add_constant(f"{bias.name}_scaled", bias.type, (bias.data.float() * s).contiguous()))
     rewriter.set_operands(linear, operands)

@@ -73,12 +73,15 @@ def _static_product(dims) -> int | None:
 def _view_dim(source: TensorType, result: TensorType, dim: int) -> int | None:
     """The dim of a view's ``source`` that is ``result``'s ``dim``: the same size, the same (static)
     number of elements before it and after it; None when the view mixes it with other dims."""
-    before, after = _static_product(result.shape[:dim]), _static_product(result.shape[dim + 1:])
+    before, after = _static_product(result.shape[:dim]), _static_product(result.shape[dim + 1 :])
     if before is None or after is None:
         return None
     for k, size in enumerate(source.shape):
-        if size == result.shape[dim] and _static_product(source.shape[:k]) == before \
-                and _static_product(source.shape[k + 1:]) == after:
+        if (
+            size == result.shape[dim]
+            and _static_product(source.shape[:k]) == before
+            and _static_product(source.shape[k + 1 :]) == after
+        ):
             return k
     return None
 
@@ -118,7 +121,7 @@ def operand_dims(node: Node, dim: int) -> list[int | None] | None:
                 return None
         return dims
     if op == str(aten.linear):
-        return [dim, None, None][:len(tensors)] if dim != rank - 1 else None
+        return [dim, None, None][: len(tensors)] if dim != rank - 1 else None
     if op in REDUCTIONS or op in SOFTMAXES:
         source = tensors[0]
         reduced = _normalized(node.attributes.get("dim"), source.rank)
@@ -160,12 +163,12 @@ def _quantize_dims(node: Node, dim: int) -> list[int | None] | None:
     block = node.attributes.get("block_size")
     if x is None or not isinstance(block, (list, tuple)) or len(block) != x.rank or dim >= x.rank:
         return None
-    if any(b != 1 for b in block[:dim + 1]):
+    if any(b != 1 for b in block[: dim + 1]):
         return None
     params = node.results if node.op == CHOOSE_QPARAMS else node.operands[1:]
     for value in params:
         t = _tensor(value)
-        if t is None or t.rank <= dim or tuple(t.shape[:dim + 1]) != tuple(x.shape[:dim + 1]):
+        if t is None or t.rank <= dim or tuple(t.shape[: dim + 1]) != tuple(x.shape[: dim + 1]):
             return None
     if node.op == CHOOSE_QPARAMS:
         return [dim] + [None] * (len(node.operands) - 1)
@@ -199,7 +202,7 @@ def _region(graph: Graph, select: Node, x: Value, dim: int) -> tuple[list[tuple[
     narrowed: list[tuple[Node, list]] = []
     row_dim: dict[int, int] = {}
     order = graph.nodes
-    for node in reversed(order[:order.index(select)]):
+    for node in reversed(order[: order.index(select)]):
         results = node.results
         if not results or not any(id(r) in demand for r in results):
             continue
@@ -255,10 +258,13 @@ def _hoist(graph: Graph, select: Node) -> bool:
         """``value``'s row along ``k``, of rank unchanged (made once per value and dim)."""
         if (id(value), k) not in picks:
             t = value.type
-            shape = t.shape[:k] + t.shape[k + 1:]
-            row = place(anchor, aten.select_copy.int, [value], TensorType(t.dtype, shape), {"dim": k, "index": index}, origin)
-            picks[(id(value), k)] = place(anchor, aten.view_copy, [row], _one_row(t, k),
-                                          {"size": view_size(_one_row(t, k).shape)}, origin)
+            shape = t.shape[:k] + t.shape[k + 1 :]
+            row = place(
+                anchor, aten.select_copy.int, [value], TensorType(t.dtype, shape), {"dim": k, "index": index}, origin
+            )
+            picks[(id(value), k)] = place(
+                anchor, aten.view_copy, [row], _one_row(t, k), {"size": view_size(_one_row(t, k).shape)}, origin
+            )
         return picks[(id(value), k)]
 
     for node, dims in region:
@@ -272,13 +278,16 @@ def _hoist(graph: Graph, select: Node) -> bool:
             else:
                 operands.append(pick(value, k, node))
         types = [_one_row(r.type, row_dim[id(r)]) for r in node.results]
-        made = graph.create_node(node.op, operands, types, _narrowed_attributes(node, node.results[0].type, d), origin=NAME)
+        made = graph.create_node(
+            node.op, operands, types, _narrowed_attributes(node, node.results[0].type, d), origin=NAME
+        )
         made.written_for = node.fx_node if node.fx_node is not None else node.written_for
         graph.insert_before(node, made)
         for old, value in zip(node.results, made.results):
             new[id(old)] = value
-    row = place(select, aten.view_copy, [new[id(x)]], select.result.type,
-                {"size": view_size(select.result.type.shape)}, origin)
+    row = place(
+        select, aten.view_copy, [new[id(x)]], select.result.type, {"size": view_size(select.result.type.shape)}, origin
+    )
     graph.replace_node(select, [row])
     for node, _ in reversed(region):
         graph.erase(node)
@@ -291,7 +300,11 @@ def hoist_row_select(graph: Graph) -> bool:
     compute that row only; the row is picked where the walk stops."""
     changed = False
     for node in list(graph.nodes):
-        if node.graph is graph and _seed(node) is not None \
-                and view_size(node.result.type.shape) is not None and _hoist(graph, node):
+        if (
+            node.graph is graph
+            and _seed(node) is not None
+            and view_size(node.result.type.shape) is not None
+            and _hoist(graph, node)
+        ):
             changed = True
     return changed

@@ -72,8 +72,13 @@ class PrintIR(Instrument):
     """Print the IR after every pass (``after="all"``) or only after those that changed it
     (``after="change"``), to a stream or a file (default: stderr)."""
 
-    def __init__(self, after: str = "all", stream: IO[str] | str | os.PathLike | None = None, show_origin: bool = True,
-                 before_first: bool = False):
+    def __init__(
+        self,
+        after: str = "all",
+        stream: IO[str] | str | os.PathLike | None = None,
+        show_origin: bool = True,
+        before_first: bool = False,
+    ):
         if after not in ("all", "change"):
             raise ValueError(f"PrintIR(after=...) must be 'all' or 'change', got {after!r}")
         self.after = after
@@ -141,7 +146,9 @@ class TimePasses(Instrument):
         width = max([len("pass")] + [len(name) for name, _, _ in self.rows])
         lines = [f"{'pass':<{width}}  {'seconds':>9}  {'share':>6}  changed"]
         for name, seconds, changed in self.rows:
-            lines.append(f"{name:<{width}}  {seconds:>9.5f}  {100 * seconds / total:>5.1f}%  {'yes' if changed else 'no'}")
+            lines.append(
+                f"{name:<{width}}  {seconds:>9.5f}  {100 * seconds / total:>5.1f}%  {'yes' if changed else 'no'}"
+            )
         lines.append(f"{'total':<{width}}  {sum(s for _, s, _ in self.rows):>9.5f}")
         return "\n".join(lines) + "\n"
 
@@ -196,11 +203,14 @@ class Reproducer(Instrument):
     def on_failure(self, p, graph, failure, index):
         before = print_graph(graph, show_origin=True)
         constants, left_out = _constants_file(graph)
-        header = [f"# xir reproducer: the pass failed with: {_one_line(failure.error)}",
-                  f"# pipeline: {failure.pipeline_text}"]
+        header = [
+            f"# xir reproducer: the pass failed with: {_one_line(failure.error)}",
+            f"# pipeline: {failure.pipeline_text}",
+        ]
         if constants is not None:
-            header.append(f"# constants: {self.constants_path.name} (read only when named: "
-                          f"run_reproducer(path, constants=...))")
+            header.append(
+                f"# constants: {self.constants_path.name} (read only when named: run_reproducer(path, constants=...))"
+            )
         if left_out:
             header.append(f"# constants not kept (no plain tensor data): {', '.join('%' + n for n in left_out)}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -224,7 +234,9 @@ class CheckChanged(Instrument):
     def after_pass(self, p, graph, changed, index):
         really = print_graph(graph, show_origin=True) != self._before
         if really != changed:
-            raise AssertionError(f"pass {p.name} returned changed={changed}, but the graph {'did' if really else 'did not'} change")
+            raise AssertionError(
+                f"pass {p.name} returned changed={changed}, but the graph {'did' if really else 'did not'} change"
+            )
 
 
 def _one_line(error: BaseException) -> str:
@@ -253,7 +265,8 @@ def _stored_dtype(dtype: DType):
     if dtype.is_quantized:
         return None
     return {DType.bf16: torch.uint16, DType.f8e4m3: torch.uint8, DType.f8e5m2: torch.uint8}.get(
-        dtype, DTYPE_TO_TORCH[dtype])
+        dtype, DTYPE_TO_TORCH[dtype]
+    )
 
 
 def _plain_array(data):
@@ -322,11 +335,17 @@ def read_constants(path: str | os.PathLike, graph: Graph) -> dict:
             raise ValueError(f"{path}: %{name}: {error}") from None
         stored = _stored_dtype(dtype)
         declared = value.type
-        if (stored is None or array.dtype != torch.empty(0, dtype=stored).numpy().dtype
-                or not isinstance(declared, TensorType) or declared.dtype != dtype
-                or (declared.is_static and tuple(declared.shape) != array.shape)):
-            raise ValueError(f"{path}: %{name} holds {dtype}[{','.join(map(str, array.shape))}] (numpy "
-                             f"{array.dtype}), the reproducer declares %{name}: {declared}")
+        if (
+            stored is None
+            or array.dtype != torch.empty(0, dtype=stored).numpy().dtype
+            or not isinstance(declared, TensorType)
+            or declared.dtype != dtype
+            or (declared.is_static and tuple(declared.shape) != array.shape)
+        ):
+            raise ValueError(
+                f"{path}: %{name} holds {dtype}[{','.join(map(str, array.shape))}] (numpy "
+                f"{array.dtype}), the reproducer declares %{name}: {declared}"
+            )
         tensors[name] = torch.from_numpy(array).view(DTYPE_TO_TORCH[dtype])
     return tensors
 
@@ -347,8 +366,11 @@ def _check_sizes(path: str | os.PathLike, graph: Graph) -> None:
                 name = info.filename.removesuffix(".npy")
                 with archive.open(info) as member:
                     version = numpy.lib.format.read_magic(member)
-                    read_header = numpy.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                        numpy.lib.format.read_array_header_2_0
+                    read_header = (
+                        numpy.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else numpy.lib.format.read_array_header_2_0
+                    )
                     shape, _, dtype = read_header(member)  # (a header whose dtype would need pickle raises)
                 declared = math.prod(shape) * dtype.itemsize
                 if name == _DTYPES_MEMBER:
@@ -360,8 +382,10 @@ def _check_sizes(path: str | os.PathLike, graph: Graph) -> None:
                     static = isinstance(value.type, TensorType) and value.type.is_static
                     allowed = value.type.numel() * 8 if static else 0  # (8 bytes: the widest stored element)
                 if declared > allowed or info.file_size > allowed + 4096:
-                    raise ValueError(f"%{name} declares {info.file_size:,} bytes (shape {list(shape)}), more than "
-                                     f"its type in the reproducer allows")
+                    raise ValueError(
+                        f"%{name} declares {info.file_size:,} bytes (shape {list(shape)}), more than "
+                        f"its type in the reproducer allows"
+                    )
     except (OSError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f"{path}: not a reproducer's constants file: {error}") from None
     except ValueError as error:
@@ -404,7 +428,7 @@ def read_reproducer(path: str | os.PathLike, constants: str | os.PathLike | None
     pipeline = None
     for line in text.splitlines():
         if line.startswith("# pipeline: "):
-            pipeline = line[len("# pipeline: "):].strip()
+            pipeline = line[len("# pipeline: ") :].strip()
             break
     if pipeline is None:
         raise ValueError(f"{path}: not an xir reproducer (no '# pipeline:' line)")
@@ -427,5 +451,16 @@ def run_reproducer(path: str | os.PathLike, instruments=(), constants: str | os.
     return PassManager(pipeline, list(instruments)).run(graph)
 
 
-__all__ = ["CheckChanged", "DumpIR", "Instrument", "PrintIR", "Reproducer", "TimePasses", "VerifyEach",
-           "constants_path", "read_constants", "read_reproducer", "run_reproducer"]
+__all__ = [
+    "CheckChanged",
+    "DumpIR",
+    "Instrument",
+    "PrintIR",
+    "Reproducer",
+    "TimePasses",
+    "VerifyEach",
+    "constants_path",
+    "read_constants",
+    "read_reproducer",
+    "run_reproducer",
+]

@@ -28,8 +28,15 @@ class PassFailure(RuntimeError):
     """Pass ``pass_name`` failed (its own error or a broken IR). ``ir_before`` is the IR text
     just before it ran, when an instrument kept it."""
 
-    def __init__(self, pass_name: str, pipeline_text: str, error: BaseException, ir_before: str | None = None,
-                 reproducer: str | None = None, node: str | None = None):
+    def __init__(
+        self,
+        pass_name: str,
+        pipeline_text: str,
+        error: BaseException,
+        ir_before: str | None = None,
+        reproducer: str | None = None,
+        node: str | None = None,
+    ):
         self.pass_name = pass_name
         self.pipeline_text = pipeline_text
         self.error = error
@@ -141,5 +148,7 @@ def _failing_node(error: BaseException, graph: Graph) -> str | None:
     return None
 
 
-def run_pipeline(graph: Graph, pipeline: Sequence[Pass] | str, instruments: Iterable[Instrument] = ()) -> PipelineResult:
+def run_pipeline(
+    graph: Graph, pipeline: Sequence[Pass] | str, instruments: Iterable[Instrument] = ()
+) -> PipelineResult:
     return PassManager(pipeline, instruments).run(graph)

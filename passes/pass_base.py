@@ -84,8 +84,9 @@ def option_type(field: attrs.Attribute) -> Any:
     return annotation
 
 
-def function_pass(name: str, description: str | None = None, *, runs_after: tuple[str, ...] = (),
-                  runs_before: tuple[str, ...] = ()) -> Callable[[Callable[..., bool]], type[Pass]]:
+def function_pass(
+    name: str, description: str | None = None, *, runs_after: tuple[str, ...] = (), runs_before: tuple[str, ...] = ()
+) -> Callable[[Callable[..., bool]], type[Pass]]:
     """Make a pass of a function ``fn(graph, *, option=default, ...) -> bool``.
 
     Keyword-only parameters with defaults become the pass's options (their annotations give
@@ -98,19 +99,31 @@ def function_pass(name: str, description: str | None = None, *, runs_after: tupl
         fields = {}
         for parameter in list(signature.parameters.values())[1:]:
             if parameter.kind is not inspect.Parameter.KEYWORD_ONLY or parameter.default is inspect.Parameter.empty:
-                raise PipelineError(f"{fn.__name__}: options must be keyword-only with a default; {parameter.name} is not")
-            annotation = parameter.annotation if parameter.annotation is not inspect.Parameter.empty else type(parameter.default)
+                raise PipelineError(
+                    f"{fn.__name__}: options must be keyword-only with a default; {parameter.name} is not"
+                )
+            annotation = (
+                parameter.annotation if parameter.annotation is not inspect.Parameter.empty else type(parameter.default)
+            )
             fields[parameter.name] = attrs.field(default=parameter.default, type=annotation)
 
         def run(self, graph: Graph) -> bool:
             changed = fn(graph, **self.option_values())
             if not isinstance(changed, bool):
-                raise TypeError(f"pass {name} must return True or False (whether it changed the graph), got {changed!r}")
+                raise TypeError(
+                    f"pass {name} must return True or False (whether it changed the graph), got {changed!r}"
+                )
             return changed
 
-        namespace = {"name": name, "run": run, "__doc__": description or fn.__doc__, "__module__": fn.__module__,
-                     "defined_as": fn.__qualname__,  # (the module binds the class to the function's name)
-                     "runs_after": tuple(runs_after), "runs_before": tuple(runs_before)}
+        namespace = {
+            "name": name,
+            "run": run,
+            "__doc__": description or fn.__doc__,
+            "__module__": fn.__module__,
+            "defined_as": fn.__qualname__,  # (the module binds the class to the function's name)
+            "runs_after": tuple(runs_after),
+            "runs_before": tuple(runs_before),
+        }
         cls = attrs.make_class(_class_name(name), fields, bases=(Pass,), frozen=True)
         for key, value in namespace.items():
             setattr(cls, key, value)

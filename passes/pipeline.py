@@ -35,7 +35,9 @@ def parse_pipeline(text: str) -> list[Pass]:
     while pos < len(text):
         m = _PASS_NAME.match(text, pos)
         if not m:
-            raise PipelineError(f"pipeline text, column {pos + 1}: expected a pass name, found {text[pos:pos + 15]!r}")
+            raise PipelineError(
+                f"pipeline text, column {pos + 1}: expected a pass name, found {text[pos : pos + 15]!r}"
+            )
         name = m.group(1)
         cls = get_pass_class(name)
         pos = m.end()
@@ -60,7 +62,9 @@ def parse_pipeline(text: str) -> list[Pass]:
             pos += 1
         if pos < len(text):
             if text[pos] != ",":
-                raise PipelineError(f"pipeline text, column {pos + 1}: expected ',' between passes, found {text[pos]!r}")
+                raise PipelineError(
+                    f"pipeline text, column {pos + 1}: expected ',' between passes, found {text[pos]!r}"
+                )
             pos += 1
     return passes
 
@@ -79,8 +83,9 @@ def make_pass(cls: type[Pass], raw_options: dict[str, str]) -> Pass:
         if isinstance(error, PipelineError):
             raise
         given = ", ".join(f"{key}={text}" for key, text in raw_options.items())
-        raise PipelineError(f"pass {cls.name}: the option(s) {{{given}}} are not valid: {_validator_text(error)}") \
-            from error
+        raise PipelineError(
+            f"pass {cls.name}: the option(s) {{{given}}} are not valid: {_validator_text(error)}"
+        ) from error
 
 
 def _validator_text(error: Exception) -> str:
@@ -127,8 +132,10 @@ def check_order(passes: Iterable[Pass]) -> None:
         last[name] = position
     for earlier, later, declared_by in order_constraints(passes):
         if earlier in first and later in first and not first[earlier] < last[later]:
-            raise PipelineError(f"{later} must run after {earlier} (pipeline positions {last[later]} and "
-                                f"{first[earlier]}; declared by {declared_by})")
+            raise PipelineError(
+                f"{later} must run after {earlier} (pipeline positions {last[later]} and "
+                f"{first[earlier]}; declared by {declared_by})"
+            )
 
 
 def pass_help() -> list[tuple[str, str, str]]:

@@ -61,8 +61,13 @@ def register_backend_passes(package: str, table: dict[str, str]) -> None:
         return
     for name in table:
         check_name(name)
-    _check_clashes({"xir's built-in passes": BUILTIN,
-                    **{other: t for other, t in _backends.items() if other != package}, package: table})
+    _check_clashes(
+        {
+            "xir's built-in passes": BUILTIN,
+            **{other: t for other, t in _backends.items() if other != package},
+            package: table,
+        }
+    )
     _backends[package] = table
     listed.cache_clear()
 
@@ -74,8 +79,10 @@ def _check_clashes(tables: dict[str, dict[str, str]]) -> dict[str, str]:
     for owner, table in tables.items():
         for name, where in table.items():
             if name in union and union[name] != where:
-                raise PipelineError(f"the pass name {name!r} is taken twice: {owner_of[name]} lists {union[name]}, "
-                                    f"{owner} lists {where}")
+                raise PipelineError(
+                    f"the pass name {name!r} is taken twice: {owner_of[name]} lists {union[name]}, "
+                    f"{owner} lists {where}"
+                )
             union.setdefault(name, where)
             owner_of.setdefault(name, owner)
     return union
@@ -92,9 +99,11 @@ def listed() -> dict[str, str]:
             table[entry.name] = entry.value
         elif known != entry.value:  # (an older install of xir itself listed its backend's passes: the same value)
             owner = getattr(entry.dist, "name", None) or "an installed package"
-            raise PipelineError(f"{owner} lists a pass {entry.name!r} ({entry.value}) as an entry point of "
-                                f"{ENTRY_POINT_GROUP!r}; that name is {known}'s: an entry point cannot replace "
-                                "a built-in or backend pass (rename the third-party pass)")
+            raise PipelineError(
+                f"{owner} lists a pass {entry.name!r} ({entry.value}) as an entry point of "
+                f"{ENTRY_POINT_GROUP!r}; that name is {known}'s: an entry point cannot replace "
+                "a built-in or backend pass (rename the third-party pass)"
+            )
     return table
 
 
@@ -108,8 +117,10 @@ def _load(where: str) -> type["Pass"]:
 
 def check_name(name: str) -> None:
     if not re.fullmatch(NAME_PATTERN, name):
-        raise PipelineError(f"pass name {name!r} is not kebab-case with an optional backend prefix "
-                            "(e.g. 'fold-batch-norm', 'xnnpack.bf16-in-fp32')")
+        raise PipelineError(
+            f"pass name {name!r} is not kebab-case with an optional backend prefix "
+            "(e.g. 'fold-batch-norm', 'xnnpack.bf16-in-fp32')"
+        )
 
 
 def register_pass(cls: type["Pass"]) -> None:
@@ -123,8 +134,10 @@ def register_pass(cls: type["Pass"]) -> None:
         raise PipelineError(f"{where} is named {name!r}, the name of the pass {listed()[name]}: give it another name")
     existing = _defined.get(name)
     if existing is not None and (existing.__module__, defined_as(existing)) != (cls.__module__, defined_as(cls)):
-        raise PipelineError(f"a pass named {name!r} is already defined ({existing.__module__}.{defined_as(existing)}); "
-                            f"{cls.__module__}.{defined_as(cls)} needs another name (or unregister_pass({name!r}) first)")
+        raise PipelineError(
+            f"a pass named {name!r} is already defined ({existing.__module__}.{defined_as(existing)}); "
+            f"{cls.__module__}.{defined_as(cls)} needs another name (or unregister_pass({name!r}) first)"
+        )
     _defined[name] = cls  # (a redefinition in the same module replaces the old class)
 
 
@@ -175,5 +188,16 @@ def registered_passes() -> dict[str, type["Pass"]]:
     return {name: get_pass_class(name) for name in pass_names()}
 
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "PipelineError", "check_name", "get_pass_class", "listed", "pass_names",
-           "register_backend_passes", "register_pass", "registered_passes", "unregister_pass"]
+__all__ = [
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "PipelineError",
+    "check_name",
+    "get_pass_class",
+    "listed",
+    "pass_names",
+    "register_backend_passes",
+    "register_pass",
+    "registered_passes",
+    "unregister_pass",
+]

@@ -11,9 +11,19 @@ from xir.ops import aten, dim_order_ops, ops_with
 
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
-SHAPE_ONLY_OPS = (aten.view_copy, aten.view, aten.reshape, aten._unsafe_view, aten.expand_copy,
-                  aten.alias_copy, aten.clone, aten.squeeze_copy.dims, aten.squeeze_copy.dim,
-                  aten.unsqueeze_copy, aten.contiguous)
+SHAPE_ONLY_OPS = (
+    aten.view_copy,
+    aten.view,
+    aten.reshape,
+    aten._unsafe_view,
+    aten.expand_copy,
+    aten.alias_copy,
+    aten.clone,
+    aten.squeeze_copy.dims,
+    aten.squeeze_copy.dim,
+    aten.unsqueeze_copy,
+    aten.contiguous,
+)
 VIEW_OPS = (aten.view_copy, aten.view, aten.reshape, aten._unsafe_view)
 PERMUTE_OPS = (aten.permute_copy, aten.permute)
 CONVERT_OPS = (aten._to_copy, dim_order_ops._to_dim_order_copy)
@@ -24,7 +34,9 @@ def bypass(node: Node, rewriter: Rewriter, source=None) -> bool:
     input a graph output."""
     source = node.input if source is None else source
     if node.results[0].is_graph_output() and (source.is_input or source.is_graph_output()):
-        return rewriter.notify_match_failure(node, "its result is a graph output and its operand is an input or output already")
+        return rewriter.notify_match_failure(
+            node, "its result is a graph output and its operand is an input or output already"
+        )
     rewriter.replace_node(node, [source])
     return True
 
@@ -148,7 +160,12 @@ def _filled_with(node: Node, argument: str, number) -> bool:
     if not node.definition.has_operand(argument):
         return False
     value = node.operand(argument)
-    if not isinstance(value, Value) or not value.is_constant or value.data is None or not isinstance(value.type, TensorType):
+    if (
+        not isinstance(value, Value)
+        or not value.is_constant
+        or value.data is None
+        or not isinstance(value.type, TensorType)
+    ):
         return False
     if value.type.numel() == 0 or value.dtype is DType.bool:
         return False
@@ -174,7 +191,9 @@ def drop_identity_operation(node: Node, rewriter: Rewriter) -> bool:
         kept = node.operand("other" if argument == "input" else "input")
         if kept is not None and kept.type == node.results[0].type:
             return bypass(node, rewriter, kept)
-    return rewriter.notify_match_failure(node, "no operand is the op's identity element, or the result is not the other's type")
+    return rewriter.notify_match_failure(
+        node, "no operand is the op's identity element, or the result is not the other's type"
+    )
 
 
 @attrs.frozen
@@ -184,5 +203,13 @@ class RemoveNoOps(PatternRewritePass):
 
     name = "remove-no-ops"
 
-    rules = (drop_identity_reshape, drop_identity_permute, drop_identity_convert, fold_view_of_view,
-             fold_permute_of_permute, drop_empty_cat_inputs, drop_widen_then_narrow_back, drop_identity_operation)
+    rules = (
+        drop_identity_reshape,
+        drop_identity_permute,
+        drop_identity_convert,
+        fold_view_of_view,
+        fold_permute_of_permute,
+        drop_empty_cat_inputs,
+        drop_widen_then_narrow_back,
+        drop_identity_operation,
+    )

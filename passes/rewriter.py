@@ -81,8 +81,13 @@ class Rewriter:
         self.failures: list[tuple[Node, str]] = []
 
     # creation
-    def create(self, op: str, operands: Iterable[Value], result_types: Iterable[Any] | None = None,
-               attributes: dict | None = None) -> Node:
+    def create(
+        self,
+        op: str,
+        operands: Iterable[Value],
+        result_types: Iterable[Any] | None = None,
+        attributes: dict | None = None,
+    ) -> Node:
         """A new node (not yet placed); without ``result_types`` the op's definition infers them."""
         node = self.graph.create_node(op, operands, result_types, attributes)
         self.created.append(node)
@@ -185,7 +190,9 @@ class RewriteStats:
         return ", ".join(f"{name} x{count}" for name, count in sorted(self.fired.items()))
 
 
-def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], max_rewrites: int = 1_000_000) -> RewriteStats:
+def apply_patterns_greedily(
+    graph: Graph, patterns: Sequence[RewritePattern], max_rewrites: int = 1_000_000
+) -> RewriteStats:
     """Apply ``patterns`` until none fires (a fixed point). Rules are tried in order; the first
     one that fires on a node wins. Nodes touched by a rewrite are revisited."""
     by_op: dict[str, list[RewritePattern]] = {}
@@ -219,7 +226,9 @@ def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], ma
                 stats.declined.setdefault(pattern.name, []).append(f"{failed_node.op}: {reason}")
             if fired:
                 if not rewriter.changed:
-                    raise RuntimeError(f"rule {pattern.name} said it fired on {node.op} but made no edit through the rewriter")
+                    raise RuntimeError(
+                        f"rule {pattern.name} said it fired on {node.op} but made no edit through the rewriter"
+                    )
                 stats.fired[pattern.name] += 1
                 written_for = node.fx_node if node.fx_node is not None else node.written_for
                 for new in rewriter.created:
@@ -227,7 +236,9 @@ def apply_patterns_greedily(graph: Graph, patterns: Sequence[RewritePattern], ma
                         new.written_for = written_for
                 rewrites += 1
                 if rewrites > max_rewrites:
-                    raise RuntimeError(f"rewriting did not converge after {max_rewrites} rewrites (last rule: {pattern.name})")
+                    raise RuntimeError(
+                        f"rewriting did not converge after {max_rewrites} rewrites (last rule: {pattern.name})"
+                    )
                 for touched in rewriter.touched:
                     if touched.graph is graph and id(touched) not in queued:
                         worklist.append(touched)

@@ -20,8 +20,7 @@ from xir.ops import aten
 
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
-SHAPE_OPS = (aten.unsqueeze_copy, aten.squeeze_copy.dims, aten.squeeze_copy.dim, aten.squeeze_copy,
-             aten.expand_copy)
+SHAPE_OPS = (aten.unsqueeze_copy, aten.squeeze_copy.dims, aten.squeeze_copy.dim, aten.squeeze_copy, aten.expand_copy)
 
 
 def view_size(shape) -> list[int] | None:

@@ -46,8 +46,9 @@ def normalize(text: str) -> str:
     return print_graph(parse_graph(textwrap.dedent(text)))
 
 
-def check_pipeline(before: str | Graph, pipeline: Sequence[Pass] | str, expected: str, *,
-                   changed: bool | None = None) -> Graph:
+def check_pipeline(
+    before: str | Graph, pipeline: Sequence[Pass] | str, expected: str, *, changed: bool | None = None
+) -> Graph:
     """Run ``pipeline`` on ``before`` (IR text, or a graph already built, e.g. one whose
     constants were given data) verifying after each pass and checking each pass's changed
     flag, and compare with ``expected``. Returns the transformed graph."""

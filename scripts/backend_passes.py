@@ -61,13 +61,17 @@ def _row(label: str, times: dict, payloads: dict) -> str:
     med = {way: statistics.median(t) for way, t in times.items()}
     light = sum(1 for _, is_light in payloads["xir"] if is_light)
     same = [p for p, _ in payloads["xir"]] == [p for p, _ in payloads["xir, all passes"]]
-    return (f"{label:<22} {med['stock']:>8.1f} {med['xir, all passes']:>13.1f} {med['xir']:>8.1f} "
-            f"{med['xir'] / med['stock']:>10.2f} {med['xir'] / med['xir, all passes']:>12.2f} "
-            f"{light:>3}/{len(payloads['xir']):<3} {'yes' if same else 'NO':>11}")
+    return (
+        f"{label:<22} {med['stock']:>8.1f} {med['xir, all passes']:>13.1f} {med['xir']:>8.1f} "
+        f"{med['xir'] / med['stock']:>10.2f} {med['xir'] / med['xir, all passes']:>12.2f} "
+        f"{light:>3}/{len(payloads['xir']):<3} {'yes' if same else 'NO':>11}"
+    )
 
 
-HEADER = (f"{'program':<22} {'stock s':>8} {'xir all s':>13} {'xir s':>8} {'xir/stock':>10} {'xir/all':>12} "
-          f"{'light':>7} {'same bytes':>11}")
+HEADER = (
+    f"{'program':<22} {'stock s':>8} {'xir all s':>13} {'xir s':>8} {'xir/stock':>10} {'xir/all':>12} "
+    f"{'light':>7} {'same bytes':>11}"
+)
 
 
 def zoo(rounds: int) -> None:
@@ -84,10 +88,14 @@ def zoo(rounds: int) -> None:
             bf16 = dtype == torch.bfloat16
 
             def way(which, **options):
-                return lambda: lower_edge(ep, which, partitioner=make_partitioner(which, enable_bf16=bf16, **options))[0]
+                return lambda: lower_edge(ep, which, partitioner=make_partitioner(which, enable_bf16=bf16, **options))[
+                    0
+                ]
 
-            times, payloads = _rounds({"stock": way("stock"), "xir, all passes": way("xir", all_backend_passes=True),
-                                       "xir": way("xir")}, rounds)
+            times, payloads = _rounds(
+                {"stock": way("stock"), "xir, all passes": way("xir", all_backend_passes=True), "xir": way("xir")},
+                rounds,
+            )
             print(_row(f"{model.name} {label}", times, payloads), flush=True)
 
 
@@ -104,17 +112,26 @@ def flow(rounds: int) -> None:
         for recipe in ("fp32", "8da4w", "bf16"):
             with tempfile.TemporaryDirectory() as directory:
                 params, checkpoint = llm_flow.write_checkpoint(directory, params=llm_flow.FAMILIES[model][2])
-                prepared = llm_flow.prepare(llm_flow.llm_config(recipe, params, checkpoint, directory, True, True, model))
+                prepared = llm_flow.prepare(
+                    llm_flow.llm_config(recipe, params, checkpoint, directory, True, True, model)
+                )
                 bf16 = recipe == "bf16"
 
                 def way(make):
-                    return lambda: to_edge_transform_and_lower_llama(llm_flow.fresh_builder(prepared.builder), make(),
-                                                                     prepared.quantizers).edge_manager
+                    return lambda: (
+                        to_edge_transform_and_lower_llama(
+                            llm_flow.fresh_builder(prepared.builder), make(), prepared.quantizers
+                        ).edge_manager
+                    )
 
-                times, payloads = _rounds({
-                    "stock": way(lambda: llm_partitioners("stock", enable_bf16=bf16)),
-                    "xir, all passes": way(lambda: [XnnpackPartitioner(enable_bf16=bf16, all_backend_passes=True)]),
-                    "xir": way(lambda: llm_partitioners("xir", enable_bf16=bf16))}, rounds)
+                times, payloads = _rounds(
+                    {
+                        "stock": way(lambda: llm_partitioners("stock", enable_bf16=bf16)),
+                        "xir, all passes": way(lambda: [XnnpackPartitioner(enable_bf16=bf16, all_backend_passes=True)]),
+                        "xir": way(lambda: llm_partitioners("xir", enable_bf16=bf16)),
+                    },
+                    rounds,
+                )
                 print(_row(f"{model} {recipe}", times, payloads), flush=True)
 
 
@@ -132,9 +149,12 @@ def fuzz(count: int) -> None:
                 make_module, make_inputs = instantiate(generate(seed, kind).module_source())
                 module, inputs = prepare(make_module, make_inputs, kind, per_channel=kind == "dynamic")
                 ep = torch.export.export(module, inputs)
-                payloads = {all_passes: _payloads(lower_edge(ep, "xir", enable_bf16=kind == "bf16",
-                                                             all_backend_passes=all_passes)[0])
-                            for all_passes in (True, False)}
+                payloads = {
+                    all_passes: _payloads(
+                        lower_edge(ep, "xir", enable_bf16=kind == "bf16", all_backend_passes=all_passes)[0]
+                    )
+                    for all_passes in (True, False)
+                }
             except Exception as error:  # (a program neither way lowers: counted, not compared)
                 failed.append(f"{seed}: {type(error).__name__}")
                 continue
@@ -142,9 +162,12 @@ def fuzz(count: int) -> None:
             light += any(is_light for _, is_light in payloads[False])
             if [p for p, _ in payloads[True]] != [p for p, _ in payloads[False]]:
                 differ.append(seed)
-        print(f"{kind:<8} {lowered} of {count} programs lowered, {light} with light delegates, "
-              f"{'every delegate the same bytes' if not differ else f'DIFFERENT BYTES: seeds {differ}'}"
-              f"{f'; not lowered: {failed}' if failed else ''}", flush=True)
+        print(
+            f"{kind:<8} {lowered} of {count} programs lowered, {light} with light delegates, "
+            f"{'every delegate the same bytes' if not differ else f'DIFFERENT BYTES: seeds {differ}'}"
+            f"{f'; not lowered: {failed}' if failed else ''}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -157,8 +180,10 @@ def main() -> None:
     if args.fuzz:
         fuzz(args.fuzz)
         return
-    print(f"to_edge_transform_and_lower seconds, median of {args.rounds} random-order rounds; light = xir's delegates "
-          "that got only the linear rebuild; same bytes = every delegate's XNNPACK graph as with all passes\n")
+    print(
+        f"to_edge_transform_and_lower seconds, median of {args.rounds} random-order rounds; light = xir's delegates "
+        "that got only the linear rebuild; same bytes = every delegate's XNNPACK graph as with all passes\n"
+    )
     (flow if args.flow else zoo)(args.rounds)
 
 

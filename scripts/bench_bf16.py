@@ -40,9 +40,19 @@ def models(quick: bool):
 
     width = 256 if quick else 512
     yield "mlp", (lambda: MLP(width, 4 * width)), (torch.randn(64, width),)
-    config = BertConfig(vocab_size=512, hidden_size=width, num_hidden_layers=1, num_attention_heads=8,
-                        intermediate_size=4 * width, max_position_embeddings=128)
-    yield "transformer", (lambda: OutputOf(BertModel(config), key="last_hidden_state")), (torch.randint(0, 512, (1, 64)),)
+    config = BertConfig(
+        vocab_size=512,
+        hidden_size=width,
+        num_hidden_layers=1,
+        num_attention_heads=8,
+        intermediate_size=4 * width,
+        max_position_embeddings=128,
+    )
+    yield (
+        "transformer",
+        (lambda: OutputOf(BertModel(config), key="last_hidden_state")),
+        (torch.randint(0, 512, (1, 64)),),
+    )
 
 
 def main() -> int:
@@ -52,10 +62,12 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     for name, make, inputs in models(args.quick):
-        configurations = [("stock default", "stock", torch.bfloat16, {}),
-                          ("stock enable_bf16", "stock", torch.bfloat16, {"enable_bf16": True}),
-                          ("xir enable_bf16", "xir", torch.bfloat16, {"enable_bf16": True}),
-                          ("xir fp32", "xir", torch.float32, {})]
+        configurations = [
+            ("stock default", "stock", torch.bfloat16, {}),
+            ("stock enable_bf16", "stock", torch.bfloat16, {"enable_bf16": True}),
+            ("xir enable_bf16", "xir", torch.bfloat16, {"enable_bf16": True}),
+            ("xir fp32", "xir", torch.float32, {}),
+        ]
         loaded = []
         for label, which, dtype, options in configurations:
             torch.manual_seed(0)
@@ -81,9 +93,17 @@ def main() -> int:
         medians = {label: sorted(t)[len(t) // 2] for label, t in times.items() if t}
         for label, result, error, method, typed in loaded:
             median = medians.get(label)
-            rows.append((name, label, "yes" if result.ran else "NO", "-" if median is None else f"{median * 1e3:.2f}",
-                         "-" if error is None else f"{error:.3g}", str(result.delegates),
-                         "" if result.ran else (result.error or "")[:70]))
+            rows.append(
+                (
+                    name,
+                    label,
+                    "yes" if result.ran else "NO",
+                    "-" if median is None else f"{median * 1e3:.2f}",
+                    "-" if error is None else f"{error:.3g}",
+                    str(result.delegates),
+                    "" if result.ran else (result.error or "")[:70],
+                )
+            )
     header = ("model", "configuration", "loads", "median ms", "max err", "delegates", "failure")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())

@@ -58,8 +58,10 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    print(f"one token, median ms of {args.runs} interleaved calls; err = max abs error against the fp32 model / "
-          f"against eager bf16 (OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']})\n")
+    print(
+        f"one token, median ms of {args.runs} interleaved calls; err = max abs error against the fp32 model / "
+        f"against eager bf16 (OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']})\n"
+    )
     header = f"{'dim x hidden x blocks':<22}{'fp32 MB':>8}  " + "".join(f"{name:>22}" for name, *_ in VARIANTS)
     print(header + f"{'f16-linears / fp32':>20}{'err f16-linears':>18}{'err bf16 xir':>16}")
     for dim, hidden, blocks in SIZES:
@@ -88,9 +90,12 @@ def main(argv=None) -> int:
         ms = {name: statistics.median(t) * 1e3 for name, t in times.items()}
         megabytes = 2 * blocks * dim * hidden * 4 / 1e6
         f16 = "bf16 xir f16-linears"
-        print(f"{f'{dim} x {hidden} x {blocks}':<22}{megabytes:>8.1f}  " + "".join(f"{ms[name]:>22.3f}" for name, *_ in VARIANTS)
-              + f"{ms[f16] / ms['fp32 xir']:>19.2f}x"
-              + f"{errors[f16][0]:>10.2g} / {errors[f16][1]:<6.2g}{errors['bf16 xir'][0]:>8.2g} / {errors['bf16 xir'][1]:<6.2g}")
+        print(
+            f"{f'{dim} x {hidden} x {blocks}':<22}{megabytes:>8.1f}  "
+            + "".join(f"{ms[name]:>22.3f}" for name, *_ in VARIANTS)
+            + f"{ms[f16] / ms['fp32 xir']:>19.2f}x"
+            + f"{errors[f16][0]:>10.2g} / {errors[f16][1]:<6.2g}{errors['bf16 xir'][0]:>8.2g} / {errors['bf16 xir'][1]:<6.2g}"
+        )
     return 0
 
 

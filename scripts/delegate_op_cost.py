@@ -65,7 +65,12 @@ class Fused(torch.nn.Module):
 
     def forward(self, x):
         a, g = self.qkv(x), self.w13(x)
-        return a[..., :256] * 2, a[..., 256:320] * 2, a[..., 320:] * 2, torch.nn.functional.silu(g[..., :768]) * g[..., 768:]
+        return (
+            a[..., :256] * 2,
+            a[..., 256:320] * 2,
+            a[..., 320:] * 2,
+            torch.nn.functional.silu(g[..., :768]) * g[..., 768:],
+        )
 
 
 def fusion() -> None:

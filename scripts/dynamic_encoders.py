@@ -25,15 +25,24 @@ def build(name: str) -> torch.nn.Module:
     import transformers as t
 
     torch.manual_seed(0)
-    common = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                  max_position_embeddings=POSITIONS)
+    common = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=POSITIONS,
+    )
     if name == "bert":
         return t.BertForMaskedLM(t.BertConfig(**common)).eval()
     if name == "roberta":
         return t.RobertaForMaskedLM(t.RobertaConfig(**common, pad_token_id=1)).eval()
     if name == "distilbert":
-        return t.DistilBertForMaskedLM(t.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                                          max_position_embeddings=POSITIONS)).eval()
+        return t.DistilBertForMaskedLM(
+            t.DistilBertConfig(
+                vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=POSITIONS
+            )
+        ).eval()
     if name == "albert":
         return t.AlbertForMaskedLM(t.AlbertConfig(**common, embedding_size=16)).eval()
     raise ValueError(name)
@@ -51,7 +60,7 @@ class FillMask(torch.nn.Module):
 def inputs(length: int, seed: int = 0):
     generator = torch.Generator().manual_seed(seed)
     mask = torch.ones(1, length, dtype=torch.long)
-    mask[0, length // 2 + 1:] = 0
+    mask[0, length // 2 + 1 :] = 0
     return torch.randint(3, VOCAB, (1, length), generator=generator), mask
 
 
@@ -64,7 +73,11 @@ def main() -> None:
     for name in args.models:
         module = FillMask(build(name))
         length = 17 if args.static else LENGTHS[-1]
-        dynamic = None if args.static else {"input_ids": {1: torch.export.Dim.AUTO}, "attention_mask": {1: torch.export.Dim.AUTO}}
+        dynamic = (
+            None
+            if args.static
+            else {"input_ids": {1: torch.export.Dim.AUTO}, "attention_mask": {1: torch.export.Dim.AUTO}}
+        )
         with torch.no_grad():
             ep = torch.export.export(module, inputs(length), dynamic_shapes=dynamic, strict=True)
         for which in args.which:
@@ -73,13 +86,16 @@ def main() -> None:
             delegates, outside = delegate_count(edge), outside_ops(edge)
             _, method = load_method(to_buffer(edge))
             errors = []
-            for n in ((17,) if args.static else LENGTHS):
+            for n in (17,) if args.static else LENGTHS:
                 with torch.no_grad():
                     expected = module(*inputs(n, n))
                 (actual,) = run_method(method, inputs(n, n))
                 errors.append(f"{n}: {(actual - expected).abs().max().item():.1e}")
-            print(f"{name:10s} {which:5s} delegates {delegates:2d}, outside {sum(outside.values()):3d} "
-                  f"{dict(outside)}; max |error| at length {', '.join(errors)} ({time.perf_counter() - start:.0f} s)", flush=True)
+            print(
+                f"{name:10s} {which:5s} delegates {delegates:2d}, outside {sum(outside.values()):3d} "
+                f"{dict(outside)}; max |error| at length {', '.join(errors)} ({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ def _register_rsqrt_as_div() -> None:
         if x.dtype is not DType.f32:
             return rewriter.notify_match_failure(node, "not fp32")
         root = rewriter.op_before(node, aten.sqrt, [x])
-        rewriter.replace_node(node, [rewriter.op_before(node, aten.div.Tensor, [_float_constant(rewriter, "one", x.type, 1.0), root])])
+        rewriter.replace_node(
+            node, [rewriter.op_before(node, aten.div.Tensor, [_float_constant(rewriter, "one", x.type, 1.0), root])]
+        )
         return True
 
     @attrs.frozen
@@ -100,8 +102,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     _register_rsqrt_as_div()
     bf16 = args.recipe == "bf16"
-    variants = {"stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
-                "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)}
+    variants = {
+        "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
+        "xir": lambda: llm_partitioners("xir", enable_bf16=bf16),
+    }
     for label, change in VARIANTS:
         variants[label] = lambda change=change: [XnnpackPartitioner(enable_bf16=bf16, pipeline=_pipeline(change))]
     print(f"{args.model}, {args.recipe}: each program's logits against stock's over a prefill of 7 and 16 decode steps")
@@ -116,8 +120,10 @@ def main(argv=None) -> int:
         print(f"  {name:<40} max |logits - stock's| {worst[name]:.6g}")
     for name in ("stock", "xir"):
         kinds = _instructions(buffers[name])
-        print(f"  {name} program: {sum(kinds.values())} instructions: "
-              + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()))
+        print(
+            f"  {name} program: {sum(kinds.values())} instructions: "
+            + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common())
+        )
     return 0
 
 

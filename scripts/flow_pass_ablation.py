@@ -42,18 +42,29 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--without", default="xnnpack.rotate-half-sign-in-sin", help="the pass to leave out")
-    parser.add_argument("--instead", help="a pass with options, e.g. 'xnnpack.mean-over-last-dims{linear=false}', "
-                        "run in place of the default's (instead of --without)")
+    parser.add_argument(
+        "--instead",
+        help="a pass with options, e.g. 'xnnpack.mean-over-last-dims{linear=false}', "
+        "run in place of the default's (instead of --without)",
+    )
     parser.add_argument("--model", default="qwen3", choices=sorted(flow.FAMILIES))
     parser.add_argument("--recipe", nargs="*", default=["fp32", "8da4w"])
     parser.add_argument("--layers", type=int, default=None, help="decoder layers (default: the family's 2)")
     parser.add_argument("--rounds", type=int, default=400)
-    parser.add_argument("--processes", type=int, default=0,
-                        help="time in this many fresh processes, one after the other (bench.time_programs), "
-                        "instead of in this one: a process keeps its memory layout's luck for all its rounds")
-    parser.add_argument("--threads", type=int, default=0, help="with --processes: XNNPACK's threads in each (0: the runtime's default)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="time in this many fresh processes, one after the other (bench.time_programs), "
+        "instead of in this one: a process keeps its memory layout's luck for all its rounds",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="with --processes: XNNPACK's threads in each (0: the runtime's default)"
+    )
     parser.add_argument("--zoo", nargs="*", help="the zoo's fp32 models (bench.zoo, --quick sizes) instead of the flow")
-    parser.add_argument("--full", action="store_true", help="with --zoo: the zoo's full sizes (python -m bench's), not --quick's")
+    parser.add_argument(
+        "--full", action="store_true", help="with --zoo: the zoo's full sizes (python -m bench's), not --quick's"
+    )
     args = parser.parse_args(argv)
     names = DEFAULT_PIPELINE.split(",")
     if args.instead:
@@ -67,13 +78,23 @@ def main(argv=None) -> int:
         parser.error(f"{args.instead or args.without} is not in xir's default pipeline")
     if args.zoo is not None:
         return zoo(args.zoo, pipeline, label, max(args.rounds // 10, 5), quick=not args.full)
-    print(f"{args.model}{'' if args.layers is None else f' ({args.layers} layers)'}, {', '.join(args.recipe)}; {label}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1")
+    print(
+        f"{args.model}{'' if args.layers is None else f' ({args.layers} layers)'}, {', '.join(args.recipe)}; {label}; {args.rounds} rounds in random order; OMP_NUM_THREADS=1"
+    )
     for recipe in args.recipe:
         bf16 = recipe == "bf16"
-        buffers = flow.lower_variants(recipe, args.model, {
-            "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
-            "xir with" if args.instead else "xir without": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))],
-            "xir": lambda: llm_partitioners("xir", enable_bf16=bf16)}, layers=args.layers)
+        buffers = flow.lower_variants(
+            recipe,
+            args.model,
+            {
+                "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
+                "xir with" if args.instead else "xir without": lambda: [
+                    XnnpackPartitioner(enable_bf16=bf16, pipeline=",".join(pipeline))
+                ],
+                "xir": lambda: llm_partitioners("xir", enable_bf16=bf16),
+            },
+            layers=args.layers,
+        )
         if args.processes:
             flow.fresh_process_rounds(buffers, args.rounds, args.processes, args.threads)
         else:
@@ -92,7 +113,9 @@ def zoo(names: list[str], pipeline: list[str], label: str, rounds: int, quick: b
     from lowering import XnnpackPartitioner
 
     name_of = " ".join(label.split()[:2])  # "xir with" or "xir without"
-    print(f"the zoo ({'--quick' if quick else 'full'} sizes), fp32; {label}; {rounds} rounds of 10 runs in random order")
+    print(
+        f"the zoo ({'--quick' if quick else 'full'} sizes), fp32; {label}; {rounds} rounds of 10 runs in random order"
+    )
     rng = random.Random(0)
     for model in models.zoo(quick):
         if names and model.name not in names:
@@ -109,9 +132,14 @@ def zoo(names: list[str], pipeline: list[str], label: str, rounds: int, quick: b
                     loaded[name][1].execute(list(inputs))
                 times[name].append((time.perf_counter() - start) / 10)
         ratio = {name: statistics.median(a / b for a, b in zip(times[name], times["stock"])) for name in loaded}
-        print(f"  {model.name:<12}" + ", ".join(
-            f"{name} {statistics.median(times[name]) * 1e3:.3f} ms ({ratio[name]:.2f}x, {ops[name]} ops, err {errors[name]:.2g})"
-            for name in loaded), flush=True)
+        print(
+            f"  {model.name:<12}"
+            + ", ".join(
+                f"{name} {statistics.median(times[name]) * 1e3:.3f} ms ({ratio[name]:.2f}x, {ops[name]} ops, err {errors[name]:.2g})"
+                for name in loaded
+            ),
+            flush=True,
+        )
     return 0
 
 

@@ -42,12 +42,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     # {column: xir's partitioner options}, then the other runtimes' columns
-    programs = {"xir bf16": {"enable_bf16": True}, "xir f16 GEMM": {"enable_bf16": True, "bf16_linears_as_f16": True}} \
-        if args.bf16 else {"XNNPACK (xir)": {}}
+    programs = (
+        {"xir bf16": {"enable_bf16": True}, "xir f16 GEMM": {"enable_bf16": True, "bf16_linears_as_f16": True}}
+        if args.bf16
+        else {"XNNPACK (xir)": {}}
+    )
     others = ("eager",) if args.bf16 else ("ONNX Runtime", "eager")
     columns = (*programs, *others)
     last = "xir/eager" if args.bf16 else "XNNPACK/ORT"
-    print(f"one {'bf16' if args.bf16 else 'fp32'} linear with bias, {CORES} threads each; median ms of {args.runs} runs in turns (GFLOP/s)")
+    print(
+        f"one {'bf16' if args.bf16 else 'fp32'} linear with bias, {CORES} threads each; median ms of {args.runs} runs in turns (GFLOP/s)"
+    )
     print(f"  {'rows x in x out':<18}" + "".join(f"{c:>22}" for c in columns) + f"{last:>13}")
     for rows, fan_in, fan_out in SHAPES:
         torch.manual_seed(0)
@@ -58,7 +63,9 @@ def main(argv=None) -> int:
         for name, options in programs.items():
             result = harness.lower(ep, inputs, **options)
             if not result.ran or result.delegated.get("aten.linear") != 1 or result.outside:
-                print(f"  {shape}: {name} is not one delegated linear ({result.error or (result.delegated, result.outside)})")
+                print(
+                    f"  {shape}: {name} is not one delegated linear ({result.error or (result.delegated, result.outside)})"
+                )
                 continue
             _, method = harness.load_method(result.buffer)
             runners[name] = (lambda m=method: m.execute(list(inputs)), nullcontext())

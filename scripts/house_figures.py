@@ -54,17 +54,35 @@ def figures(rev: str) -> dict:
             tree = ast.parse(text)
         except SyntaxError:
             continue
-        long_functions += [(path, node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
-                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                           and node.end_lineno - node.lineno + 1 > LONG]
+        long_functions += [
+            (path, node.name, node.end_lineno - node.lineno + 1)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > LONG
+        ]
         if path.startswith(OP_ROOMS):
-            docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                          if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                          and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-            literals += sum(1 for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                            and id(n) not in docstrings and OP_NAME.match(n.value))
+            docstrings = {
+                id(n.body[0].value)
+                for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.body
+                and isinstance(n.body[0], ast.Expr)
+                and isinstance(n.body[0].value, ast.Constant)
+            }
+            literals += sum(
+                1
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)
+                and id(n) not in docstrings
+                and OP_NAME.match(n.value)
+            )
             positional += len(POSITIONAL.findall(text))
-    return {"lines": lines, "long": sorted(long_functions, key=lambda f: -f[2]), "literals": literals, "positional": positional}
+    return {
+        "lines": lines,
+        "long": sorted(long_functions, key=lambda f: -f[2]),
+        "literals": literals,
+        "positional": positional,
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -77,8 +95,11 @@ def main(argv: list[str]) -> int:
         print(f"  {f:<28}" + "".join(f"{results[rev]['lines'].get(f, 0):>14,}" for rev in revs))
     print(f"  {'total':<28}" + "".join(f"{sum(results[rev]['lines'].values()):>14,}" for rev in revs))
     print()
-    for label, key in (("library functions over 60 lines", "long"), ("op-name string literals in passes/, lowering/", "literals"),
-                       ("positional operand reads (operands[i]) in passes/, lowering/", "positional")):
+    for label, key in (
+        ("library functions over 60 lines", "long"),
+        ("op-name string literals in passes/, lowering/", "literals"),
+        ("positional operand reads (operands[i]) in passes/, lowering/", "positional"),
+    ):
         values = [len(results[rev][key]) if key == "long" else results[rev][key] for rev in revs]
         print(f"{label:<62}" + "".join(f"{v:>14}" for v in values))
     for rev in revs:

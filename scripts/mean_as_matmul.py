@@ -26,9 +26,9 @@ import warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, ".")
 
-from bench import llm_flow as flow  # noqa: E402  (sets OMP_NUM_THREADS=1 before torch loads, as the flow benchmark does)
-
 import torch  # noqa: E402
+
+from bench import llm_flow as flow  # noqa: E402  (sets OMP_NUM_THREADS=1 before torch loads, as the flow benchmark does)
 
 SPATIAL = "xnnpack.mean-over-last-dims{matmul=false}"
 MM = "xnnpack.mean-over-last-dims{linear=false}"
@@ -42,12 +42,17 @@ def lowered_programs(recipe: str, model: str) -> dict[str, bytes]:
     bf16 = recipe == "bf16"
     spatial = DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL)
     mm = DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", MM)
-    return flow.lower_variants(recipe, model, {
-        "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
-        "xir, spatial means": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=spatial)],
-        "xir, mm means": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=mm)],
-        "xir (linear means)": lambda: llm_partitioners("xir", enable_bf16=bf16)},
-        ("aten.mean.dim", "aten.mm", "aten.linear", "aten.view_copy"))
+    return flow.lower_variants(
+        recipe,
+        model,
+        {
+            "stock": lambda: llm_partitioners("stock", enable_bf16=bf16),
+            "xir, spatial means": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=spatial)],
+            "xir, mm means": lambda: [XnnpackPartitioner(enable_bf16=bf16, pipeline=mm)],
+            "xir (linear means)": lambda: llm_partitioners("xir", enable_bf16=bf16),
+        },
+        ("aten.mean.dim", "aten.mm", "aten.linear", "aten.view_copy"),
+    )
 
 
 def zoo(rounds: int) -> None:
@@ -55,15 +60,21 @@ def zoo(rounds: int) -> None:
     from lowering import XnnpackPartitioner
     from lowering.partitioner import DEFAULT_PIPELINE
 
-    print(f"the zoo (--quick sizes), fp32, xir's means spatial, as mm between views, and as linear (the default); "
-          f"{rounds} rounds of 10 runs")
-    forms = {"spatial": DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL),
-             "mm": DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", MM), "linear": DEFAULT_PIPELINE}
+    print(
+        f"the zoo (--quick sizes), fp32, xir's means spatial, as mm between views, and as linear (the default); "
+        f"{rounds} rounds of 10 runs"
+    )
+    forms = {
+        "spatial": DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL),
+        "mm": DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", MM),
+        "linear": DEFAULT_PIPELINE,
+    }
     for model in models.zoo(True):
         if model.name not in ("llama", "vit", "siglip", "bert"):
             continue
-        inputs, loaded, errors, ops = models.lowered_forms(model, {name: XnnpackPartitioner(pipeline=pipeline)
-                                                           for name, pipeline in forms.items()})
+        inputs, loaded, errors, ops = models.lowered_forms(
+            model, {name: XnnpackPartitioner(pipeline=pipeline) for name, pipeline in forms.items()}
+        )
         times = {name: [] for name in loaded}
         for _ in range(rounds):
             for name, (_, method) in loaded.items():
@@ -73,8 +84,11 @@ def zoo(rounds: int) -> None:
                 times[name].append((time.perf_counter() - start) / 10)
         median = {name: statistics.median(times[name]) * 1e3 for name in loaded}
         cells = ", ".join(f"{name} {median[name]:.3f} ms ({ops[name]} ops, err {errors[name]:.2g})" for name in loaded)
-        print(f"  {model.name:<8} {cells}; linear/mm {median['linear'] / median['mm']:.2f}x, "
-              f"mm/spatial {median['mm'] / median['spatial']:.2f}x", flush=True)
+        print(
+            f"  {model.name:<8} {cells}; linear/mm {median['linear'] / median['mm']:.2f}x, "
+            f"mm/spatial {median['mm'] / median['spatial']:.2f}x",
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:

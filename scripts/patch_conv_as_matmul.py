@@ -76,8 +76,11 @@ def main() -> None:
                     latency[form].append(median_us(method, list(inputs), args.runs))
             for form in forms:
                 light, error = rows[form]
-                print(f"{model.name + ' ' + label:<12} {form:<14} {statistics.median(seconds[form]):>8.1f} "
-                      f"{'yes' if light else 'no':>6} {error:>9.2g} {statistics.median(latency[form]):>11.1f}", flush=True)
+                print(
+                    f"{model.name + ' ' + label:<12} {form:<14} {statistics.median(seconds[form]):>8.1f} "
+                    f"{'yes' if light else 'no':>6} {error:>9.2g} {statistics.median(latency[form]):>11.1f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

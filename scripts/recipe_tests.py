@@ -40,7 +40,7 @@ import os
 import sys
 
 PLUGIN_NAME = "recipe_tests"
-ENV_MODE = "XIR_RECIPE_TESTS_MODE"        # "stock" | "xir"   (set only in the subprocesses)
+ENV_MODE = "XIR_RECIPE_TESTS_MODE"  # "stock" | "xir"   (set only in the subprocesses)
 ENV_RESULTS = "XIR_RECIPE_TESTS_RESULTS"  # JSON-lines file the plugin appends to
 TEST_FILE = ("backends", "xnnpack", "test", "recipes", "test_xnnpack_recipes.py")
 MODES = ("stock", "xir")
@@ -95,10 +95,12 @@ def install_xir_recipes() -> dict:
 
     # (not the recipe types the stock provider's module holds: xir's provider builds on that
     # provider, which checks the types it is given against them)
-    swaps = ((types_mod, "XNNPackRecipeType", XirRecipeType),
-             (provider_mod, "XNNPACKRecipeProvider", XirRecipeProvider),
-             (recipes_pkg, "XNNPackRecipeType", XirRecipeType),
-             (recipes_pkg, "XNNPACKRecipeProvider", XirRecipeProvider))
+    swaps = (
+        (types_mod, "XNNPackRecipeType", XirRecipeType),
+        (provider_mod, "XNNPACKRecipeProvider", XirRecipeProvider),
+        (recipes_pkg, "XNNPackRecipeType", XirRecipeType),
+        (recipes_pkg, "XNNPACKRecipeProvider", XirRecipeProvider),
+    )
     replaced: dict = {}
     for module, name, substitute in swaps:
         if name not in vars(module):
@@ -118,7 +120,8 @@ def pytest_report_header(config):
     if _MODE is None:
         return None
     return [f"xir recipe-test harness: mode={_MODE}"] + [
-        f"  {name} -> xir's in {', '.join(where)}" for name, where in sorted(_REPLACED.items())]
+        f"  {name} -> xir's in {', '.join(where)}" for name, where in sorted(_REPLACED.items())
+    ]
 
 
 def pytest_collection_finish(session):
@@ -132,8 +135,7 @@ def pytest_collection_finish(session):
                 value = getattr(module, name, None)
                 if value is not None:
                     bound[name] = f"{value.__module__}.{value.__qualname__}"
-    _write({"kind": "collected", "tests": [item.nodeid.split("::")[-1] for item in session.items],
-            "bound": bound})
+    _write({"kind": "collected", "tests": [item.nodeid.split("::")[-1] for item in session.items], "bound": bound})
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -179,13 +181,19 @@ def pytest_runtest_logreport(report):
         outcome = "failed" if report.when == "call" else "error"
     if outcome is None:
         return
-    record = {"kind": "report", "test": report.nodeid.split("::")[-1], "outcome": outcome,
-              "reason": _reason(report), "duration": round(report.duration, 2)}
+    record = {
+        "kind": "report",
+        "test": report.nodeid.split("::")[-1],
+        "outcome": outcome,
+        "reason": _reason(report),
+        "duration": round(report.duration, 2),
+    }
     context = getattr(report, "context", None)  # pytest >= 9: a unittest subTest's report
     if context is not None:
         kwargs = getattr(context, "kwargs", None) or {}
         record["subtest"] = ", ".join(f"{k}={_subtest_value(v)}" for k, v in kwargs.items()) or str(
-            getattr(context, "msg", ""))
+            getattr(context, "msg", "")
+        )
     _write(record)
 
 
@@ -200,6 +208,7 @@ def pytest_runtest_logfinish(nodeid, location):
 # =====================================================================================
 # Part 2: the driver
 # =====================================================================================
+
 
 def _test_file() -> str:
     import importlib.util
@@ -289,15 +298,31 @@ def _run_mode(mode: str, test_file: str, args, out_dir: str) -> dict:
     here = os.path.dirname(os.path.abspath(__file__))
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in [env.get("PYTHONPATH")] if p])
     env.setdefault("OMP_NUM_THREADS", "2")
-    cmd = [sys.executable, "-m", "pytest", "-c", ini, "--rootdir", os.path.dirname(test_file),
-           "-p", "no:cacheprovider", "-p", "no:xdist", "-p", PLUGIN_NAME, "-q", "-p", "no:logging",
-           "--junitxml", os.path.join(out_dir, f"{mode}.xml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        ini,
+        "--rootdir",
+        os.path.dirname(test_file),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-p",
+        PLUGIN_NAME,
+        "-q",
+        "-p",
+        "no:logging",
+        "--junitxml",
+        os.path.join(out_dir, f"{mode}.xml"),
+    ]
     if args.tests:
         cmd += ["-k", args.tests]
     cmd += list(args.pytest_arg or []) + [test_file]
     log_path = os.path.join(out_dir, f"{mode}.log")
-    print(f"[{mode}] pytest {os.path.basename(test_file)}" + (f" -k {args.tests!r}" if args.tests else ""),
-          flush=True)
+    print(f"[{mode}] pytest {os.path.basename(test_file)}" + (f" -k {args.tests!r}" if args.tests else ""), flush=True)
     start = time.time()
     work = os.path.join(out_dir, f"{mode}-cwd")  # (the model tests write files in the current directory)
     os.makedirs(work, exist_ok=True)
@@ -327,8 +352,10 @@ def _short(text: str, width: int) -> str:
 def _report(results: dict, args) -> int:
     modes = [m for m in MODES if m in results]
     print("\n" + "=" * 78)
-    print("ExecuTorch's XNNPACK recipe tests: XNNPACK's recipes (stock) vs xir's"
-          + (f"  (-k {args.tests!r})" if args.tests else ""))
+    print(
+        "ExecuTorch's XNNPACK recipe tests: XNNPACK's recipes (stock) vs xir's"
+        + (f"  (-k {args.tests!r})" if args.tests else "")
+    )
     print("=" * 78)
     for level in ("tests", "subtests"):
         counts = {m: _counts(results[m][level]) for m in modes}
@@ -354,7 +381,7 @@ def _report(results: dict, args) -> int:
         for m in modes:
             for key, e in sorted(results[m]["subtests"].items()):
                 if key.startswith(name + "[") and e["outcome"] in BAD:
-                    print(f"      {m} subtest {key[len(name):]} {e['outcome']}: {_short(e['reason'], args.width)}")
+                    print(f"      {m} subtest {key[len(name) :]} {e['outcome']}: {_short(e['reason'], args.width)}")
 
     exit_code = 0
     if "xir" in results:
@@ -367,10 +394,14 @@ def _report(results: dict, args) -> int:
     if "stock" in results and "xir" in results:
         for level in ("tests", "subtests"):
             stock, xir = results["stock"][level], results["xir"][level]
-            regressions = sorted(k for k, e in stock.items() if e["outcome"] == "passed"
-                                 and xir.get(k, {"outcome": "missing"})["outcome"] in BAD)
-            fixed = sorted(k for k, e in stock.items() if e["outcome"] in BAD
-                           and xir.get(k, {}).get("outcome") == "passed")
+            regressions = sorted(
+                k
+                for k, e in stock.items()
+                if e["outcome"] == "passed" and xir.get(k, {"outcome": "missing"})["outcome"] in BAD
+            )
+            fixed = sorted(
+                k for k, e in stock.items() if e["outcome"] in BAD and xir.get(k, {}).get("outcome") == "passed"
+            )
             print(f"\n{level}: pass with stock, fail with xir: {len(regressions)}")
             for k in regressions:
                 print(f"  {k}\n      {_short(xir.get(k, {}).get('reason', 'not run'), args.width)}")
@@ -384,8 +415,9 @@ def _report(results: dict, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mode", choices=("both",) + MODES, default="both")
     parser.add_argument("--tests", metavar="PATTERN", help="pytest -k expression selecting tests")
     parser.add_argument("--keep", metavar="DIR", help="directory for logs and results (default: a temp dir, removed)")

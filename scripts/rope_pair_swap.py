@@ -68,17 +68,27 @@ def main() -> int:
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--kv-heads", type=int, default=2)
     parser.add_argument("--head-dim", type=int, default=32)
-    parser.add_argument("--hf", action="store_true", help="the Hugging Face rotation and xnnpack.rotate-half-sign-in-sin")
+    parser.add_argument(
+        "--hf", action="store_true", help="the Hugging Face rotation and xnnpack.rotate-half-sign-in-sin"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = (RotateHalf if args.hf else Rope)(args.heads, args.kv_heads, args.head_dim).eval()
-    rewrite, rewritten, lengths = (("xnnpack.rotate-half-sign-in-sin", "sign in sin", (1, 7, 64)) if args.hf
-                                   else ("xnnpack.rope-as-pair-swap", "pair swap", (1, 7)))
+    rewrite, rewritten, lengths = (
+        ("xnnpack.rotate-half-sign-in-sin", "sign in sin", (1, 7, 64))
+        if args.hf
+        else ("xnnpack.rope-as-pair-swap", "pair swap", (1, 7))
+    )
     d = args.head_dim
     table = d if args.hf else d // 2
 
     def inputs(n):
-        return (torch.randn(1, n, args.heads * d), torch.randn(1, n, args.kv_heads * d), torch.randn(n, table), torch.randn(n, table))
+        return (
+            torch.randn(1, n, args.heads * d),
+            torch.randn(1, n, args.kv_heads * d),
+            torch.randn(n, table),
+            torch.randn(n, table),
+        )
 
     seq = torch.export.Dim("seq", min=1, max=128)
     ep = torch.export.export(model, inputs(7), dynamic_shapes=({1: seq}, {1: seq}, {0: seq}, {0: seq}))
@@ -88,9 +98,13 @@ def main() -> int:
         edge, _ = lower_edge(ep, partitioner=XnnpackPartitioner(pipeline=pipeline))
         inside = delegated_ops(edge)
         programs[name] = load_method(to_buffer(edge))
-        print(f"{name:<11} ops inside: {sum(inside.values())} ({', '.join(f'{op} x{n}' for op, n in sorted(inside.items()))})")
-    print(f"\nrotary embedding of q ({args.heads} heads) and k ({args.kv_heads}), head dim {d}, one delegate each; "
-          f"median of {args.runs} interleaved runs")
+        print(
+            f"{name:<11} ops inside: {sum(inside.values())} ({', '.join(f'{op} x{n}' for op, n in sorted(inside.items()))})"
+        )
+    print(
+        f"\nrotary embedding of q ({args.heads} heads) and k ({args.kv_heads}), head dim {d}, one delegate each; "
+        f"median of {args.runs} interleaved runs"
+    )
     for n in lengths:
         x = inputs(n)
         expected = list(model(*x))

@@ -41,8 +41,8 @@ import os
 import sys
 
 PLUGIN_NAME = "run_executorch_op_tests"
-ENV_MODE = "XIR_OPTESTS_MODE"            # "stock" | "xir"   (set only in the subprocesses)
-ENV_RESULTS = "XIR_OPTESTS_RESULTS"      # JSON-lines file the plugin appends to
+ENV_MODE = "XIR_OPTESTS_MODE"  # "stock" | "xir"   (set only in the subprocesses)
+ENV_RESULTS = "XIR_OPTESTS_RESULTS"  # JSON-lines file the plugin appends to
 ENV_TRANSFORMS = "XIR_OPTESTS_TRANSFORMS"  # "1" (default) | "0": run xir's transform passes
 OUTCOME_ORDER = {"error": 4, "failed": 3, "passed": 2, "skipped": 1, "missing": 0}
 
@@ -52,7 +52,7 @@ OUTCOME_ORDER = {"error": 4, "failed": 3, "passed": 2, "skipped": 1, "missing": 
 # =====================================================================================
 
 _current_test = ["<collection>"]
-_events: dict = {}          # test key -> {"xir": n, "stock_fallback": n, "transforms": n, ...}
+_events: dict = {}  # test key -> {"xir": n, "stock_fallback": n, "transforms": n, ...}
 
 
 def _junit_key(nodeid: str) -> str:
@@ -98,7 +98,7 @@ def install_xir_patches(apply_transforms: bool = True) -> dict:
 
         def __new__(cls, *args, **kwargs):
             configs = kwargs.get("configs", args[0] if args else None)
-            if configs is not None:   # xir rejects configs= by design: stock it is, "not applicable"
+            if configs is not None:  # xir rejects configs= by design: stock it is, "not applicable"
                 _note("stock_fallback")
                 return stock_cls(*args, **kwargs)
             return XirPartitioner.__new__(cls)
@@ -110,20 +110,30 @@ def install_xir_patches(apply_transforms: bool = True) -> dict:
             _note("xir")
             XirPartitioner.__init__(self, *args, **kwargs)
 
-        return type(name, (XirPartitioner,), {"__new__": __new__, "__init__": __init__,
-                                              "__module__": __name__, "stock_cls": stock_cls})
+        return type(
+            name,
+            (XirPartitioner,),
+            {"__new__": __new__, "__init__": __init__, "__module__": __name__, "stock_cls": stock_cls},
+        )
 
     substitutes = {
         "XnnpackPartitioner": make("XnnpackPartitioner", stock_mod.XnnpackPartitioner),
         "XnnpackFloatingPointPartitioner": make(
-            "XnnpackFloatingPointPartitioner", stock_mod.XnnpackFloatingPointPartitioner,
-            {"config_precisions": ConfigPrecisionType.FP32}),
+            "XnnpackFloatingPointPartitioner",
+            stock_mod.XnnpackFloatingPointPartitioner,
+            {"config_precisions": ConfigPrecisionType.FP32},
+        ),
         "XnnpackQuantizedPartitioner": make(
-            "XnnpackQuantizedPartitioner", stock_mod.XnnpackQuantizedPartitioner,
-            {"config_precisions": ConfigPrecisionType.STATIC_QUANT}),
+            "XnnpackQuantizedPartitioner",
+            stock_mod.XnnpackQuantizedPartitioner,
+            {"config_precisions": ConfigPrecisionType.STATIC_QUANT},
+        ),
         "XnnpackDynamicallyQuantizedPartitioner": make(
-            "XnnpackDynamicallyQuantizedPartitioner", stock_mod.XnnpackDynamicallyQuantizedPartitioner,
-            {"config_precisions": ConfigPrecisionType.DYNAMIC_QUANT}, pinned="config_precisions"),
+            "XnnpackDynamicallyQuantizedPartitioner",
+            stock_mod.XnnpackDynamicallyQuantizedPartitioner,
+            {"config_precisions": ConfigPrecisionType.DYNAMIC_QUANT},
+            pinned="config_precisions",
+        ),
     }
     stock_objects = {id(getattr(stock_mod, name)): sub for name, sub in substitutes.items()}
 
@@ -139,16 +149,16 @@ def install_xir_patches(apply_transforms: bool = True) -> dict:
         passes = bound.arguments.get("transform_passes")
         if apply_transforms and partitioner:
             if isinstance(partitioner, dict):
-                extra = {method: [p for part in parts if isinstance(part, XirPartitioner)
-                                  for p in part.transform_passes()]
-                         for method, parts in partitioner.items()}
+                extra = {
+                    method: [p for part in parts if isinstance(part, XirPartitioner) for p in part.transform_passes()]
+                    for method, parts in partitioner.items()
+                }
                 extra = {method: ps for method, ps in extra.items() if ps}
                 if extra:
                     if passes is None:
                         passes = extra
                     elif isinstance(passes, dict):
-                        passes = {m: list(passes.get(m, [])) + extra.get(m, [])
-                                  for m in set(passes) | set(extra)}
+                        passes = {m: list(passes.get(m, [])) + extra.get(m, []) for m in set(passes) | set(extra)}
                     elif isinstance(passes, (list, tuple)):
                         passes = {m: list(passes) + extra.get(m, []) for m in partitioner}
                     else:
@@ -157,8 +167,7 @@ def install_xir_patches(apply_transforms: bool = True) -> dict:
                     if extra:
                         _note("transforms")
             else:
-                extra = [p for part in partitioner if isinstance(part, XirPartitioner)
-                         for p in part.transform_passes()]
+                extra = [p for part in partitioner if isinstance(part, XirPartitioner) for p in part.transform_passes()]
                 if extra:
                     if passes is None or isinstance(passes, (list, tuple)):
                         passes = list(passes or []) + extra
@@ -266,8 +275,14 @@ def pytest_runtest_logreport(report):
     if outcome is None:
         return
     context = getattr(report, "context", None)  # pytest >= 9: a unittest subTest's report
-    record = {"kind": "report", "test": key, "when": report.when, "outcome": outcome,
-              "reason": _reason(report), "duration": round(report.duration, 3)}
+    record = {
+        "kind": "report",
+        "test": key,
+        "when": report.when,
+        "outcome": outcome,
+        "reason": _reason(report),
+        "duration": round(report.duration, 3),
+    }
     if context is not None:
         record["subtest"] = f"{getattr(context, 'msg', '') or ''} {getattr(context, 'kwargs', '') or ''}".strip()
     _write(record)
@@ -284,6 +299,7 @@ def pytest_runtest_logfinish(nodeid, location):
 # =====================================================================================
 # Part 2: the driver
 # =====================================================================================
+
 
 def _ops_dir() -> str:
     import importlib.util
@@ -337,11 +353,14 @@ def _aggregate(records: list[dict]) -> dict:
         kind = rec.get("kind")
         if kind == "collected":
             for test in rec["tests"]:
-                results.setdefault(test, {"outcome": "missing", "reason": "never ran", "events": {},
-                                          "duration": 0.0, "subtests_failed": 0})
+                results.setdefault(
+                    test,
+                    {"outcome": "missing", "reason": "never ran", "events": {}, "duration": 0.0, "subtests_failed": 0},
+                )
         elif kind == "start":
-            entry = results.setdefault(rec["test"], {"outcome": "missing", "reason": "", "events": {},
-                                                     "duration": 0.0, "subtests_failed": 0})
+            entry = results.setdefault(
+                rec["test"], {"outcome": "missing", "reason": "", "events": {}, "duration": 0.0, "subtests_failed": 0}
+            )
             entry["outcome"], entry["reason"] = "missing", "crashed the test process (no report)"
             entry["started"] = True
         elif kind == "report":
@@ -387,18 +406,38 @@ def _run_mode(mode: str, files: list[str], args, out_dir: str, ops_dir: str) -> 
         pass
     while True:
         attempt += 1
-        cmd = [sys.executable, "-m", "pytest", "-c", ini, "--rootdir", ops_dir, "-p", "no:cacheprovider",
-               "-p", PLUGIN_NAME, "-q", "-o", "console_output_style=classic", "-p", "no:logging",
-               "--junitxml", os.path.join(out_dir, f"{mode}{'' if attempt == 1 else '.' + str(attempt)}.xml")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            ini,
+            "--rootdir",
+            ops_dir,
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            PLUGIN_NAME,
+            "-q",
+            "-o",
+            "console_output_style=classic",
+            "-p",
+            "no:logging",
+            "--junitxml",
+            os.path.join(out_dir, f"{mode}{'' if attempt == 1 else '.' + str(attempt)}.xml"),
+        ]
         if args.tests:
             cmd += ["-k", args.tests]
         for nodeid in deselect:
             cmd += ["--deselect", nodeid]
         cmd += list(args.pytest_arg or [])
         cmd += files
-        print(f"[{mode}] run {attempt}: pytest on {len(files)} file(s)"
-              + (f", -k {args.tests!r}" if args.tests else "")
-              + (f", {len(deselect)} deselected (already reported)" if deselect else ""), flush=True)
+        print(
+            f"[{mode}] run {attempt}: pytest on {len(files)} file(s)"
+            + (f", -k {args.tests!r}" if args.tests else "")
+            + (f", {len(deselect)} deselected (already reported)" if deselect else ""),
+            flush=True,
+        )
         with open(log_path, "a") as log:
             log.write(f"\n\n===== {' '.join(cmd)}\n")
             log.flush()
@@ -408,8 +447,10 @@ def _run_mode(mode: str, files: list[str], args, out_dir: str, ops_dir: str) -> 
         if attempt == 1:
             for rec in records:
                 if rec.get("kind") == "patched":
-                    print(f"[{mode}] substituted: " + "; ".join(
-                        f"{what} in {len(where)} module(s)" for what, where in sorted(rec["where"].items())))
+                    print(
+                        f"[{mode}] substituted: "
+                        + "; ".join(f"{what} in {len(where)} module(s)" for what, where in sorted(rec["where"].items()))
+                    )
         crashed = [t for t, r in results.items() if r.get("started")]
         if proc.returncode in (0, 1, 5) or attempt > args.max_restarts:
             if proc.returncode not in (0, 1, 5):
@@ -434,8 +475,18 @@ def _run_mode(mode: str, files: list[str], args, out_dir: str, ops_dir: str) -> 
 
 def _write_crash(results_path: str, test: str, code: int) -> None:
     with open(results_path, "a") as f:
-        f.write(json.dumps({"kind": "report", "test": test, "when": "call", "outcome": "error",
-                            "reason": f"crashed the test process (pytest exit code {code})"}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "kind": "report",
+                    "test": test,
+                    "when": "call",
+                    "outcome": "error",
+                    "reason": f"crashed the test process (pytest exit code {code})",
+                }
+            )
+            + "\n"
+        )
         f.write(json.dumps({"kind": "finish", "test": test, "events": {}}) + "\n")
 
 
@@ -454,10 +505,18 @@ def _xir_revision() -> str:
         import importlib.util
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(importlib.util.find_spec("lowering").origin)))
-        head = subprocess.run(["git", "-C", root, "log", "-1", "--format=%h %ad %s", "--date=iso"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "xir", "passes", "lowering"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", root, "log", "-1", "--format=%h %ad %s", "--date=iso"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--", "xir", "passes", "lowering"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return f"{root} at {head}" + (" (with uncommitted changes in xir/passes/lowering)" if dirty else "")
     except Exception as error:  # not a git checkout, no git: not worth failing for
         return f"unknown ({error})"
@@ -488,8 +547,11 @@ def _report(results: dict, args) -> int:
     modes = [m for m in ("stock", "xir") if m in results]
     print()
     print("=" * 78)
-    print("ExecuTorch XNNPACK op tests" + (f"  (-k {args.tests!r})" if args.tests else "")
-          + (f"  files: {', '.join(args.files)}" if args.files else "  (all files)"))
+    print(
+        "ExecuTorch XNNPACK op tests"
+        + (f"  (-k {args.tests!r})" if args.tests else "")
+        + (f"  files: {', '.join(args.files)}" if args.files else "  (all files)")
+    )
     print("=" * 78)
     counts = {m: _counts(results[m]) for m in modes}
     header = f"{'':>10}" + "".join(f"{m:>12}" for m in modes)
@@ -508,13 +570,19 @@ def _report(results: dict, args) -> int:
     if "xir" in results:
         xir = results["xir"]
         na = sorted(t for t, r in xir.items() if r["events"].get("stock_fallback"))
-        untouched = sorted(t for t, r in xir.items()
-                           if r["outcome"] in ("passed", "failed", "error")
-                           and not r["events"].get("xir") and not r["events"].get("stock_fallback"))
+        untouched = sorted(
+            t
+            for t, r in xir.items()
+            if r["outcome"] in ("passed", "failed", "error")
+            and not r["events"].get("xir")
+            and not r["events"].get("stock_fallback")
+        )
         used = sum(1 for r in xir.values() if r["events"].get("xir"))
-        print(f"\nxir run: {used} test(s) constructed xir's partitioner; "
-              f"{len(na)} not applicable (configs= -> stock fallback); "
-              f"{len(untouched)} never constructed a partitioner.")
+        print(
+            f"\nxir run: {used} test(s) constructed xir's partitioner; "
+            f"{len(na)} not applicable (configs= -> stock fallback); "
+            f"{len(untouched)} never constructed a partitioner."
+        )
         for t in na:
             print(f"  not applicable: {t}")
         if args.verbose:
@@ -527,16 +595,22 @@ def _report(results: dict, args) -> int:
     if "stock" in results and "xir" in results:
         stock, xir = results["stock"], results["xir"]
         bad = lambda r: r is not None and r["outcome"] in ("failed", "error", "missing")  # noqa: E731
-        regressions = sorted(t for t, r in stock.items()
-                             if r["outcome"] == "passed" and bad(xir.get(t)) and not
-                             xir[t]["events"].get("stock_fallback"))
-        na_regressions = sorted(t for t, r in stock.items()
-                                if r["outcome"] == "passed" and bad(xir.get(t))
-                                and xir[t]["events"].get("stock_fallback"))
-        fixed = sorted(t for t, r in stock.items()
-                       if r["outcome"] in ("failed", "error") and xir.get(t, {}).get("outcome") == "passed")
-        both = sorted(t for t, r in stock.items()
-                      if r["outcome"] in ("failed", "error") and bad(xir.get(t)))
+        regressions = sorted(
+            t
+            for t, r in stock.items()
+            if r["outcome"] == "passed" and bad(xir.get(t)) and not xir[t]["events"].get("stock_fallback")
+        )
+        na_regressions = sorted(
+            t
+            for t, r in stock.items()
+            if r["outcome"] == "passed" and bad(xir.get(t)) and xir[t]["events"].get("stock_fallback")
+        )
+        fixed = sorted(
+            t
+            for t, r in stock.items()
+            if r["outcome"] in ("failed", "error") and xir.get(t, {}).get("outcome") == "passed"
+        )
+        both = sorted(t for t, r in stock.items() if r["outcome"] in ("failed", "error") and bad(xir.get(t)))
         only = sorted(set(stock) ^ set(xir))
         print(f"\nPass with stock, fail with xir: {len(regressions)}")
         for t in regressions:
@@ -554,8 +628,10 @@ def _report(results: dict, args) -> int:
         if both:
             print(f"\nFail with both: {len(both)}")
             for t in both:
-                print(f"  {t}\n        stock: {_short(stock[t]['reason'], args.width)}"
-                      f"\n        xir:   {_short(xir[t]['reason'], args.width)}")
+                print(
+                    f"  {t}\n        stock: {_short(stock[t]['reason'], args.width)}"
+                    f"\n        xir:   {_short(xir[t]['reason'], args.width)}"
+                )
         if only:
             print(f"\nTests seen in only one run: {', '.join(only)}")
         exit_code = 1 if regressions else 0
@@ -569,25 +645,45 @@ def _report(results: dict, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--files", nargs="+", metavar="FILE",
-                        help="subset of op test files (test_add, add, test_add.py; comma lists allowed)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--files",
+        nargs="+",
+        metavar="FILE",
+        help="subset of op test files (test_add, add, test_add.py; comma lists allowed)",
+    )
     parser.add_argument("--tests", metavar="PATTERN", help="pytest -k expression selecting tests")
     parser.add_argument("--mode", choices=("both", "stock", "xir"), default="both")
-    parser.add_argument("--keep", metavar="DIR",
-                        help="directory for logs, junit xml and JSON results (default: a temp dir, removed)")
-    parser.add_argument("--reuse-stock", metavar="DIR",
-                        help="take the stock results from a previous --keep DIR instead of running stock again "
-                             "(the stock partitioner does not change while xir does)")
-    parser.add_argument("--reuse-xir", metavar="DIR",
-                        help="take the xir results from a previous --keep DIR (e.g. two runs made side by side)")
-    parser.add_argument("--no-transform-passes", action="store_true",
-                        help="xir run: do not add xir's transform_passes() before partitioning")
-    parser.add_argument("--max-restarts", type=int, default=20,
-                        help="how many times to resume after a test crashes the process (default 20)")
-    parser.add_argument("--pytest-arg", action="append", metavar="ARG",
-                        help="extra argument passed to pytest (repeatable)")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="directory for logs, junit xml and JSON results (default: a temp dir, removed)"
+    )
+    parser.add_argument(
+        "--reuse-stock",
+        metavar="DIR",
+        help="take the stock results from a previous --keep DIR instead of running stock again "
+        "(the stock partitioner does not change while xir does)",
+    )
+    parser.add_argument(
+        "--reuse-xir",
+        metavar="DIR",
+        help="take the xir results from a previous --keep DIR (e.g. two runs made side by side)",
+    )
+    parser.add_argument(
+        "--no-transform-passes",
+        action="store_true",
+        help="xir run: do not add xir's transform_passes() before partitioning",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=20,
+        help="how many times to resume after a test crashes the process (default 20)",
+    )
+    parser.add_argument(
+        "--pytest-arg", action="append", metavar="ARG", help="extra argument passed to pytest (repeatable)"
+    )
     parser.add_argument("--width", type=int, default=160, help="max width of a failure reason")
     parser.add_argument("--json", metavar="PATH", help="also write per-test outcomes of both runs here")
     parser.add_argument("-v", "--verbose", action="store_true", help="list more detail")

@@ -26,10 +26,17 @@ def edge_programs():
 # idles; started first, the long files overlap and the short ones fill in (their seconds:
 # per file from `--junitxml`, the suite alone on 2 cores at issue 29's end: 231, 126, 82,
 # 71, 64, 52, 32; the whole suite 653 s).
-SLOW_FIRST = ("tests/lowering/test_fuzz_regressions.py", "tests/test_fuzz.py", "tests/lowering/test_quantized_decoder.py",
-              "tests/test_cli.py", "tests/lowering/test_output_boundaries.py", "tests/lowering/test_html_report.py",
-              "tests/lowering/test_decoder.py", "tests/lowering/test_bf16_dynamic_decoder.py",
-              "tests/lowering/test_symbolic_passes.py")
+SLOW_FIRST = (
+    "tests/lowering/test_fuzz_regressions.py",
+    "tests/test_fuzz.py",
+    "tests/lowering/test_quantized_decoder.py",
+    "tests/test_cli.py",
+    "tests/lowering/test_output_boundaries.py",
+    "tests/lowering/test_html_report.py",
+    "tests/lowering/test_decoder.py",
+    "tests/lowering/test_bf16_dynamic_decoder.py",
+    "tests/lowering/test_symbolic_passes.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -24,8 +24,13 @@ def test_the_campaigns_are_kept_compressed_and_nothing_else_is_code():
 
 @pytest.mark.parametrize("folder", CAMPAIGNS, ids=lambda p: str(p.relative_to(ROOT / "data" / "campaigns")))
 def test_report_of_a_kept_campaign_prints_its_tables(folder):
-    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--report", str(folder.relative_to(ROOT))], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "xir_tools.fuzz", "--report", str(folder.relative_to(ROOT))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     kept = (folder / "report.txt").read_text().splitlines()
     # (the first line names the commit: the one the journal started at, or the report was made at)
@@ -46,8 +51,13 @@ def test_a_compressed_journal_reads_as_the_plain_one(tmp_path):
 
 def test_resume_into_a_compressed_journal_says_to_decompress_it(tmp_path):
     (tmp_path / "programs.jsonl.gz").write_bytes(gzip.compress(b'{"campaign": {}}\n'))
-    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--kind", "fp32", "--count", "1", "--resume",
-                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "xir_tools.fuzz", "--kind", "fp32", "--count", "1", "--resume", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and "decompress it first" in done.stderr + done.stdout
 
 

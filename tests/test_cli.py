@@ -20,10 +20,32 @@ import pytest
 COMMANDS: dict[str, list[str]] = {
     # lowerings (the slow ones first: they are started first)
     "demo-mlp": ["demo", "--only", "mlp", "--out", "demo"],
-    "lower-fp32": ["lower", "mlp.pt2", "-o", "out/new/mlp.pte", "--verify", "--report", "--print-ir-after-all",
-                   "--dump-dir", "dumps", "--time-passes"],
-    "lower-bf16": ["lower", "gelu.pt2", "-o", "gelu-bf16.pte", "--dtype", "bf16", "--per-op", "--verify", "--report",
-                   "--pipeline", "remove-no-ops,dead-code-elimination", "--print-ir-after-change"],
+    "lower-fp32": [
+        "lower",
+        "mlp.pt2",
+        "-o",
+        "out/new/mlp.pte",
+        "--verify",
+        "--report",
+        "--print-ir-after-all",
+        "--dump-dir",
+        "dumps",
+        "--time-passes",
+    ],
+    "lower-bf16": [
+        "lower",
+        "gelu.pt2",
+        "-o",
+        "gelu-bf16.pte",
+        "--dtype",
+        "bf16",
+        "--per-op",
+        "--verify",
+        "--report",
+        "--pipeline",
+        "remove-no-ops,dead-code-elimination",
+        "--print-ir-after-change",
+    ],
     "lower-static": ["lower", "conv.pt2", "--quantize", "static", "--verify", "--report"],
     "lower-dynamic": ["lower", "mlp-no-inputs.pt2", "-o", "mlp-dynamic.pte", "--quantize", "dynamic", "--verify"],
     "explain": ["explain", "gelu.pt2"],
@@ -41,9 +63,11 @@ COMMANDS: dict[str, list[str]] = {
 
 def uses(*keys: str):
     """The commands a test reads (started in parallel by the fixture)."""
+
     def mark(function):
         function.cli_commands = keys
         return function
+
     return mark
 
 
@@ -98,8 +122,9 @@ def _save_models(folder: Path) -> None:
 
 
 def _run(folder: Path, args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xir_tools.cli", *args], cwd=folder, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "xir_tools.cli", *args], cwd=folder, capture_output=True, text=True, timeout=600
+    )
 
 
 class Runs:
@@ -144,13 +169,16 @@ def error_line(result: subprocess.CompletedProcess) -> str:
 
 # --------------------------------------------------------------------------------- lower
 
+
 @uses("lower-fp32")
 def test_lower_writes_a_pte_that_matches_eager_with_the_instruments(xir):
     result = ok(xir("lower-fp32"))
     pte = xir.folder / "out" / "new" / "mlp.pte"  # the missing folders are created
     assert pte.stat().st_size > 0
-    assert f"wrote out/new/mlp.pte ({pte.stat().st_size:,} bytes): 3 op(s) in 1 XNNPACK delegate(s), 0 op(s) outside" \
+    assert (
+        f"wrote out/new/mlp.pte ({pte.stat().st_size:,} bytes): 3 op(s) in 1 XNNPACK delegate(s), 0 op(s) outside"
         in result.stdout
+    )
     # --report
     assert "xir partition: 3 node(s) delegated to XNNPACK in 1 group(s); 0 left outside" in result.stdout
     # --verify
@@ -163,7 +191,13 @@ def test_lower_writes_a_pte_that_matches_eager_with_the_instruments(xir):
     assert "pass " in result.stderr and "seconds" in result.stderr and "\ntotal " in result.stderr
     # --dump-dir
     dumps = sorted(p.name for p in (xir.folder / "dumps").iterdir())
-    assert dumps[0] == "00-input.xir" and "01-hoist-row-select.xir" in dumps and "02-xnnpack.eager-scalar-promotion.xir" in dumps and "03-xnnpack.remove-no-ops.xir" in dumps and dumps[-1].endswith("-dead-code-elimination.xir")
+    assert (
+        dumps[0] == "00-input.xir"
+        and "01-hoist-row-select.xir" in dumps
+        and "02-xnnpack.eager-scalar-promotion.xir" in dumps
+        and "03-xnnpack.remove-no-ops.xir" in dumps
+        and dumps[-1].endswith("-dead-code-elimination.xir")
+    )
     # progress on stderr
     assert "[mlp.pt2] loading mlp.pt2 ..." in result.stderr
     assert "[mlp.pt2] lowering to XNNPACK with xir" in result.stderr
@@ -207,13 +241,17 @@ def test_lower_quantize_dynamic_without_saved_inputs(xir):
 
 # ------------------------------------------------------------------ explain, dump, passes, demo
 
+
 @uses("explain")
 def test_explain_prints_the_partition_report(xir):
     result = ok(xir("explain"))
     lines = result.stdout.splitlines()
     assert lines[0] == "xir partition: 11 node(s) delegated to XNNPACK in 1 group(s); 0 left outside"
     # (gelu-tanh's final product with 0.5 goes into the second linear: fold-scale-shift-into-linears)
-    assert "tag0: 11 node(s): aten.linear x2, aten.relu, aten.mul.Tensor x5, aten.add.Tensor x2, aten.tanh" in result.stdout
+    assert (
+        "tag0: 11 node(s): aten.linear x2, aten.relu, aten.mul.Tensor x5, aten.add.Tensor x2, aten.tanh"
+        in result.stdout
+    )
     assert not list(xir.folder.glob("gelu.pte"))  # explain writes nothing
     assert "[gelu.pt2] XNNPACK preprocessing delegate 1 of 1" in result.stderr  # progress (plain lines: not a tty)
 
@@ -260,6 +298,7 @@ def test_demo_only_mlp(xir):
 
 # -------------------------------------------------------------------------------- errors
 
+
 @uses("missing")
 def test_missing_file(xir):
     assert error_line(xir("missing")) == "xir: error: nope.pt2: no such file"
@@ -269,7 +308,8 @@ def test_missing_file(xir):
 def test_not_an_exported_program(xir):
     assert error_line(xir("not-a-program")) == (
         "xir: error: notes.pt2 is not an exported program (a .pt2 file written by torch.export.save): "
-        "it is not a zip archive")
+        "it is not a zip archive"
+    )
 
 
 @uses("unknown-pass")
@@ -292,6 +332,7 @@ def test_a_model_that_fails_to_lower(xir):
 # More errors, checked in this process: the same code paths as the subprocesses above (a subprocess
 # each would mostly repeat the multi-second imports of torch and ExecuTorch).
 
+
 def run_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     from xir_tools import cli
 
@@ -301,26 +342,41 @@ def run_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "the following arguments are required: COMMAND (see 'xir --help')"),
-    (["lower"], "the following arguments are required: MODEL.pt2 (see 'xir lower --help')"),
-    (["lower", "m.pt2", "--bogus"], "unrecognized arguments: --bogus (see 'xir lower --help')"),
-    (["lower", "m.pt2", "--dtype", "fp16"], "argument --dtype: invalid choice: 'fp16' (choose from 'bf16', 'fp32') "
-                                            "(see 'xir lower --help')"),
-    (["lower", "m.pt2", "--print-ir-after-all", "--print-ir-after-change"],
-     "argument --print-ir-after-change: not allowed with argument --print-ir-after-all (see 'xir lower --help')"),
-    (["demo", "--only", "nonesuch"], "argument --only: invalid choice: 'nonesuch'"),
-    (["explain", "TMP"], "TMP is a directory, not an exported program (.pt2)"),
-    (["lower", "TMP/m.pt2", "--dtype", "bf16", "--quantize", "static"],
-     "--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)"),
-    (["lower", "TMP/m.pt2", "-o", "TMP/m.pt2"], "-o TMP/m.pt2 would overwrite the input program"),
-    (["dump", "TMP/m.pt2", "--after", "fold-batch-norm{bogus=1}"],
-     "--after: pass fold-batch-norm has no option 'bogus'; its options: to_affine"),
-    (["explain", "TMP/m.pt2", "--pipeline", "fold-batch-norm{to_affine=maybe}"],
-     "--pipeline: pass fold-batch-norm: option to_affine='maybe' is invalid: expected true or false"),
-    (["dump", "TMP/m.pt2", "--after", "remove-no-ops{"],
-     "--after: pipeline text, column 14: '{' of pass remove-no-ops is never closed"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "the following arguments are required: COMMAND (see 'xir --help')"),
+        (["lower"], "the following arguments are required: MODEL.pt2 (see 'xir lower --help')"),
+        (["lower", "m.pt2", "--bogus"], "unrecognized arguments: --bogus (see 'xir lower --help')"),
+        (
+            ["lower", "m.pt2", "--dtype", "fp16"],
+            "argument --dtype: invalid choice: 'fp16' (choose from 'bf16', 'fp32') (see 'xir lower --help')",
+        ),
+        (
+            ["lower", "m.pt2", "--print-ir-after-all", "--print-ir-after-change"],
+            "argument --print-ir-after-change: not allowed with argument --print-ir-after-all (see 'xir lower --help')",
+        ),
+        (["demo", "--only", "nonesuch"], "argument --only: invalid choice: 'nonesuch'"),
+        (["explain", "TMP"], "TMP is a directory, not an exported program (.pt2)"),
+        (
+            ["lower", "TMP/m.pt2", "--dtype", "bf16", "--quantize", "static"],
+            "--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)",
+        ),
+        (["lower", "TMP/m.pt2", "-o", "TMP/m.pt2"], "-o TMP/m.pt2 would overwrite the input program"),
+        (
+            ["dump", "TMP/m.pt2", "--after", "fold-batch-norm{bogus=1}"],
+            "--after: pass fold-batch-norm has no option 'bogus'; its options: to_affine",
+        ),
+        (
+            ["explain", "TMP/m.pt2", "--pipeline", "fold-batch-norm{to_affine=maybe}"],
+            "--pipeline: pass fold-batch-norm: option to_affine='maybe' is invalid: expected true or false",
+        ),
+        (
+            ["dump", "TMP/m.pt2", "--after", "remove-no-ops{"],
+            "--after: pipeline text, column 14: '{' of pass remove-no-ops is never closed",
+        ),
+    ],
+)
 def test_argument_errors(argv, message, tmp_path, capsys, monkeypatch):
     (tmp_path / "m.pt2").write_bytes(b"")
     status, _, err = run_main([a.replace("TMP", str(tmp_path)) for a in argv], capsys, monkeypatch)
@@ -340,8 +396,9 @@ def test_a_torch_save_file(xir, capsys, monkeypatch):
 
 @uses()
 def test_debug_shows_the_traceback(xir, capsys, monkeypatch):
-    status, _, err = run_main(["--debug", "lower", str(xir.folder / "inverse.pt2"), "-o", str(xir.folder / "x.pte")],
-                              capsys, monkeypatch)
+    status, _, err = run_main(
+        ["--debug", "lower", str(xir.folder / "inverse.pt2"), "-o", str(xir.folder / "x.pte")], capsys, monkeypatch
+    )
     assert status == 2
     assert "Traceback (most recent call last)" in err
     last = err.rstrip().splitlines()[-1]
@@ -356,10 +413,16 @@ def test_verify_exits_with_1_when_the_program_does_not_match(xir, capsys, monkey
     real = xir_tools.harness.run_pte
     monkeypatch.setattr(xir_tools.harness, "run_pte", lambda buffer, inputs: [t + 1 for t in real(buffer, inputs)])
     out = xir.folder / "wrong.pte"
-    status, stdout, err = run_main(["lower", str(xir.folder / "mlp.pt2"), "-o", str(out), "--verify"], capsys, monkeypatch)
+    status, stdout, err = run_main(
+        ["lower", str(xir.folder / "mlp.pt2"), "-o", str(out), "--verify"], capsys, monkeypatch
+    )
     assert status == 1
     assert stdout.rstrip().endswith(": MISMATCH")
-    assert err.rstrip().splitlines()[-1].startswith(f"xir: error: verify: {out} does not match eager PyTorch: max error 1 > ")
+    assert (
+        err.rstrip()
+        .splitlines()[-1]
+        .startswith(f"xir: error: verify: {out} does not match eager PyTorch: max error 1 > ")
+    )
 
 
 def test_not_lowerable_names_the_ops_and_the_reasons(tmp_path, capsys, monkeypatch):
@@ -381,12 +444,15 @@ def test_not_lowerable_names_the_ops_and_the_reasons(tmp_path, capsys, monkeypat
     assert err.rstrip().splitlines()[-1] == (
         f"xir: error: {path}: weight 0.weight (member int4/data/weights/weight_0) is pickled (a tensor subclass: "
         f"a torchao quantized weight, for example): loading it would run code from the file (--trust-pickle, "
-        f"or trust_pickle=True, loads it if you trust the file)")
+        f"or trust_pickle=True, loads it if you trust the file)"
+    )
     status, _, err = run_main(["lower", str(path), "--trust-pickle"], capsys, monkeypatch)
     line = err.rstrip().splitlines()[-1]
     assert status == 2 and "Traceback" not in err
-    assert line.startswith(f"xir: error: lowering {path} failed: NotLowerable: XNNPACK cannot run these ops, and "
-                           f"their quantize/dequantize ops cannot run outside an XNNPACK delegate either")
+    assert line.startswith(
+        f"xir: error: lowering {path} failed: NotLowerable: XNNPACK cannot run these ops, and "
+        f"their quantize/dequantize ops cannot run outside an XNNPACK delegate either"
+    )
     assert "): aten.linear f32[4,32]: " in line and "int8 weight-only linear: an int4 or group-wise weight" in line
     assert "--debug" not in line  # the reason is the message, not a library's failure
 

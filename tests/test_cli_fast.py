@@ -53,8 +53,14 @@ BAD_IR = {
 
 
 def probe(args: list[str], cwd: Path) -> dict:
-    result = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -138,35 +144,50 @@ def test_explain_explorer_writes_node_data_and_prints_the_command(folder):
     assert result["status"] == 0 and result["heavy"] == [], result["err"]
     lines = result["out"].splitlines()
     assert "  python -m xir_tools.explorer model.xir --node-data model.xir.xir-delegates.json" in lines
-    assert any(line.startswith("  (or: model-explorer model.xir --extensions=xir_tools.explorer "
-                               "--node_data_paths=model.xir.xir-delegates.json") for line in lines)
+    assert any(
+        line.startswith(
+            "  (or: model-explorer model.xir --extensions=xir_tools.explorer "
+            "--node_data_paths=model.xir.xir-delegates.json"
+        )
+        for line in lines
+    )
     data = json.loads((folder / "model.xir.xir-delegates.json").read_text())
     results = data["forward (xir, as written)"]["results"]
     assert len(results) == 4 and {r["value"] for r in results.values()} == {0}  # one delegate, its colour
 
 
-@pytest.mark.parametrize("args, message", [
-    (["dump", "broken.xir"], "xir: error: broken.xir:4:30: unknown value %y"),
-    (["dump", "nope.pt2"], "xir: error: nope.pt2: no such file"),
-    (["lower"], "xir: error: the following arguments are required: MODEL.pt2 (see 'xir lower --help')"),
-    (["passes", "--bogus"], "xir: error: unrecognized arguments: --bogus (see 'xir passes --help')"),
-    (["demo", "--only", "nonesuch"], "xir: error: argument --only: invalid choice: 'nonesuch'"),
-    (["lower", "model.xir", "--pipeline", "no-such-pass"], "xir: error: --pipeline: unknown pass 'no-such-pass'"),
-    (["dump", "model.xir", "--after", "fold-batch-norm{bogus=1}"],
-     "xir: error: --after: pass fold-batch-norm has no option 'bogus'"),
-    (["dump", "model.xir", "--dtype", "bf16"], "xir: error: --dtype and --quantize apply to an exported program"),
-    # the output is checked before the model is loaded (the model here is not even a program)
-    (["lower", "model.xir", "-o", "adir"], "xir: error: cannot write adir: is a directory"),
-    (["lower", "model.xir", "-o", "afile/model.pte"], "xir: error: cannot write afile/model.pte: not a folder: afile"),
-    (["explain", "model.xir", "--html", "afile/model.html"],
-     "xir: error: cannot write afile/model.html: not a folder: afile"),
-    # bad IR text, read by dump and by explain
-    (["dump", "unbalanced.xir"], "xir: error: unbalanced.xir:3:16: "),
-    (["explain", "huge-integer.xir"], "xir: error: huge-integer.xir:3:19: "),
-    (["dump", "trailing.xir"], "xir: error: trailing.xir:10:1: "),
-    (["explain", "nested.xir"], "xir: error: nested.xir:5:"),
-    (["dump", "wrong-dims.xir"], "xir: error: wrong-dims.xir:5:3: aten.permute_copy: "),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["dump", "broken.xir"], "xir: error: broken.xir:4:30: unknown value %y"),
+        (["dump", "nope.pt2"], "xir: error: nope.pt2: no such file"),
+        (["lower"], "xir: error: the following arguments are required: MODEL.pt2 (see 'xir lower --help')"),
+        (["passes", "--bogus"], "xir: error: unrecognized arguments: --bogus (see 'xir passes --help')"),
+        (["demo", "--only", "nonesuch"], "xir: error: argument --only: invalid choice: 'nonesuch'"),
+        (["lower", "model.xir", "--pipeline", "no-such-pass"], "xir: error: --pipeline: unknown pass 'no-such-pass'"),
+        (
+            ["dump", "model.xir", "--after", "fold-batch-norm{bogus=1}"],
+            "xir: error: --after: pass fold-batch-norm has no option 'bogus'",
+        ),
+        (["dump", "model.xir", "--dtype", "bf16"], "xir: error: --dtype and --quantize apply to an exported program"),
+        # the output is checked before the model is loaded (the model here is not even a program)
+        (["lower", "model.xir", "-o", "adir"], "xir: error: cannot write adir: is a directory"),
+        (
+            ["lower", "model.xir", "-o", "afile/model.pte"],
+            "xir: error: cannot write afile/model.pte: not a folder: afile",
+        ),
+        (
+            ["explain", "model.xir", "--html", "afile/model.html"],
+            "xir: error: cannot write afile/model.html: not a folder: afile",
+        ),
+        # bad IR text, read by dump and by explain
+        (["dump", "unbalanced.xir"], "xir: error: unbalanced.xir:3:16: "),
+        (["explain", "huge-integer.xir"], "xir: error: huge-integer.xir:3:19: "),
+        (["dump", "trailing.xir"], "xir: error: trailing.xir:10:1: "),
+        (["explain", "nested.xir"], "xir: error: nested.xir:5:"),
+        (["dump", "wrong-dims.xir"], "xir: error: wrong-dims.xir:5:3: aten.permute_copy: "),
+    ],
+)
 def test_errors_without_torch(folder, args, message):
     result = probe(args, folder)
     assert result["status"] == 2 and result["heavy"] == [], result
@@ -183,6 +204,7 @@ def test_example_names_are_the_examples():
 
 # -------------------------------------------------------------------------------- progress
 
+
 def test_progress_plain_lines():
     from xir_tools.progress import Progress
 
@@ -195,8 +217,11 @@ def test_progress_plain_lines():
         step.advance("delegate 2 done")
     progress.message("m.pt2", "a note")
     assert stream.getvalue().splitlines() == [
-        "[m.pt2] lowering ...", "[m.pt2] XNNPACK preprocessing delegate 1 of 2", "[m.pt2] 2/2 delegate 2 done",
-        "[m.pt2] a note"]
+        "[m.pt2] lowering ...",
+        "[m.pt2] XNNPACK preprocessing delegate 1 of 2",
+        "[m.pt2] 2/2 delegate 2 done",
+        "[m.pt2] a note",
+    ]
 
 
 def test_progress_live_line_has_a_bar_and_the_elapsed_time():
@@ -233,9 +258,14 @@ def test_optimum_without_the_extra_names_the_install(folder):
     """``xir optimum`` where optimum-executorch is not importable (blocked here, so the test means
     the same with or without the extra installed): one line naming what to install, status 2."""
     code = "import sys; sys.modules['optimum'] = None\n" + PROBE
-    result = subprocess.run([sys.executable, "-c", code, "optimum", "--model", "m", "-o", "optimum-out"], cwd=folder,
-                            capture_output=True, text=True, timeout=120,
-                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-c", code, "optimum", "--model", "m", "-o", "optimum-out"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["status"] == 2, report
     assert "optimum-executorch is not installed" in report["err"] and "pip install 'xir[optimum]'" in report["err"]

@@ -23,8 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # campaign runs them (worker pool, 2 workers). The quantized seeds skip the programs with a batch
 # norm (dynamic 1004): torchao's convert_pt2e then spends 20-60 s exporting QAT patterns once per
 # worker, which would double this file's time.
-SAMPLE_SEEDS = {"fp32": [1000, 1001, 1002, 1003, 1004, 1005], "bf16": [1000, 1001, 1002, 1003, 1004, 1005],
-                "static": [1000, 1001, 1002, 1003, 1004, 1005], "dynamic": [1000, 1001, 1002, 1003, 1005, 1006]}
+SAMPLE_SEEDS = {
+    "fp32": [1000, 1001, 1002, 1003, 1004, 1005],
+    "bf16": [1000, 1001, 1002, 1003, 1004, 1005],
+    "static": [1000, 1001, 1002, 1003, 1004, 1005],
+    "dynamic": [1000, 1001, 1002, 1003, 1005, 1006],
+}
 SAMPLE_MAX_OPS = 4
 
 
@@ -35,16 +39,35 @@ BOTH_SIDES = {("fp32", 1000), ("static", 1000)}
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    tasks = [((kind, seed), {"seed": seed, "kind": kind, "max_ops": SAMPLE_MAX_OPS, "min_ops": 2,
-                             "sides": ["xir", "stock"] if (kind, seed) in BOTH_SIDES else ["xir"]})
-             for kind, seeds in SAMPLE_SEEDS.items() for seed in seeds]
+    tasks = [
+        (
+            (kind, seed),
+            {
+                "seed": seed,
+                "kind": kind,
+                "max_ops": SAMPLE_MAX_OPS,
+                "min_ops": 2,
+                "sides": ["xir", "stock"] if (kind, seed) in BOTH_SIDES else ["xir"],
+            },
+        )
+        for kind, seeds in SAMPLE_SEEDS.items()
+        for seed in seeds
+    ]
     # a native crash (abort) while xir lowers: xir "crashed", stock run again in a fresh worker
-    tasks.insert(0, (("crash", 5), {"program": generate(5, "fp32", max_ops=3).to_json(), "sides": ["xir", "stock"],
-                                    "inject_crash": "xir"}))
+    tasks.insert(
+        0,
+        (
+            ("crash", 5),
+            {"program": generate(5, "fp32", max_ops=3).to_json(), "sides": ["xir", "stock"], "inject_crash": "xir"},
+        ),
+    )
     with Pool(2, timeout=300, log_dir=tmp_path_factory.mktemp("fuzz-logs")) as pool:
         outcomes = dict(pool.run(tasks))
-        again = [(key, {**task, "sides": ["stock"]}) for key, task in tasks
-                 if "stock" not in outcomes[key] and outcomes[key]["xir"]["status"] != "ok"]
+        again = [
+            (key, {**task, "sides": ["stock"]})
+            for key, task in tasks
+            if "stock" not in outcomes[key] and outcomes[key]["xir"]["status"] != "ok"
+        ]
         for key, outcome in pool.run(again):
             outcomes[key]["stock"] = outcome["stock"]
     return outcomes
@@ -107,8 +130,11 @@ def test_generated_programs_run_in_eager():
 
 
 def test_shrinker_reduces_a_program_with_an_injected_failure():
-    program = next(p for p in (generate(seed, "fp32") for seed in range(50))
-                   if len(p.ops) >= 8 and any(op.kind == "softmax" for op in p.ops))
+    program = next(
+        p
+        for p in (generate(seed, "fp32") for seed in range(50))
+        if len(p.ops) >= 8 and any(op.kind == "softmax" for op in p.ops)
+    )
 
     def fails(candidate: Program) -> bool:  # the "bug": a softmax, in a program that runs
         if not any(op.kind == "softmax" for op in candidate.ops):
@@ -168,8 +194,27 @@ def test_a_campaign_stopped_early_reports_what_ran(tmp_path):
     import json
     import signal
 
-    command = [sys.executable, "-m", "xir_tools.fuzz", "--kind", "fp32", "--count", "50", "--seed", "1000", "--jobs", "1",
-               "--max-ops", "2", "--min-ops", "2", "--timeout", "300", "--out", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "xir_tools.fuzz",
+        "--kind",
+        "fp32",
+        "--count",
+        "50",
+        "--seed",
+        "1000",
+        "--jobs",
+        "1",
+        "--max-ops",
+        "2",
+        "--min-ops",
+        "2",
+        "--timeout",
+        "300",
+        "--out",
+        str(tmp_path),
+    ]
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:
@@ -193,8 +238,25 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     seeds not yet run and reports all of them; other settings are refused by name."""
     import json
 
-    base = [sys.executable, "-m", "xir_tools.fuzz", "--kind", "fp32", "--seed", "1000", "--jobs", "1", "--max-ops", "2",
-            "--min-ops", "2", "--timeout", "300", "--out", str(tmp_path)]
+    base = [
+        sys.executable,
+        "-m",
+        "xir_tools.fuzz",
+        "--kind",
+        "fp32",
+        "--seed",
+        "1000",
+        "--jobs",
+        "1",
+        "--max-ops",
+        "2",
+        "--min-ops",
+        "2",
+        "--timeout",
+        "300",
+        "--out",
+        str(tmp_path),
+    ]
 
     def run(*extra):
         done = subprocess.run(base + list(extra), cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -207,9 +269,16 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     first = json.loads(journal[1])["record"]
     # a campaign killed before its report: --report reads the journal
     (tmp_path / "summary.json").unlink()
-    report = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--report", str(tmp_path)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
-    assert report.returncode == 0 and "1 programs, seeds 1000..1000, xir at" in report.stdout, report.stdout + report.stderr
+    report = subprocess.run(
+        [sys.executable, "-m", "xir_tools.fuzz", "--report", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0 and "1 programs, seeds 1000..1000, xir at" in report.stdout, (
+        report.stdout + report.stderr
+    )
     assert "kind fp32: 1 programs" in report.stdout, report.stdout
     # a campaign killed while writing its last line: that line is dropped, the rest kept
     with open(tmp_path / "programs.jsonl", "a") as f:
@@ -236,7 +305,9 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path):
     header["campaign"]["code"] = "f" * 16
     (tmp_path / "programs.jsonl").write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
     code, output = run("--count", "2", "--resume")
-    assert code == 2 and f"ran with code 'ffffffffffffffff', this run has {source_code_id()!r}" in output, output[-3000:]
+    assert code == 2 and f"ran with code 'ffffffffffffffff', this run has {source_code_id()!r}" in output, output[
+        -3000:
+    ]
 
 
 def test_rerun_changes_name_regressions_and_improvements():
@@ -246,15 +317,34 @@ def test_rerun_changes_name_regressions_and_improvements():
     from xir_tools.fuzz.cli import rerun_changes
 
     def record(seed, xir, stock="ok", outside=0):
-        outcome = {"xir": {"status": xir, "error": "boom" if xir != "ok" else "", "outside": outside},
-                   "stock": {"status": stock, "error": "", "outside": 0}}
+        outcome = {
+            "xir": {"status": xir, "error": "boom" if xir != "ok" else "", "outside": outside},
+            "stock": {"status": stock, "error": "", "outside": 0},
+        }
         return ("static", seed), {"kind": "static", "seed": seed, "label": label(outcome), **outcome}
 
-    before = dict([record(1, "ok"), record(2, "lower-failed", "lower-failed"), record(3, "ok", outside=2),
-                   record(4, "ok", outside=1), record(5, "ok"), record(6, "ok", "load-failed"), record(7, "ok")])
-    after = dict([record(1, "load-failed"), record(2, "ok", "lower-failed"), record(3, "ok", outside=1),
-                  record(4, "ok", outside=3), record(5, "ok"), record(6, "wrong-result", "load-failed"),
-                  record(7, "invalid", "invalid")])  # (eager's reference not finite: not xir's)
+    before = dict(
+        [
+            record(1, "ok"),
+            record(2, "lower-failed", "lower-failed"),
+            record(3, "ok", outside=2),
+            record(4, "ok", outside=1),
+            record(5, "ok"),
+            record(6, "ok", "load-failed"),
+            record(7, "ok"),
+        ]
+    )
+    after = dict(
+        [
+            record(1, "load-failed"),
+            record(2, "ok", "lower-failed"),
+            record(3, "ok", outside=1),
+            record(4, "ok", outside=3),
+            record(5, "ok"),
+            record(6, "wrong-result", "load-failed"),
+            record(7, "invalid", "invalid"),
+        ]
+    )  # (eager's reference not finite: not xir's)
     transitions, regressions, improvements, more_outside, reference_changed = rerun_changes(before, after)
     assert [key[1] for key, _ in regressions] == [1, 6], regressions
     assert "xir ok -> load-failed: boom" in regressions[0][1]
@@ -271,8 +361,13 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
 
     first, again = tmp_path / "first", tmp_path / "again"
     common = ["--kind", "fp32", "--jobs", "1", "--max-ops", "2", "--min-ops", "2", "--timeout", "300"]
-    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common, "--seed", "1000", "--count", "3",
-                           "--out", str(first)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "xir_tools.fuzz", *common, "--seed", "1000", "--count", "3", "--out", str(first)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = (first / "programs.jsonl").read_text().splitlines()
     entries = [json.loads(line) for line in lines[1:]]
@@ -286,11 +381,28 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
     (first / "programs.jsonl").write_text("\n".join([lines[0]] + [json.dumps(e) for e in entries]) + "\n")
     # (no --max-ops/--min-ops: a re-run builds its programs with the campaign's; other ones are refused)
     sizes = common.index("--max-ops")
-    refused = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common[:sizes], "--max-ops", "3", *common[sizes + 4:],
-                              "--rerun", str(first), "--out", str(tmp_path / "other")], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300)
-    assert refused.returncode == 2 and "built its programs with --max-ops 2, this run asks for 3" in refused.stderr, \
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xir_tools.fuzz",
+            *common[:sizes],
+            "--max-ops",
+            "3",
+            *common[sizes + 4 :],
+            "--rerun",
+            str(first),
+            "--out",
+            str(tmp_path / "other"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "built its programs with --max-ops 2, this run asks for 3" in refused.stderr, (
         refused.stdout[-3000:] + refused.stderr[-3000:]
+    )
     assert not (tmp_path / "other").exists()
     # a journal whose program is not what its seed builds (edited, or another generator's) is refused
     edited = tmp_path / "edited"
@@ -298,14 +410,46 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
     changed = [dict(e) for e in entries]
     changed[0]["program"] = {**changed[0]["program"], "outputs": list(changed[0]["program"]["outputs"]) + ["v1"]}
     (edited / "programs.jsonl").write_text("\n".join([lines[0]] + [json.dumps(e) for e in changed]) + "\n")
-    refused = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common[:sizes], *common[sizes + 4:], "--rerun",
-                              str(edited), "--out", str(tmp_path / "other")], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xir_tools.fuzz",
+            *common[:sizes],
+            *common[sizes + 4 :],
+            "--rerun",
+            str(edited),
+            "--out",
+            str(tmp_path / "other"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     seed = entries[0]["record"]["seed"]
-    assert refused.returncode == 2 and f"fp32 seed {seed} is not the one that seed builds" in refused.stderr, \
+    assert refused.returncode == 2 and f"fp32 seed {seed} is not the one that seed builds" in refused.stderr, (
         refused.stdout[-3000:] + refused.stderr[-3000:]
-    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common[:sizes], *common[sizes + 4:], "--rerun", str(first),
-                           "--only-ops", chosen, "--out", str(again)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xir_tools.fuzz",
+            *common[:sizes],
+            *common[sizes + 4 :],
+            "--rerun",
+            str(first),
+            "--only-ops",
+            chosen,
+            "--out",
+            str(again),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     rerun = [json.loads(line)["record"]["seed"] for line in (again / "programs.jsonl").read_text().splitlines()[1:]]
@@ -322,12 +466,33 @@ def test_a_campaign_reruns_the_programs_of_another(tmp_path):
         assert record["xir"]["status"] == "ok" and record["xir"]["seconds"] >= 0 > old[record["seed"]]["xir"]["seconds"]
     # --report prints the same comparison again, from the journal alone
     (again / "summary.json").unlink()
-    report = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", "--report", str(again)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+    report = subprocess.run(
+        [sys.executable, "-m", "xir_tools.fuzz", "--report", str(again)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert report.returncode == 0, report.stderr[-3000:]
-    assert output[output.index("against the campaign re-run"):].split("\n\n")[0] in report.stdout, report.stdout
-    missing = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *common, "--rerun", str(first), "--only-ops", "nosuchop",
-                              "--out", str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert output[output.index("against the campaign re-run") :].split("\n\n")[0] in report.stdout, report.stdout
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xir_tools.fuzz",
+            *common,
+            "--rerun",
+            str(first),
+            "--only-ops",
+            "nosuchop",
+            "--out",
+            str(tmp_path / "none"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert missing.returncode == 2 and "with an op among nosuchop" in missing.stderr, missing.stderr[-2000:]
 
 
@@ -340,8 +505,12 @@ def test_the_report_counts_where_xir_is_worse_than_stock():
         outcome = {"xir": {"status": xir, "error": ""}, "stock": {"status": stock, "error": ""}}
         return {"kind": "bf16", "seed": seed, "label": label(outcome), **outcome}
 
-    records = [record(1, "wrong-result", "load-failed"), record(2, "wrong-result", "wrong-result"),
-               record(3, "ok", "load-failed"), record(4, "lower-failed", "lower-failed")]
+    records = [
+        record(1, "wrong-result", "load-failed"),
+        record(2, "wrong-result", "wrong-result"),
+        record(3, "ok", "load-failed"),
+        record(4, "lower-failed", "lower-failed"),
+    ]
     assert [r["seed"] for r in _worse(records)] == [1]
     table = _table("bf16", records)
     assert "xir's own failures: 0" in table and "stock refuses the program): 1" in table, table
@@ -354,17 +523,31 @@ def test_the_report_names_ops_stock_delegates_that_xir_leaves_outside(sample):
     from xir_tools.fuzz.cli import _table, left_outside_what_stock_delegates
 
     side = next(o["xir"] for o in sample.values() if o["xir"]["status"] == "ok")
-    assert sum(side["delegated_ops"].values()) == side["delegated"] and sum(side["outside_ops"].values()) == side["outside"]
+    assert (
+        sum(side["delegated_ops"].values()) == side["delegated"]
+        and sum(side["outside_ops"].values()) == side["outside"]
+    )
 
     def record(seed, xir_outside, stock_outside, stock_delegated):
-        outcome = {"xir": {"status": "ok", "error": "", "outside": sum(xir_outside.values()), "outside_ops": xir_outside},
-                   "stock": {"status": "ok", "error": "", "outside": sum(stock_outside.values()),
-                             "outside_ops": stock_outside, "delegated_ops": stock_delegated}}
+        outcome = {
+            "xir": {"status": "ok", "error": "", "outside": sum(xir_outside.values()), "outside_ops": xir_outside},
+            "stock": {
+                "status": "ok",
+                "error": "",
+                "outside": sum(stock_outside.values()),
+                "outside_ops": stock_outside,
+                "delegated_ops": stock_delegated,
+            },
+        }
         outcome["xir"]["delegated_ops"] = {}
         return {"kind": "fp32", "seed": seed, "label": label(outcome), **outcome}
 
-    casts = record(10905, {"dim_order_ops._to_dim_order_copy": 3, "aten.cat": 2},
-                   {"dim_order_ops._to_dim_order_copy": 1, "aten.cat": 2, "aten.gelu": 1}, {"aten.view_copy": 1})
+    casts = record(
+        10905,
+        {"dim_order_ops._to_dim_order_copy": 3, "aten.cat": 2},
+        {"dim_order_ops._to_dim_order_copy": 1, "aten.cat": 2, "aten.gelu": 1},
+        {"aten.view_copy": 1},
+    )
     softmax = record(11190, {"aten.amax": 1, "aten._softmax": 1}, {"aten.amax": 1}, {"aten._softmax": 2})
     assert left_outside_what_stock_delegates(casts["xir"], casts["stock"]) == []
     assert left_outside_what_stock_delegates(softmax["xir"], softmax["stock"]) == ["aten._softmax"]
@@ -372,9 +555,12 @@ def test_the_report_names_ops_stock_delegates_that_xir_leaves_outside(sample):
     # fuzz fp32 10071: the view xir leaves outside is the unsqueeze stock leaves outside, written as a view
     unsqueeze = record(10071, {"aten.view_copy": 1}, {"aten.unsqueeze_copy": 1}, {"aten.view_copy": 4})
     assert left_outside_what_stock_delegates(unsqueeze["xir"], unsqueeze["stock"]) == []
-    assert left_outside_what_stock_delegates(*[record(1, {"aten.view_copy": 2}, {"aten.squeeze_copy.dims": 1},
-                                                      {"aten.view_copy": 1})[side] for side in ("xir", "stock")]) \
-        == ["reshape (view/unsqueeze/squeeze)"]
+    assert left_outside_what_stock_delegates(
+        *[
+            record(1, {"aten.view_copy": 2}, {"aten.squeeze_copy.dims": 1}, {"aten.view_copy": 1})[side]
+            for side in ("xir", "stock")
+        ]
+    ) == ["reshape (view/unsqueeze/squeeze)"]
     table = _table("fp32", [casts, softmax])
     assert "more ops outside XNNPACK than stock in 2" in table, table
     assert "xir leaves outside an op stock delegates in 1: 11190 (aten._softmax)" in table, table
@@ -451,9 +637,12 @@ def test_the_workers_speed_ups_change_no_program(sample):
     for key, outcome in zip(keys, fresh):
         for side in ("xir", "stock"):
             ran = sample[key][side]
-            assert (outcome[side]["status"], outcome[side].get("delegated_ops"), outcome[side].get("outside_ops"),
-                    outcome[side]["error"]) == (ran["status"], ran.get("delegated_ops"), ran.get("outside_ops"),
-                                                ran["error"]), key
+            assert (
+                outcome[side]["status"],
+                outcome[side].get("delegated_ops"),
+                outcome[side].get("outside_ops"),
+                outcome[side]["error"],
+            ) == (ran["status"], ran.get("delegated_ops"), ran.get("outside_ops"), ran["error"]), key
 
 
 def _execute_without_speed_ups(key):
@@ -471,15 +660,25 @@ def test_a_bf16_option_reaches_xirs_side_of_bf16_programs_and_their_repros(tmp_p
     float program and stock's side without it; a repro file carries the option."""
     from xir_tools.fuzz.cli import parser, xir_options
 
-    assert xir_options(parser().parse_args(["--bf16-option", "activations-in-fp32"])) == {"bf16_activations_in_fp32": True}
+    assert xir_options(parser().parse_args(["--bf16-option", "activations-in-fp32"])) == {
+        "bf16_activations_in_fp32": True
+    }
     assert xir_options(parser().parse_args([])) == {}
     bf16, fp32 = generate(1014, "bf16", max_ops=4, min_ops=2), generate(1014, "fp32", max_ops=4, min_ops=2)
     assert "linear" in [op.kind for op in bf16.ops]  # (the option's fp16 weights)
 
     def run(program, options, sides=("xir",)):
         module_class, make_inputs = instantiate(program.module_source())
-        return case.run_case(module_class, make_inputs, program.kind, program.via, program.per_channel, program.lowp(),
-                             sides=sides, xir_options=options)
+        return case.run_case(
+            module_class,
+            make_inputs,
+            program.kind,
+            program.via,
+            program.per_channel,
+            program.lowp(),
+            sides=sides,
+            xir_options=options,
+        )
 
     wrong = {"bf16_activations_in_fp32": True, "no_such_option": True}  # (the partitioner refuses it by name)
     outcome = run(bf16, wrong, sides=("xir", "stock"))
@@ -491,8 +690,9 @@ def test_a_bf16_option_reaches_xirs_side_of_bf16_programs_and_their_repros(tmp_p
     outcome = {"xir": {"status": "ok", "error": ""}, "stock": {"status": "ok", "error": ""}}
     path = write_repro(tmp_path, bf16, outcome, "ok", xir_options={"bf16_activations_in_fp32": True})
     assert "XIR_OPTIONS = {'bf16_activations_in_fp32': True}" in path.read_text()
-    child = subprocess.run([sys.executable, str(path), "--side", "xir"], capture_output=True, text=True, cwd=ROOT,
-                           timeout=300)
+    child = subprocess.run(
+        [sys.executable, str(path), "--side", "xir"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert child.returncode == 0 and '"status": "ok"' in child.stdout, child.stderr[-2000:]
 
 

@@ -16,7 +16,9 @@ def test_round_trip_and_verify(edge_programs, name):
     assert xir.print_graph(xir.parse_graph(text)) == text
     xir.verify(graph)
     xir.verify(xir.parse_graph(text))
-    fx_calls = [n for n in edge_programs[name].graph.nodes if n.op == "call_function" and "getitem" not in str(n.target)]
+    fx_calls = [
+        n for n in edge_programs[name].graph.nodes if n.op == "call_function" and "getitem" not in str(n.target)
+    ]
     assert len(graph) == len(fx_calls)
     assert all(node.fx_node is not None for node in graph)
     assert "getitem" not in text

@@ -55,7 +55,9 @@ def test_values_inside_attributes_are_uses():
     g = Graph()
     x = g.add_input("x", TensorType(DType.f32, (Symbol("s0"), 4)))
     size = g.append(g.create_node("aten.sym_size.int", [x], [__import__("xir").ScalarType("int")], {"dim": 0}))
-    view = g.append(g.create_node("aten.view_copy", [x], [TensorType(DType.f32, (Symbol("s0"), 4))], {"size": [size.result, 4]}))
+    view = g.append(
+        g.create_node("aten.view_copy", [x], [TensorType(DType.f32, (Symbol("s0"), 4))], {"size": [size.result, 4]})
+    )
     g.outputs = [view.result]
     assert size.result.uses == [view]
     with pytest.raises(IRError):
@@ -122,8 +124,11 @@ def test_replace_all_uses_moves_outputs_unless_told_not_to():
 def test_replace_node_takes_none_for_unused_results_only():
     g = Graph()
     x = g.add_input("x", F32(2, 3))
-    pool = g.append(g.create_node("aten.max_pool2d_with_indices", [g.add_input("y", F32(1, 1, 4, 4))],
-                                  attributes={"kernel_size": [2, 2]}))
+    pool = g.append(
+        g.create_node(
+            "aten.max_pool2d_with_indices", [g.add_input("y", F32(1, 1, 4, 4))], attributes={"kernel_size": [2, 2]}
+        )
+    )
     g.outputs = [pool.results[0], pool.results[1]]
     with pytest.raises(IRError, match="result 1 is used but has no replacement"):
         g.replace_node(pool, [x, None])

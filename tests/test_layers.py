@@ -36,7 +36,7 @@ def imported(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("layer", LAYERS)
 def test_imports_run_one_way(layer):
-    above = set(LAYERS[LAYERS.index(layer) + 1:]) | {"bench", "tests"}
+    above = set(LAYERS[LAYERS.index(layer) + 1 :]) | {"bench", "tests"}
     for path in modules(layer):
         wrong = imported(path) & above
         assert not wrong, f"{path.relative_to(ROOT)} imports {', '.join(sorted(wrong))}, a room above {layer}"
@@ -50,8 +50,11 @@ def test_the_ir_and_the_generic_passes_do_not_touch_torch(layer):
         assert not heavy, f"{relative} imports {', '.join(sorted(heavy))}"
 
 
-@pytest.mark.parametrize("path", [p for layer in ("passes", "lowering") for p in modules(layer)],
-                         ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize(
+    "path",
+    [p for layer in ("passes", "lowering") for p in modules(layer)],
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
+)
 def test_every_module_of_the_passes_and_the_backend_imports(path):
     relative = path.relative_to(ROOT).with_suffix("")
     name = ".".join(relative.parts[:-1] if relative.name == "__init__" else relative.parts)

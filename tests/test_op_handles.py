@@ -22,15 +22,22 @@ def test_handles_are_the_op_names():
 def test_a_misspelt_op_fails_where_it_is_named():
     with pytest.raises(AttributeError, match="no op aten.mull is defined.*did you mean aten.mul"):
         aten.mull  # noqa: B018
-    with pytest.raises(AttributeError, match="no op aten.mul.Tesnor is defined.*overloads of aten.mul are Scalar, Tensor"):
+    with pytest.raises(
+        AttributeError, match="no op aten.mul.Tesnor is defined.*overloads of aten.mul are Scalar, Tensor"
+    ):
         aten.mul.Tesnor  # noqa: B018
 
 
-@pytest.mark.parametrize("source, error", [
-    ("from xir.ops import aten\nRELU_LIKE = (aten.relu, aten.relu6x)\n", AttributeError),
-    ("from passes import rewrite_pattern\n\n@rewrite_pattern('aten.mull.Tensor')\ndef rule(node, rewriter):\n    return False\n",
-     IRError),
-])
+@pytest.mark.parametrize(
+    "source, error",
+    [
+        ("from xir.ops import aten\nRELU_LIKE = (aten.relu, aten.relu6x)\n", AttributeError),
+        (
+            "from passes import rewrite_pattern\n\n@rewrite_pattern('aten.mull.Tensor')\ndef rule(node, rewriter):\n    return False\n",
+            IRError,
+        ),
+    ],
+)
 def test_a_module_naming_a_misspelt_op_fails_on_import(tmp_path, source, error):
     path = tmp_path / "my_passes.py"
     path.write_text(source)
@@ -60,7 +67,8 @@ def test_create_node_takes_handles_and_stores_the_name():
 def test_one_accessor_reads_a_scalar_however_it_is_spelt():
     import numpy
 
-    graph = parse_graph(textwrap.dedent("""
+    graph = parse_graph(
+        textwrap.dedent("""
     graph @g {
       input %x: f32[2]
       param %two: f32[]
@@ -69,7 +77,8 @@ def test_one_accessor_reads_a_scalar_however_it_is_spelt():
       %c: f32[2] = aten.mul.Tensor(%b, %two)
       %d: f32[2] = aten.mul.Tensor(%c, %x)
       return %d, %a
-    }"""))
+    }""")
+    )
     graph.input_named("two").data = numpy.asarray(2.0, dtype=numpy.float32)
     a, b, c, d = graph.nodes
     assert a.scalar("other") == b.scalar("other") == c.scalar("other") == 2.0

@@ -37,10 +37,39 @@ _Q = {"quant_min": -128, "quant_max": 127, "dtype": DType.i8}
 # full op name -> examples: (operand types, attributes). A TensorType inside the attributes becomes
 # a graph input the attribute names (index.Tensor's indices).
 EXAMPLES: dict[str, list[tuple[list, dict]]] = {
-    **{f"aten.{name}": [([F(2, 3)], {}), ([T(BF, 4)], {})]
-       for name in ("abs", "ceil", "floor", "neg", "sqrt", "rsqrt", "exp", "log", "sigmoid", "tanh", "sin", "cos",
-                    "relu", "hardswish", "hardsigmoid", "erf", "reciprocal", "round", "sign", "silu", "square",
-                    "trunc", "log1p", "expm1", "alias", "alias_copy", "clone", "contiguous")},
+    **{
+        f"aten.{name}": [([F(2, 3)], {}), ([T(BF, 4)], {})]
+        for name in (
+            "abs",
+            "ceil",
+            "floor",
+            "neg",
+            "sqrt",
+            "rsqrt",
+            "exp",
+            "log",
+            "sigmoid",
+            "tanh",
+            "sin",
+            "cos",
+            "relu",
+            "hardswish",
+            "hardsigmoid",
+            "erf",
+            "reciprocal",
+            "round",
+            "sign",
+            "silu",
+            "square",
+            "trunc",
+            "log1p",
+            "expm1",
+            "alias",
+            "alias_copy",
+            "clone",
+            "contiguous",
+        )
+    },
     "aten.logical_not": [([B(2, 3)], {})],
     "aten.bitwise_not": [([T(DType.i32, 2, 3)], {}), ([B(4)], {})],
     "aten.elu": [([F(2, 3)], {"alpha": 0.5})],
@@ -49,7 +78,10 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "aten.clamp": [([F(2, 3)], {"min": -1.0})],
     "aten.gelu": [([F(2, 3)], {"approximate": "tanh"})],
     "aten.pow.Tensor_Scalar": [([F(2, 3)], {"exponent": 2})],
-    **{f"aten.{name}.Tensor": [([F(2, 3), F(3)], {}), ([T(BF, 4, 1), T(BF, 1, 5)], {})] for name in ("add", "sub", "mul", "div")},
+    **{
+        f"aten.{name}.Tensor": [([F(2, 3), F(3)], {}), ([T(BF, 4, 1), T(BF, 1, 5)], {})]
+        for name in ("add", "sub", "mul", "div")
+    },
     **{f"aten.{name}.Scalar": [([F(2, 3)], {"other": 2.0})] for name in ("add", "sub", "mul", "div", "rsub")},
     "aten.minimum": [([F(2, 1), F(1, 3)], {})],
     "aten.maximum": [([F(4), F(4)], {})],
@@ -60,21 +92,46 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "aten.bmm": [([F(2, 3, 4), F(2, 4, 5)], {})],
     "aten.matmul": [([F(2, 3, 4), F(4, 5)], {}), ([F(6, 1, 3, 4), F(5, 4, 2)], {})],
     "aten.convolution": [
-        ([F(1, 4, 9, 9), F(8, 2, 3, 3), F(8)], {"stride": [2, 2], "padding": [1, 1], "dilation": [1, 1],
-                                                "transposed": False, "output_padding": [0, 0], "groups": 2}),
-        ([F(1, 4, 5), F(4, 3, 3)], {"bias": None, "stride": [2], "padding": [1], "dilation": [1], "transposed": True,
-                                    "output_padding": [1], "groups": 1}),
+        (
+            [F(1, 4, 9, 9), F(8, 2, 3, 3), F(8)],
+            {
+                "stride": [2, 2],
+                "padding": [1, 1],
+                "dilation": [1, 1],
+                "transposed": False,
+                "output_padding": [0, 0],
+                "groups": 2,
+            },
+        ),
+        (
+            [F(1, 4, 5), F(4, 3, 3)],
+            {
+                "bias": None,
+                "stride": [2],
+                "padding": [1],
+                "dilation": [1],
+                "transposed": True,
+                "output_padding": [1],
+                "groups": 1,
+            },
+        ),
     ],
     "aten.prelu": [([F(1, 3, 4, 4), F(3)], {})],
-    "aten._native_batch_norm_legit_no_training": [([F(2, 3, 4, 4), F(3), F(3), F(3), F(3)], {"momentum": 0.1, "eps": 1e-5})],
-    "aten._native_batch_norm_legit.no_stats": [([F(2, 3, 4, 4), F(3), F(3)], {"training": True, "momentum": 0.1, "eps": 1e-5}),
-                                               ([T(BF, 2, 3, 5)], {"weight": None, "bias": None, "training": True,
-                                                                  "momentum": 0.1, "eps": 1e-5})],
+    "aten._native_batch_norm_legit_no_training": [
+        ([F(2, 3, 4, 4), F(3), F(3), F(3), F(3)], {"momentum": 0.1, "eps": 1e-5})
+    ],
+    "aten._native_batch_norm_legit.no_stats": [
+        ([F(2, 3, 4, 4), F(3), F(3)], {"training": True, "momentum": 0.1, "eps": 1e-5}),
+        ([T(BF, 2, 3, 5)], {"weight": None, "bias": None, "training": True, "momentum": 0.1, "eps": 1e-5}),
+    ],
     "aten.native_layer_norm": [([F(2, 3, 4), F(4), F(4)], {"normalized_shape": [4], "eps": 1e-5})],
-    "aten.native_group_norm": [([F(2, 6, 4, 4), F(6), F(6)], {"N": 2, "C": 6, "HxW": 16, "group": 3, "eps": 1e-5}),
-                               ([T(BF, 2, 4, 5)], {"weight": None, "bias": None, "N": 2, "C": 4, "HxW": 5, "group": 2,
-                                                   "eps": 1e-5})],
-    "aten.max_pool2d": [([F(1, 2, 7, 7)], {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1], "ceil_mode": True})],
+    "aten.native_group_norm": [
+        ([F(2, 6, 4, 4), F(6), F(6)], {"N": 2, "C": 6, "HxW": 16, "group": 3, "eps": 1e-5}),
+        ([T(BF, 2, 4, 5)], {"weight": None, "bias": None, "N": 2, "C": 4, "HxW": 5, "group": 2, "eps": 1e-5}),
+    ],
+    "aten.max_pool2d": [
+        ([F(1, 2, 7, 7)], {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1], "ceil_mode": True})
+    ],
     "aten.max_pool2d_with_indices": [([F(1, 2, 8, 8)], {"kernel_size": [2, 2]})],
     "aten.avg_pool2d": [([F(2, 7, 7)], {"kernel_size": [3, 3], "stride": [2, 2]})],
     "aten.mean.dim": [([F(2, 3, 4)], {"dim": [-1], "keepdim": True})],
@@ -85,8 +142,9 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "aten.min.dim": [([F(2, 3, 4)], {"dim": -1, "keepdim": True}), ([T(DType.i32, 5)], {"dim": 0})],
     "aten._softmax": [([F(2, 3)], {"dim": -1, "half_to_float": False})],
     "aten._log_softmax": [([F(2, 3)], {"dim": 0, "half_to_float": False})],
-    "aten.upsample_bilinear2d.vec": [([F(1, 2, 4, 5)], {"output_size": None, "align_corners": False,
-                                                        "scale_factors": [2.0, 1.5]})],
+    "aten.upsample_bilinear2d.vec": [
+        ([F(1, 2, 4, 5)], {"output_size": None, "align_corners": False, "scale_factors": [2.0, 1.5]})
+    ],
     "aten.upsample_nearest2d.vec": [([F(1, 2, 4, 5)], {"output_size": [8, 10], "scale_factors": None})],
     "aten.upsample_nearest2d": [([F(1, 2, 4, 5)], {"output_size": [7, 3]})],
     "aten._adaptive_avg_pool2d": [([F(1, 3, 8, 8)], {"output_size": [2, 4]})],
@@ -102,8 +160,10 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "aten._unsafe_view": [([F(2, 3, 4)], {"size": [4, 6]})],
     "aten.expand_copy": [([F(3, 1)], {"size": [2, 3, 4]})],
     "aten.unsqueeze_copy": [([F(2, 3)], {"dim": -1})],
-    "aten.as_strided_copy": [([F(1, 32, 1, 1)], {"size": [1, 32, 1, 1], "stride": [32, 1, 32, 32]}),
-                             ([F(4, 6)], {"size": [2, 3], "stride": [6, 2], "storage_offset": 1})],
+    "aten.as_strided_copy": [
+        ([F(1, 32, 1, 1)], {"size": [1, 32, 1, 1], "stride": [32, 1, 32, 32]}),
+        ([F(4, 6)], {"size": [2, 3], "stride": [6, 2], "storage_offset": 1}),
+    ],
     "aten.copy": [([F(2, 3, 4), F(3, 1)], {})],
     "aten.slice_scatter": [([F(2, 8, 3), F(2, 3, 3)], {"dim": 1, "start": 1, "end": 7, "step": 2})],
     "aten.fmod.Scalar": [([I64(8)], {"other": 3})],
@@ -148,10 +208,16 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "aten.any.dim": [([B(2, 3, 4)], {"dim": 1}), ([F(2, 3)], {"dim": -1, "keepdim": True})],
     "aten.select_copy.int": [([F(2, 3, 4)], {"dim": 1, "index": -1}), ([F(5)], {"dim": 0, "index": 2})],
     "aten.split_with_sizes_copy": [([F(2, 7)], {"split_sizes": [3, 0, 4], "dim": 1})],
-    "aten.split_copy.Tensor": [([F(5, 2)], {"split_size": 2}), ([F(2, 6)], {"split_size": 3, "dim": -1}),
-                               ([F(0, 2)], {"split_size": 2})],
-    "aten.var_mean.correction": [([F(2, 3, 4)], {"dim": [1], "correction": 1}), ([T(BF, 2, 3)], {}),
-                                 ([F(2, 3, 4)], {"dim": [0, 2], "keepdim": True})],
+    "aten.split_copy.Tensor": [
+        ([F(5, 2)], {"split_size": 2}),
+        ([F(2, 6)], {"split_size": 3, "dim": -1}),
+        ([F(0, 2)], {"split_size": 2}),
+    ],
+    "aten.var_mean.correction": [
+        ([F(2, 3, 4)], {"dim": [1], "correction": 1}),
+        ([T(BF, 2, 3)], {}),
+        ([F(2, 3, 4)], {"dim": [0, 2], "keepdim": True}),
+    ],
     "aten.hardtanh_backward": [([F(3, 1), F(1, 4)], {"min_val": -1.0, "max_val": 1.0})],
     "aten.repeat": [([F(3)], {"repeats": [2, 2]}), ([F(2, 3)], {"repeats": [1, 1, 3]})],
     "aten.index_select": [([F(4, 5), I64(3)], {"dim": 1}), ([F(2, 3, 4), I64()], {"dim": 0})],
@@ -160,8 +226,12 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "aten.topk": [([F(3, 4)], {"k": 2}), ([F(3, 4)], {"k": 3, "dim": 0, "largest": False})],
     "aten.argmax": [([F(2, 3)], {}), ([F(2, 3, 4)], {"dim": 1, "keepdim": True}), ([F(2, 3)], {"keepdim": True})],
     "aten.argmin": [([F(2, 3)], {"dim": -1})],
-    "aten.cumsum": [([F(2, 3)], {"dim": 1}), ([T(DType.i32, 4)], {"dim": 0}), ([B(4)], {"dim": 0}),
-                    ([F(2, 3)], {"dim": 0, "dtype": DType.f64})],
+    "aten.cumsum": [
+        ([F(2, 3)], {"dim": 1}),
+        ([T(DType.i32, 4)], {"dim": 0}),
+        ([B(4)], {"dim": 0}),
+        ([F(2, 3)], {"dim": 0, "dtype": DType.f64}),
+    ],
     "aten.native_dropout": [([F(2, 3)], {"p": 0.5, "train": True}), ([F(4)], {"p": 0.1, "train": False})],
     "aten.pixel_shuffle": [([F(1, 8, 3, 4)], {"upscale_factor": 2})],
     "aten.pixel_unshuffle": [([F(1, 2, 6, 4)], {"downscale_factor": 2})],
@@ -172,21 +242,63 @@ EXAMPLES: dict[str, list[tuple[list, dict]]] = {
     "quantized_decomposed.dequantize_per_tensor.tensor": [([T(DType.i8, 2, 3), T(DType.f64, 1), I64(1)], _Q)],
     "quantized_decomposed.quantize_per_channel": [([F(3, 4), T(DType.f64, 3), I64(3)], {"axis": 0, **_Q})],
     "quantized_decomposed.dequantize_per_channel": [([T(DType.i8, 3, 4), T(DType.f64, 4), I64(4)], {"axis": 1, **_Q})],
-    "quantized_decomposed.choose_qparams.tensor": [([F(2, 3)], {"quant_min": -128, "quant_max": 127, "eps": 1e-7,
-                                                               "dtype": DType.i8})],
-    "torchao.choose_qparams_affine": [([F(1, 3, 8)], {"mapping_type": "ASYMMETRIC", "block_size": [1, 1, 8], "target_dtype": DType.i8,
-                                                      "quant_min": -128, "quant_max": 127, "zero_point_dtype": DType.i8}),
-                                      ([F(4, 8)], {"mapping_type": "SYMMETRIC", "block_size": [1, 4], "target_dtype": DType.i8,
-                                                   "quant_min": -8, "quant_max": 7, "zero_point_dtype": DType.i8}),
-                                      ([F(2, 8)], {"mapping_type": "ASYMMETRIC", "block_size": [1, 8], "target_dtype": DType.i8,
-                                                   "zero_point_dtype": DType.i32, "keepdim": True})],
-    "torchao.quantize_affine": [([F(1, 3, 8), F(1, 3), T(DType.i8, 1, 3)], {"block_size": [1, 1, 8], "output_dtype": DType.i8,
-                                                                           "quant_min": -128, "quant_max": 127}),
-                                ([F(4, 8), F(4, 2), T(DType.i8, 4, 2)], {"block_size": [1, 4], "output_dtype": DType.i8, "quant_min": -8, "quant_max": 7})],
-    "torchao.dequantize_affine": [([T(DType.i8, 4, 8), F(4, 2), T(DType.i8, 4, 2)], {"block_size": [1, 4], "input_dtype": DType.i8,
-                                                                                    "quant_min": -8, "quant_max": 7}),
-                                  ([T(DType.i8, 1, 3, 8), F(1, 3), T(DType.i8, 1, 3)], {"block_size": [1, 1, 8], "input_dtype": DType.i8,
-                                                                                         "output_dtype": BF})],
+    "quantized_decomposed.choose_qparams.tensor": [
+        ([F(2, 3)], {"quant_min": -128, "quant_max": 127, "eps": 1e-7, "dtype": DType.i8})
+    ],
+    "torchao.choose_qparams_affine": [
+        (
+            [F(1, 3, 8)],
+            {
+                "mapping_type": "ASYMMETRIC",
+                "block_size": [1, 1, 8],
+                "target_dtype": DType.i8,
+                "quant_min": -128,
+                "quant_max": 127,
+                "zero_point_dtype": DType.i8,
+            },
+        ),
+        (
+            [F(4, 8)],
+            {
+                "mapping_type": "SYMMETRIC",
+                "block_size": [1, 4],
+                "target_dtype": DType.i8,
+                "quant_min": -8,
+                "quant_max": 7,
+                "zero_point_dtype": DType.i8,
+            },
+        ),
+        (
+            [F(2, 8)],
+            {
+                "mapping_type": "ASYMMETRIC",
+                "block_size": [1, 8],
+                "target_dtype": DType.i8,
+                "zero_point_dtype": DType.i32,
+                "keepdim": True,
+            },
+        ),
+    ],
+    "torchao.quantize_affine": [
+        (
+            [F(1, 3, 8), F(1, 3), T(DType.i8, 1, 3)],
+            {"block_size": [1, 1, 8], "output_dtype": DType.i8, "quant_min": -128, "quant_max": 127},
+        ),
+        (
+            [F(4, 8), F(4, 2), T(DType.i8, 4, 2)],
+            {"block_size": [1, 4], "output_dtype": DType.i8, "quant_min": -8, "quant_max": 7},
+        ),
+    ],
+    "torchao.dequantize_affine": [
+        (
+            [T(DType.i8, 4, 8), F(4, 2), T(DType.i8, 4, 2)],
+            {"block_size": [1, 4], "input_dtype": DType.i8, "quant_min": -8, "quant_max": 7},
+        ),
+        (
+            [T(DType.i8, 1, 3, 8), F(1, 3), T(DType.i8, 1, 3)],
+            {"block_size": [1, 1, 8], "input_dtype": DType.i8, "output_dtype": BF},
+        ),
+    ],
     "xir.bmm_f32out": [([T(BF, 2, 3, 4), T(BF, 2, 4, 5)], {})],
     "xir.convert": [([F(2, 3)], {"dtype": BF}), ([T(BF, 2)], {"dtype": DType.f32})],
     "xir.linear_f16w": [([F(2, 5, 3), T(DType.f16, 4, 3)], {}), ([F(2, 3), T(DType.f16, 4, 3), F(4)], {})],
@@ -198,8 +310,9 @@ XIR_OPS = {
     "xir.bmm_f32out": lambda node, a, b: torch.bmm(a.float(), b.float()),
     "xir.convert": lambda node, x: x.to(DTYPE_TO_TORCH[node.attribute("dtype")]),
     "xir.linear_f16w": lambda node, x, w, b=None: torch.nn.functional.linear(x, w.float(), b),
-    "xir.slice": lambda node, x: x.narrow(node.attribute("dim"), node.attribute("start"),
-                                          node.attribute("end") - node.attribute("start")),
+    "xir.slice": lambda node, x: x.narrow(
+        node.attribute("dim"), node.attribute("start"), node.attribute("end") - node.attribute("start")
+    ),
 }
 
 # defined ops left without inference, each with the reason (none: every definition infers)
@@ -251,8 +364,11 @@ def _build(full: str, operand_types: list, attributes: dict):
     return node, tensors
 
 
-CASES = [pytest.param(full, operands, attributes, id=f"{full}-{i}")
-         for full, examples in EXAMPLES.items() for i, (operands, attributes) in enumerate(examples)]
+CASES = [
+    pytest.param(full, operands, attributes, id=f"{full}-{i}")
+    for full, examples in EXAMPLES.items()
+    for i, (operands, attributes) in enumerate(examples)
+]
 
 
 @pytest.mark.parametrize("full, operand_types, attributes", CASES)
@@ -282,67 +398,88 @@ def test_every_op_with_inference_is_checked_against_torch():
 S = Symbol("s0")
 
 
-@pytest.mark.parametrize("full, operand_types, attributes, expected", [
-    ("aten.where.self", [B(S, 1), F(1, 3), F(S, 3)], {}, [F(S, 3)]),
-    ("aten.any.dim", [F(S, 3)], {"dim": 1}, [B(S)]),
-    ("aten.argmax", [F(S, 3)], {"dim": -1, "keepdim": True}, [I64(S, 1)]),
-    ("aten.min.dim", [F(S, 3)], {"dim": 1}, [F(S), I64(S)]),
-    ("aten.var_mean.correction", [F(S, 3, 4)], {"dim": [1]}, [F(S, 4), F(S, 4)]),
-    ("aten.cumsum", [T(DType.i32, S)], {"dim": 0}, [I64(S)]),
-    ("aten.sort", [F(S, 4)], {}, [F(S, 4), I64(S, 4)]),
-    ("aten.topk", [F(S, 4)], {"k": 2}, [F(S, 2), I64(S, 2)]),
-    ("aten.gather", [F(S, 5), I64(S, 2)], {"dim": 1}, [F(S, 2)]),
-    ("aten.index_select", [F(S, 5), I64(3)], {"dim": 1}, [F(S, 3)]),
-    ("aten.index.Tensor", [F(2, S, 4)], {"indices": [None, I64(S)]}, [F(2, S, 4)]),
-    ("aten.select_copy.int", [F(S, 3)], {"dim": 1, "index": 0}, [F(S)]),
-    ("aten.split_copy.Tensor", [F(S, 4)], {"split_size": 2, "dim": 1}, [F(S, 2), F(S, 2)]),
-    ("aten.split_with_sizes_copy", [F(S, 4)], {"split_sizes": [1, 3], "dim": -1}, [F(S, 1), F(S, 3)]),
-    ("aten._native_batch_norm_legit.no_stats", [F(S, 3, 4)],
-     {"weight": None, "bias": None, "training": True, "momentum": 0.1, "eps": 1e-5}, [F(S, 3, 4), F(3), F(3)]),
-    ("aten.native_group_norm", [F(S, 4, 5)], {"weight": None, "bias": None, "N": 2, "C": 4, "HxW": 5, "group": 2,
-                                              "eps": 1e-5}, [F(S, 4, 5), F(S, 2), F(S, 2)]),
-    ("aten.native_dropout", [F(S)], {"p": 0.5, "train": True}, [F(S), B(S)]),
-    ("aten.adaptive_avg_pool2d", [F(S, 3, 8, 8)], {"output_size": [1, 1]}, [F(S, 3, 1, 1)]),
-    ("aten.pixel_shuffle", [F(S, 8, 3, 4)], {"upscale_factor": 2}, [F(S, 2, 6, 8)]),
-    ("aten.repeat", [F(S, 3)], {"repeats": [1, 2]}, [F(S, 6)]),
-    ("aten.bucketize.Tensor", [F(S), F(3)], {}, [I64(S)]),
-    ("aten.hardtanh_backward", [F(S, 1), F(1, 4)], {"min_val": -1.0, "max_val": 1.0}, [F(S, 4)]),
-    ("aten.bitwise_and.Tensor", [B(S), B(1)], {}, [B(S)]),
-    ("aten.sym_size.int", [F(S, 3)], {"dim": 0}, [ScalarType("int")]),
-    ("xir.slice", [F(1, S, 8)], {"dim": 2, "start": 4, "end": 8}, [F(1, S, 4)]),
-    ("xir.slice", [F(1, S, 8)], {"dim": 1, "start": 0, "end": 1}, [F(1, 1, 8)]),
-])
+@pytest.mark.parametrize(
+    "full, operand_types, attributes, expected",
+    [
+        ("aten.where.self", [B(S, 1), F(1, 3), F(S, 3)], {}, [F(S, 3)]),
+        ("aten.any.dim", [F(S, 3)], {"dim": 1}, [B(S)]),
+        ("aten.argmax", [F(S, 3)], {"dim": -1, "keepdim": True}, [I64(S, 1)]),
+        ("aten.min.dim", [F(S, 3)], {"dim": 1}, [F(S), I64(S)]),
+        ("aten.var_mean.correction", [F(S, 3, 4)], {"dim": [1]}, [F(S, 4), F(S, 4)]),
+        ("aten.cumsum", [T(DType.i32, S)], {"dim": 0}, [I64(S)]),
+        ("aten.sort", [F(S, 4)], {}, [F(S, 4), I64(S, 4)]),
+        ("aten.topk", [F(S, 4)], {"k": 2}, [F(S, 2), I64(S, 2)]),
+        ("aten.gather", [F(S, 5), I64(S, 2)], {"dim": 1}, [F(S, 2)]),
+        ("aten.index_select", [F(S, 5), I64(3)], {"dim": 1}, [F(S, 3)]),
+        ("aten.index.Tensor", [F(2, S, 4)], {"indices": [None, I64(S)]}, [F(2, S, 4)]),
+        ("aten.select_copy.int", [F(S, 3)], {"dim": 1, "index": 0}, [F(S)]),
+        ("aten.split_copy.Tensor", [F(S, 4)], {"split_size": 2, "dim": 1}, [F(S, 2), F(S, 2)]),
+        ("aten.split_with_sizes_copy", [F(S, 4)], {"split_sizes": [1, 3], "dim": -1}, [F(S, 1), F(S, 3)]),
+        (
+            "aten._native_batch_norm_legit.no_stats",
+            [F(S, 3, 4)],
+            {"weight": None, "bias": None, "training": True, "momentum": 0.1, "eps": 1e-5},
+            [F(S, 3, 4), F(3), F(3)],
+        ),
+        (
+            "aten.native_group_norm",
+            [F(S, 4, 5)],
+            {"weight": None, "bias": None, "N": 2, "C": 4, "HxW": 5, "group": 2, "eps": 1e-5},
+            [F(S, 4, 5), F(S, 2), F(S, 2)],
+        ),
+        ("aten.native_dropout", [F(S)], {"p": 0.5, "train": True}, [F(S), B(S)]),
+        ("aten.adaptive_avg_pool2d", [F(S, 3, 8, 8)], {"output_size": [1, 1]}, [F(S, 3, 1, 1)]),
+        ("aten.pixel_shuffle", [F(S, 8, 3, 4)], {"upscale_factor": 2}, [F(S, 2, 6, 8)]),
+        ("aten.repeat", [F(S, 3)], {"repeats": [1, 2]}, [F(S, 6)]),
+        ("aten.bucketize.Tensor", [F(S), F(3)], {}, [I64(S)]),
+        ("aten.hardtanh_backward", [F(S, 1), F(1, 4)], {"min_val": -1.0, "max_val": 1.0}, [F(S, 4)]),
+        ("aten.bitwise_and.Tensor", [B(S), B(1)], {}, [B(S)]),
+        ("aten.sym_size.int", [F(S, 3)], {"dim": 0}, [ScalarType("int")]),
+        ("xir.slice", [F(1, S, 8)], {"dim": 2, "start": 4, "end": 8}, [F(1, S, 4)]),
+        ("xir.slice", [F(1, S, 8)], {"dim": 1, "start": 0, "end": 1}, [F(1, 1, 8)]),
+    ],
+)
 def test_inference_keeps_symbolic_dims(full, operand_types, attributes, expected):
     node, _ = _build(full, operand_types, attributes)
     assert [r.type for r in node.results] == expected
 
 
-@pytest.mark.parametrize("full, operand_types, attributes", [
-    ("aten.split_copy.Tensor", [F(S, 4)], {"split_size": 2}),  # (the count of pieces is not known)
-    ("aten.repeat", [F(S, 3)], {"repeats": [2, 1]}),
-    ("aten.pixel_shuffle", [F(1, S, 3, 4)], {"upscale_factor": 2}),
-    ("aten.index.Tensor", [F(2, 3)], {"indices": [B(2)]}),  # a mask: its size is known at run time
-    ("aten.bitwise_or.Tensor", [T(DType.i32, 2), I64(2)], {}),  # promotion is not modelled
-    ("aten.where.self", [B(2), F(2), T(BF, 2)], {}),
-])
+@pytest.mark.parametrize(
+    "full, operand_types, attributes",
+    [
+        ("aten.split_copy.Tensor", [F(S, 4)], {"split_size": 2}),  # (the count of pieces is not known)
+        ("aten.repeat", [F(S, 3)], {"repeats": [2, 1]}),
+        ("aten.pixel_shuffle", [F(1, S, 3, 4)], {"upscale_factor": 2}),
+        ("aten.index.Tensor", [F(2, 3)], {"indices": [B(2)]}),  # a mask: its size is known at run time
+        ("aten.bitwise_or.Tensor", [T(DType.i32, 2), I64(2)], {}),  # promotion is not modelled
+        ("aten.where.self", [B(2), F(2), T(BF, 2)], {}),
+    ],
+)
 def test_what_cannot_be_told_is_not_inferred(full, operand_types, attributes):
     with pytest.raises(IRError, match="cannot infer the result types"):
         _build(full, operand_types, attributes)
 
 
-@pytest.mark.parametrize("full, operand_types, attributes, message", [
-    ("aten.select_copy.int", [F(2, 3)], {"dim": 1, "index": 3}, "index 3 is out of range"),
-    ("aten.split_with_sizes_copy", [F(2, 7)], {"split_sizes": [3, 3], "dim": 1}, "do not add up"),
-    ("aten.topk", [F(3, 4)], {"k": 5}, "k must be an integer in"),
-    ("aten.pixel_unshuffle", [F(1, 2, 5, 4)], {"downscale_factor": 2}, "not both divisible"),
-    ("aten.native_group_norm", [F(2, 6, 4)], {"weight": None, "bias": None, "N": 2, "C": 6, "HxW": 4, "group": 4,
-                                              "eps": 1e-5}, "divides"),
-    ("aten.repeat", [F(2, 3)], {"repeats": [2]}, "fewer dims"),
-    ("aten.any.dim", [F(2, 3)], {"dim": 2}, "out of range"),
-    ("aten.where.self", [B(2), F(3), F(3)], {}, "do not broadcast"),
-    ("xir.slice", [F(2, 3)], {"dim": 1, "start": 2, "end": 4}, "not in range"),
-    ("xir.slice", [F(2, 3)], {"dim": 2, "start": 0, "end": 1}, "dim in"),
-])
+@pytest.mark.parametrize(
+    "full, operand_types, attributes, message",
+    [
+        ("aten.select_copy.int", [F(2, 3)], {"dim": 1, "index": 3}, "index 3 is out of range"),
+        ("aten.split_with_sizes_copy", [F(2, 7)], {"split_sizes": [3, 3], "dim": 1}, "do not add up"),
+        ("aten.topk", [F(3, 4)], {"k": 5}, "k must be an integer in"),
+        ("aten.pixel_unshuffle", [F(1, 2, 5, 4)], {"downscale_factor": 2}, "not both divisible"),
+        (
+            "aten.native_group_norm",
+            [F(2, 6, 4)],
+            {"weight": None, "bias": None, "N": 2, "C": 6, "HxW": 4, "group": 4, "eps": 1e-5},
+            "divides",
+        ),
+        ("aten.repeat", [F(2, 3)], {"repeats": [2]}, "fewer dims"),
+        ("aten.any.dim", [F(2, 3)], {"dim": 2}, "out of range"),
+        ("aten.where.self", [B(2), F(3), F(3)], {}, "do not broadcast"),
+        ("xir.slice", [F(2, 3)], {"dim": 1, "start": 2, "end": 4}, "not in range"),
+        ("xir.slice", [F(2, 3)], {"dim": 2, "start": 0, "end": 1}, "dim in"),
+    ],
+)
 def test_impossible_attributes_are_errors(full, operand_types, attributes, message):
     with pytest.raises(IRError, match=message):
         _build(full, operand_types, attributes)

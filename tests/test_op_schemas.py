@@ -8,11 +8,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import executorch.exir.passes.dim_order_ops_registry  # noqa: F401  (registers dim_order_ops)
 import pytest
 import torch
-
-import executorch.exir.passes.dim_order_ops_registry  # noqa: F401  (registers dim_order_ops)
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+
 from xir.fx_import import _tensor_kind
 from xir.ops import all_ops
 
@@ -35,8 +35,9 @@ def test_the_generated_table_is_what_torch_says():
     spec = importlib.util.spec_from_file_location("gen_op_schemas", ROOT / "scripts" / "gen_op_schemas.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
-    assert generator.table() == (ROOT / "xir" / "op_schemas.py").read_text(), \
+    assert generator.table() == (ROOT / "xir" / "op_schemas.py").read_text(), (
         "xir/op_schemas.py is stale: run python scripts/gen_op_schemas.py"
+    )
 
 
 TORCH_OPS = [full for full in sorted(all_ops()) if not full.startswith("xir.")]
@@ -52,7 +53,12 @@ def test_a_definition_knows_every_argument_of_its_torch_op(full):
     others = [a.name for a in arguments if _tensor_kind(a) is None]
     missing = [name for name in others if name not in definition.attributes and name not in definition.operand_names]
     assert not missing, f"{full}: torch's arguments {missing} are no attributes of its definition"
-    invented = set(definition.attributes) - set(others) - tensors - set(definition.operand_names) \
+    invented = (
+        set(definition.attributes)
+        - set(others)
+        - tensors
+        - set(definition.operand_names)
         - OVERLOAD_UNIONS.get(full, set())
+    )
     assert not invented, f"{full}: attributes {sorted(invented)} are no arguments of torch's op"
     assert len(tensors) >= definition.arity()[0]

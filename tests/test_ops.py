@@ -14,9 +14,14 @@ F32 = lambda *shape: TensorType(DType.f32, shape)  # noqa: E731
 @pytest.fixture
 def softsign():
     """A new op, defined in one place."""
-    definition = define_op("test.softsign", operands=("input", "scale?"), attributes={"eps": 0.0},
-                           traits=PURE | ELEMENTWISE, infer=same_as_input,
-                           check=lambda node: None if node.input.rank <= 4 else "at most 4-D")
+    definition = define_op(
+        "test.softsign",
+        operands=("input", "scale?"),
+        attributes={"eps": 0.0},
+        traits=PURE | ELEMENTWISE,
+        infer=same_as_input,
+        check=lambda node: None if node.input.rank <= 4 else "at most 4-D",
+    )
     yield definition
     undefine_op("test.softsign")
 
@@ -53,7 +58,9 @@ def test_a_new_op_infers_result_types_and_is_checked(softsign):
     wrong = parse_graph(TEXT.replace("%1: f32[2,3] = test.softsign(%x)", "%1: f32[2,4] = test.softsign(%x)"))
     with pytest.raises(VerificationError, match=r"test.softsign: result shape is \[2,4\], expected \[2,3\]"):
         verify(wrong)
-    big = parse_graph("graph @g {\n  input %x: f32[1,1,1,1,1]\n  %0: f32[1,1,1,1,1] = test.softsign(%x)\n  return %0\n}\n")
+    big = parse_graph(
+        "graph @g {\n  input %x: f32[1,1,1,1,1]\n  %0: f32[1,1,1,1,1] = test.softsign(%x)\n  return %0\n}\n"
+    )
     with pytest.raises(VerificationError, match="at most 4-D"):
         verify(big)
     many = parse_graph("graph @g {\n  input %x: f32[2]\n  %0: f32[2] = test.softsign(%x, %x, %x)\n  return %0\n}\n")
@@ -70,7 +77,9 @@ def test_a_new_op_gets_a_capability_verdict(softsign):
         opaque = float_verdict(parse_graph(TEXT).nodes[0], Options())
         assert not opaque.supported and "opaque op" in opaque.reason
     finally:
-        define_op("test.softsign", operands=("input", "scale?"), attributes={"eps": 0.0}, traits=PURE, infer=same_as_input)
+        define_op(
+            "test.softsign", operands=("input", "scale?"), attributes={"eps": 0.0}, traits=PURE, infer=same_as_input
+        )
 
 
 def test_opaque_ops_round_trip_are_named_by_the_verifier_and_kept_by_dce():
@@ -95,38 +104,43 @@ def test_traits_and_named_operands_of_built_in_ops():
     assert has_trait("aten.add.Tensor", "commutative") and has_trait("aten.add.Tensor", "elementwise")
     assert has_trait("aten.view_copy", "view") and not has_trait("aten.linear", "view")
     assert lookup("aten.addmm").weights == ("weight", "bias")
-    graph = parse_graph("""graph @g {
+    graph = parse_graph(
+        """graph @g {
       input %x: f32[4,8]
       param %w: f32[8,16]
       param %b: f32[16]
       %0: f32[4,16] = aten.addmm(%b, %x, %w)
       %1: f32[1,2,3,3] = aten.convolution(%x) {bias=none}
       return %0
-    }""".replace("      %1: f32[1,2,3,3] = aten.convolution(%x) {bias=none}\n", ""))
+    }""".replace("      %1: f32[1,2,3,3] = aten.convolution(%x) {bias=none}\n", "")
+    )
     addmm = graph.nodes[0]
     assert (addmm.input.name, addmm.weight.name, addmm.bias.name) == ("x", "w", "b")
     with pytest.raises(AttributeError, match="operands: bias, input, weight"):
         addmm.kernel  # noqa: B018
 
 
-@pytest.mark.parametrize("op, attributes", [
-    ("aten.full", {"size": [2, 3], "fill_value": 1.5}),
-    ("aten.full", {"size": [4], "fill_value": 7}),
-    ("aten.full", {"size": [], "fill_value": True}),
-    ("aten.full", {"size": [0, 5], "fill_value": 1, "dtype": DType.bf16}),
-    ("aten.zeros", {"size": [3, 1]}),
-    ("aten.ones", {"size": [2], "dtype": DType.i8}),
-    ("aten.scalar_tensor", {"s": 3}),
-    ("aten.arange", {"end": 5}),
-    ("aten.arange", {"end": 2.5}),
-    ("aten.arange.start", {"start": -3, "end": 4}),
-    ("aten.arange.start_step", {"start": 0, "end": 10, "step": 3}),
-    ("aten.arange.start_step", {"start": 10, "end": 0, "step": -3}),
-    ("aten.arange.start_step", {"start": 0, "end": 1.0, "step": 0.1}),
-    ("aten.arange.start_step", {"start": 0.5, "end": 7.9, "step": 1.5, "dtype": DType.i64}),
-    ("aten.arange.start_step", {"start": 0.5, "end": 7.9, "step": 1.5, "dtype": DType.i32}),
-    ("aten.arange.start_step", {"start": 4, "end": 4, "step": 1}),
-])
+@pytest.mark.parametrize(
+    "op, attributes",
+    [
+        ("aten.full", {"size": [2, 3], "fill_value": 1.5}),
+        ("aten.full", {"size": [4], "fill_value": 7}),
+        ("aten.full", {"size": [], "fill_value": True}),
+        ("aten.full", {"size": [0, 5], "fill_value": 1, "dtype": DType.bf16}),
+        ("aten.zeros", {"size": [3, 1]}),
+        ("aten.ones", {"size": [2], "dtype": DType.i8}),
+        ("aten.scalar_tensor", {"s": 3}),
+        ("aten.arange", {"end": 5}),
+        ("aten.arange", {"end": 2.5}),
+        ("aten.arange.start", {"start": -3, "end": 4}),
+        ("aten.arange.start_step", {"start": 0, "end": 10, "step": 3}),
+        ("aten.arange.start_step", {"start": 10, "end": 0, "step": -3}),
+        ("aten.arange.start_step", {"start": 0, "end": 1.0, "step": 0.1}),
+        ("aten.arange.start_step", {"start": 0.5, "end": 7.9, "step": 1.5, "dtype": DType.i64}),
+        ("aten.arange.start_step", {"start": 0.5, "end": 7.9, "step": 1.5, "dtype": DType.i32}),
+        ("aten.arange.start_step", {"start": 4, "end": 4, "step": 1}),
+    ],
+)
 def test_creation_ops_infer_the_type_pytorch_makes(op, attributes):
     """The result type the creation ops' definitions give is the one PyTorch's op returns: a declared
     type that disagrees fails verification, and fold-constants checks sizes by it."""

@@ -96,20 +96,38 @@ def test_error_shows_the_line_with_a_caret():
 dtypes = st.sampled_from([DType.f32, DType.bf16, DType.i8, DType.i64, DType.bool])
 shapes = st.lists(st.integers(0, 9), max_size=8).map(tuple)
 attribute_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=False), st.text(max_size=5), dtypes),
-    lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(10**12), 10**12),
+        st.floats(allow_nan=False),
+        st.text(max_size=5),
+        dtypes,
+    ),
+    lambda inner: st.lists(inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_round_trip_random_graphs(data):
     g = Graph("random")
-    values = [g.add_input(f"in{i}", TensorType(data.draw(dtypes), data.draw(shapes))) for i in range(data.draw(st.integers(1, 3)))]
+    values = [
+        g.add_input(f"in{i}", TensorType(data.draw(dtypes), data.draw(shapes)))
+        for i in range(data.draw(st.integers(1, 3)))
+    ]
     for _ in range(data.draw(st.integers(0, 6))):
         operands = data.draw(st.lists(st.sampled_from(values), max_size=3))
-        attributes = data.draw(st.dictionaries(st.from_regex(r"[a-z_]{1,6}", fullmatch=True), attribute_values, max_size=3))
+        attributes = data.draw(
+            st.dictionaries(st.from_regex(r"[a-z_]{1,6}", fullmatch=True), attribute_values, max_size=3)
+        )
         result_types = [TensorType(data.draw(dtypes), data.draw(shapes)) for _ in range(data.draw(st.integers(0, 2)))]
-        node = g.append(g.create_node(data.draw(st.sampled_from(["aten.abs", "aten.foo.bar", "my_ns.op"])), operands, result_types, attributes))
+        node = g.append(
+            g.create_node(
+                data.draw(st.sampled_from(["aten.abs", "aten.foo.bar", "my_ns.op"])), operands, result_types, attributes
+            )
+        )
         values.extend(node.results)
     g.outputs = data.draw(st.lists(st.sampled_from(values), max_size=2))
     text = print_graph(g)

@@ -28,14 +28,33 @@ def broken(old, new):
     return parse_graph(GOOD.replace(old, new))
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("%0: f32[2,8] = aten.linear", "%0: f32[2,9] = aten.linear", "aten.linear: result shape is [2,9], expected [2,8]"),
-    ("param %w: f32[8,4]", "param %w: f32[8,5]", "does not match the weight's in-features 5"),
-    ("%1: f32[8,2] = aten.permute_copy(%0) {dims=[1, 0]}", "%1: f32[8,2] = aten.permute_copy(%0) {dims=[0, 0]}", "is not a permutation"),
-    ("%2: f32[16] = aten.view_copy(%1) {size=[16]}", "%2: f32[15] = aten.view_copy(%1) {size=[15]}", "view changes the element count"),
-    ("%3: i8[16] = quantized", "%3: u8[16] = quantized", "result dtype is u8, expected i8"),
-    ("%5: bf16[16] = aten._to_copy", "%5: f16[16] = aten._to_copy", "aten._to_copy: result dtype is f16, expected bf16"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "%0: f32[2,8] = aten.linear",
+            "%0: f32[2,9] = aten.linear",
+            "aten.linear: result shape is [2,9], expected [2,8]",
+        ),
+        ("param %w: f32[8,4]", "param %w: f32[8,5]", "does not match the weight's in-features 5"),
+        (
+            "%1: f32[8,2] = aten.permute_copy(%0) {dims=[1, 0]}",
+            "%1: f32[8,2] = aten.permute_copy(%0) {dims=[0, 0]}",
+            "is not a permutation",
+        ),
+        (
+            "%2: f32[16] = aten.view_copy(%1) {size=[16]}",
+            "%2: f32[15] = aten.view_copy(%1) {size=[15]}",
+            "view changes the element count",
+        ),
+        ("%3: i8[16] = quantized", "%3: u8[16] = quantized", "result dtype is u8, expected i8"),
+        (
+            "%5: bf16[16] = aten._to_copy",
+            "%5: f16[16] = aten._to_copy",
+            "aten._to_copy: result dtype is f16, expected bf16",
+        ),
+    ],
+)
 def test_op_type_rules(old, new, message):
     with pytest.raises(VerificationError) as info:
         verify(broken(old, new))
@@ -80,13 +99,16 @@ def test_batch_norm_rule_names_the_channel_dim():
         verify(parse_graph(text))
 
 
-@pytest.mark.parametrize("weight, bias, message", [
-    ("f16[8,4]", "f32[8]", None),
-    ("f32[8,4]", "f32[8]", "input must be f32 and weight f16, got f32 and f32"),
-    ("f16[8,4]", "f16[8]", "bias must be an f32 tensor"),
-    ("f16[8,5]", "f32[8]", "does not match the weight's in-features 5"),
-    ("f16[8,4]", "f32[7]", "bias must be 1-D with 8 elements"),
-])
+@pytest.mark.parametrize(
+    "weight, bias, message",
+    [
+        ("f16[8,4]", "f32[8]", None),
+        ("f32[8,4]", "f32[8]", "input must be f32 and weight f16, got f32 and f32"),
+        ("f16[8,4]", "f16[8]", "bias must be an f32 tensor"),
+        ("f16[8,5]", "f32[8]", "does not match the weight's in-features 5"),
+        ("f16[8,4]", "f32[7]", "bias must be 1-D with 8 elements"),
+    ],
+)
 def test_linear_on_an_fp16_weight_checks_its_dtypes_and_shapes(weight, bias, message):
     graph = parse_graph(f"""graph @g {{
   param %w: {weight}

@@ -2,8 +2,6 @@
 (export=True, recipe="xnnpack-xir"): custom SDPA and KV cache with 8da4w linears; and a bfloat16
 decoder, lowered in bf16 where optimum's own recipe leaves it outside XNNPACK."""
 
-import torch
-
 from bench import optimum as bench
 
 # ops that compute a linear: none of them may run outside XNNPACK
@@ -11,20 +9,32 @@ LINEAR_OPS = ("linear", "mm", "addmm", "bmm", "matmul")
 
 
 def _linears_outside(outside):
-    return {name: n for ops in outside.values() for name, n in ops.items()
-            if name.split(".")[0] in LINEAR_OPS or "quantize" in name}
+    return {
+        name: n
+        for ops in outside.values()
+        for name, n in ops.items()
+        if name.split(".")[0] in LINEAR_OPS or "quantize" in name
+    }
 
 
 def test_decoder_custom_sdpa_kv_cache_8da4w(model_dirs):
-    import xir_tools.optimum  # noqa: F401  (one import registers the recipe)
     from optimum.executorch import ExecuTorchModelForCausalLM
+
+    import xir_tools.optimum  # noqa: F401  (one import registers the recipe)
 
     case = bench.Case("llama-sdpa-kv-8da4w", "llama", {**bench.SDPA_KV, "qlinear": "8da4w"})
     folder = model_dirs("llama")
     with bench.recorded_recipes() as calls:
         model = ExecuTorchModelForCausalLM.from_pretrained(
-            str(folder), export=True, task="text-generation", recipe="xnnpack-xir", max_seq_len=64,
-            use_custom_sdpa=True, use_custom_kv_cache=True, qlinear="8da4w")
+            str(folder),
+            export=True,
+            task="text-generation",
+            recipe="xnnpack-xir",
+            max_seq_len=64,
+            use_custom_sdpa=True,
+            use_custom_kv_cache=True,
+            qlinear="8da4w",
+        )
     ((recipe, _, programs),) = calls
     assert recipe == "xnnpack-xir"
     delegates, outside = bench.delegation(programs["model"])
@@ -33,8 +43,14 @@ def test_decoder_custom_sdpa_kv_cache_8da4w(model_dirs):
     # outside: the custom ops (ExecuTorch's llama kernels), the embedding, and the integer positions
     # (cache_position read as a scalar, and cast to float for the rotary embedding)
     ops = set(outside["forward"])
-    assert ops <= {"llama::custom_sdpa.out", "llama::update_cache.out", "embedding.out", "_local_scalar_dense",
-                   "select_copy.int_out", "_to_copy.out"}, sorted(ops)
+    assert ops <= {
+        "llama::custom_sdpa.out",
+        "llama::update_cache.out",
+        "embedding.out",
+        "_local_scalar_dense",
+        "select_copy.int_out",
+        "_to_copy.out",
+    }, sorted(ops)
     assert outside["forward"]["llama::custom_sdpa.out"] == 2 and outside["forward"]["llama::update_cache.out"] == 4
 
     error, _ = bench.compare(case, model, bench.eager_model(case, folder))
@@ -52,13 +68,15 @@ def test_bf16_decoder_lowered_in_bf16(model_dirs, tmp_path):
     results = {}
     for recipe in bench.RECIPES:
         with bench.recorded_recipes() as calls:
-            main_export(str(folder), task=case.task, recipe=recipe, output_dir=tmp_path / recipe, **bench.export_options(case))
+            main_export(
+                str(folder), task=case.task, recipe=recipe, output_dir=tmp_path / recipe, **bench.export_options(case)
+            )
         ((_, _, programs),) = calls
         results[recipe] = bench.delegation(programs["model"])
     import xir_tools.optimum as integration
 
     assert integration.export_with_xir.last_partitioner.options.enable_bf16
-    (xir_delegates, xir_outside), (stock_delegates, stock_outside) = results["xnnpack-xir"], results["xnnpack"]
+    (_, xir_outside), (_, stock_outside) = results["xnnpack-xir"], results["xnnpack"]
     assert not _linears_outside(xir_outside), xir_outside
     assert _linears_outside(stock_outside), "optimum's own recipe now delegates bf16 linears: update this test"
     count = lambda outside: sum(sum(ops.values()) for ops in outside.values())  # noqa: E731

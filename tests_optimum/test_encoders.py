@@ -4,7 +4,6 @@ run the .pte. Each is compared with eager and asserts what is delegated."""
 
 import contextlib
 import io
-import sys
 
 import pytest
 
@@ -22,8 +21,9 @@ def _linears(outside):
 
 
 def test_recipe_registered_on_import():
-    import xir_tools.optimum as integration
     from optimum.exporters.executorch import recipe_registry
+
+    import xir_tools.optimum as integration
 
     recipe_registry.discover_recipes()  # (what optimum's export does first: it must not drop xir's)
     assert recipe_registry.recipe_registry["xnnpack-xir"] is integration.export_with_xir
@@ -117,8 +117,11 @@ def test_recipe_dtype_and_options():
 
     import xir_tools.optimum as integration
 
-    for dtype, kwargs, expected in ((torch.bfloat16, {}, True), (torch.float32, {}, False),
-                                    (torch.bfloat16, {"enable_bf16": False}, False)):
+    for dtype, kwargs, expected in (
+        (torch.bfloat16, {}, True),
+        (torch.float32, {}, False),
+        (torch.bfloat16, {"enable_bf16": False}, False),
+    ):
         (program,) = integration.export_with_xir(_Exportable(dtype), **kwargs).values()
         partitioner = integration.export_with_xir.last_partitioner
         assert partitioner.options.enable_bf16 is expected

@@ -23,7 +23,21 @@ def from_exported_program(ep, name: str = "forward") -> Graph:
 
 
 __all__ = [
-    "DType", "EnumAttr", "Graph", "IRError", "InputKind", "Node", "ParseError", "ScalarType", "Symbol",
-    "TensorType", "Value", "VerificationError", "from_exported_program", "parse_graph", "print_graph",
-    "print_node", "verify",
+    "DType",
+    "EnumAttr",
+    "Graph",
+    "IRError",
+    "InputKind",
+    "Node",
+    "ParseError",
+    "ScalarType",
+    "Symbol",
+    "TensorType",
+    "Value",
+    "VerificationError",
+    "from_exported_program",
+    "parse_graph",
+    "print_graph",
+    "print_node",
+    "verify",
 ]

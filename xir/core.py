@@ -383,8 +383,12 @@ class Graph:
         ``append``. Without ``result_types`` the op's definition infers them."""
         if op == RETURN_OP:
             raise IRError("the return node is the graph's own: set graph.outputs instead")
-        node = Node(op=str(op), operands=tuple(operands), attributes=dict(attributes or {}),
-                    origin=origin if origin is not None else self.origin)
+        node = Node(
+            op=str(op),
+            operands=tuple(operands),
+            attributes=dict(attributes or {}),
+            origin=origin if origin is not None else self.origin,
+        )
         if result_types is None:
             from .ops import infer_result_types
 
@@ -548,9 +552,13 @@ class Graph:
         nodes = tuple(self)
         values = list(self.inputs) + [r for n in nodes for r in n.results]
         return Checkpoint(
-            self.name, tuple(self.inputs), nodes,
+            self.name,
+            tuple(self.inputs),
+            nodes,
             tuple((n, n.operands, dict(n._attributes), n.results, n.origin, n.fx_node) for n in nodes),
-            tuple((v, v.type, v.name, v.producer, v.index, v.input_kind, v.data, v.fx_node, list(v.uses)) for v in values),
+            tuple(
+                (v, v.type, v.name, v.producer, v.index, v.input_kind, v.data, v.fx_node, list(v.uses)) for v in values
+            ),
             self.return_node.operands,
         )
 

@@ -46,9 +46,7 @@ class DType(enum.Enum):
         try:
             return cls(text)
         except ValueError:
-            raise ValueError(
-                f"unknown dtype {text!r}; expected one of: {', '.join(d.value for d in cls)}"
-            ) from None
+            raise ValueError(f"unknown dtype {text!r}; expected one of: {', '.join(d.value for d in cls)}") from None
 
 
 _FLOATS = {DType.f64, DType.f32, DType.f16, DType.bf16, DType.f8e4m3, DType.f8e5m2}

@@ -65,8 +65,11 @@ def remove_stale(path: str | os.PathLike) -> list[Path]:
     now = time.time()
     for entry in entries:
         try:
-            if (pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False)
-                    and now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS):
+            if (
+                pattern.fullmatch(entry.name)
+                and entry.is_file(follow_symlinks=False)
+                and now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS
+            ):
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
         except OSError:

@@ -193,7 +193,9 @@ def op_arguments(schema: Any, node: Node, to_fx) -> tuple[tuple, dict]:
             # an absent optional operand (a trailing one has no ``name=none``)
             value, present = None, not arg.has_default_value()
         elif kind == "list":
-            later_required = sum(1 for a in arguments[i + 1 :] if _tensor_kind(a) == "tensor" and a.name not in node.attributes)
+            later_required = sum(
+                1 for a in arguments[i + 1 :] if _tensor_kind(a) == "tensor" and a.name not in node.attributes
+            )
             take = len(operands) - later_required
             value = [to_fx(v) for v in operands[:take]]
             operands = operands[take:]
@@ -250,8 +252,13 @@ def from_exported_program(ep: Any, name: str = "forward") -> Graph:
     return from_graph_module(ep.graph_module, ep.graph_signature, ep.state_dict, ep.constants, name)
 
 
-def from_graph_module(gm: torch.fx.GraphModule, signature: Any = None, state_dict: dict | None = None,
-                      constants: dict | None = None, name: str = "forward") -> Graph:
+def from_graph_module(
+    gm: torch.fx.GraphModule,
+    signature: Any = None,
+    state_dict: dict | None = None,
+    constants: dict | None = None,
+    name: str = "forward",
+) -> Graph:
     """Import a graph module; ``signature`` (an ExportGraphSignature) tells parameters from inputs."""
     return _Importer(gm, signature, state_dict or {}, constants or {}, name).run()
 
@@ -284,8 +291,11 @@ class _Importer:
             elif fx_node.op == "output":
                 outputs = fx_node.args[0]
                 outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-                self.graph.outputs = [self.values[o] for o in outputs
-                                      if isinstance(o, torch.fx.Node) and isinstance(self.values.get(o), Value)]
+                self.graph.outputs = [
+                    self.values[o]
+                    for o in outputs
+                    if isinstance(o, torch.fx.Node) and isinstance(self.values.get(o), Value)
+                ]
         for fx_node, value in list(self.values.items()):
             if isinstance(value, _Multi):
                 self.values[fx_node] = value.node.results[0] if value.node.results else None
@@ -332,8 +342,9 @@ class _Importer:
         else:
             result_types = [type_of(val)]
         target = fx_node.target if fx_node.op == "call_function" else f"{fx_node.op}.{fx_node.target}"
-        node = self.graph.create_node(op_name(target) if not isinstance(target, str) else target,
-                                      operands, result_types, attributes)
+        node = self.graph.create_node(
+            op_name(target) if not isinstance(target, str) else target, operands, result_types, attributes
+        )
         node.fx_node = fx_node
         self.graph.append(node)
         if len(node.results) == 1 and not isinstance(val, (list, tuple)):

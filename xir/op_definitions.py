@@ -172,7 +172,7 @@ def _xir_slice(node):
     size = x.shape[dim]
     if not 0 <= start <= end or (isinstance(size, int) and end > size):
         raise IRError(f"[{start}:{end}] is not in range of dim {dim} (size {size})")
-    return [TensorType(x.dtype, x.shape[:dim] + (end - start,) + x.shape[dim + 1:])]
+    return [TensorType(x.dtype, x.shape[:dim] + (end - start,) + x.shape[dim + 1 :])]
 
 
 def _linear(node):
@@ -184,12 +184,20 @@ def _linear(node):
 
 def _mm(node):
     a, b = _tensor(node.operands[0]), _tensor(node.operands[1])
-    return None if a is None or b is None or a.rank != 2 or b.rank != 2 else [TensorType(a.dtype, (a.shape[0], b.shape[1]))]
+    return (
+        None
+        if a is None or b is None or a.rank != 2 or b.rank != 2
+        else [TensorType(a.dtype, (a.shape[0], b.shape[1]))]
+    )
 
 
 def _addmm(node):
     a, b = _tensor(node.operands[1]), _tensor(node.operands[2])
-    return None if a is None or b is None or a.rank != 2 or b.rank != 2 else [TensorType(a.dtype, (a.shape[0], b.shape[1]))]
+    return (
+        None
+        if a is None or b is None or a.rank != 2 or b.rank != 2
+        else [TensorType(a.dtype, (a.shape[0], b.shape[1]))]
+    )
 
 
 def _bmm(dtype=None):
@@ -379,11 +387,15 @@ def _slice(node):
     if _is_int(step) and step < 1:
         raise IRError(f"step must be at least 1, got {step}")
     size = x.shape[dim]
-    if not isinstance(size, int) or not all(_is_int(v) for v in (start, step)) or not isinstance(end, (int, type(None))):
+    if (
+        not isinstance(size, int)
+        or not all(_is_int(v) for v in (start, step))
+        or not isinstance(end, (int, type(None)))
+    ):
         return None
     first, stop, _ = slice(start, end, step).indices(size)
     length = max(0, (stop - first + step - 1) // step)
-    return [TensorType(x.dtype, x.shape[:dim] + (length,) + x.shape[dim + 1:])]
+    return [TensorType(x.dtype, x.shape[:dim] + (length,) + x.shape[dim + 1 :])]
 
 
 def _cat(node):
@@ -395,8 +407,10 @@ def _cat(node):
     tensors = [t for t in tensors if t.shape != (0,)] or tensors  # (PyTorch skips legacy empty 1-D tensors)
     rank = tensors[0].rank
     if rank == 0 or any(t.rank != rank for t in tensors):
-        raise IRError(f"cannot concatenate tensors of ranks {', '.join(str(t.rank) for t in tensors)} "
-                      "(all must have the same rank, at least 1)")
+        raise IRError(
+            f"cannot concatenate tensors of ranks {', '.join(str(t.rank) for t in tensors)} "
+            "(all must have the same rank, at least 1)"
+        )
     dim = _dim(_attr(node, "dim", 0), rank)
     first = tensors[0].shape
     if not all(dims_agree(t.shape[i], first[i]) for t in tensors for i in range(rank) if i != dim):
@@ -404,7 +418,7 @@ def _cat(node):
     sizes = [t.shape[dim] for t in tensors]
     if not all(isinstance(s, int) for s in sizes) or len({t.dtype for t in tensors}) != 1:
         return None  # (operands of several dtypes: PyTorch promotes them, not modelled here)
-    return [TensorType(tensors[0].dtype, first[:dim] + (sum(sizes),) + first[dim + 1:])]
+    return [TensorType(tensors[0].dtype, first[:dim] + (sum(sizes),) + first[dim + 1 :])]
 
 
 def _constant_pad(node):
@@ -419,7 +433,7 @@ def _constant_pad(node):
     shape = list(x.shape)
     for i in range(len(pad) // 2):
         d = x.rank - 1 - i
-        if not isinstance(shape[d], int) or not all(_is_int(p) for p in pad[2 * i: 2 * i + 2]):
+        if not isinstance(shape[d], int) or not all(_is_int(p) for p in pad[2 * i : 2 * i + 2]):
             return None
         shape[d] += pad[2 * i] + pad[2 * i + 1]
         if shape[d] < 0:
@@ -436,8 +450,11 @@ def _reduce(node):
     keep = _flag(node, "keepdim")
     if _dtype(node, "dtype", None) is not None or not x.dtype.is_float:
         return None
-    shape = tuple(1 if i in dims else d for i, d in enumerate(x.shape)) if keep else \
-        tuple(d for i, d in enumerate(x.shape) if i not in dims)
+    shape = (
+        tuple(1 if i in dims else d for i, d in enumerate(x.shape))
+        if keep
+        else tuple(d for i, d in enumerate(x.shape) if i not in dims)
+    )
     return [TensorType(x.dtype, shape)]
 
 
@@ -447,8 +464,11 @@ def _max_dim(node):
         return None
     dim = _dim(_attr(node, "dim"), max(x.rank, 1))
     keep = _flag(node, "keepdim")
-    shape = tuple(1 if i == dim else d for i, d in enumerate(x.shape)) if keep else \
-        tuple(d for i, d in enumerate(x.shape) if i != dim)
+    shape = (
+        tuple(1 if i == dim else d for i, d in enumerate(x.shape))
+        if keep
+        else tuple(d for i, d in enumerate(x.shape) if i != dim)
+    )
     return [TensorType(x.dtype, shape), TensorType(DType.i64, shape)]
 
 
@@ -463,7 +483,9 @@ def _layer_norm(node):
         return None
     normalized = _attr(node, "normalized_shape")
     static = _sizes(normalized, "normalized_shape")
-    if len(normalized) > x.rank or (static is not None and not all(map(dims_agree, static, x.shape[x.rank - len(static):]))):
+    if len(normalized) > x.rank or (
+        static is not None and not all(map(dims_agree, static, x.shape[x.rank - len(static) :]))
+    ):
         raise IRError(f"normalized_shape {normalized} is not the last dims of the input's {show_shape(x.shape)}")
     if x.dtype is not DType.f32:
         return None
@@ -497,8 +519,11 @@ def _upsample(node):
         return None if static is None else [TensorType(x.dtype, x.shape[:2] + static)]
     if scales is None:
         raise IRError("needs output_size or scale_factors")
-    if not isinstance(scales, list) or len(scales) != 2 or \
-            not all(_is_number(s) and math.isfinite(s) and s > 0 for s in scales):
+    if (
+        not isinstance(scales, list)
+        or len(scales) != 2
+        or not all(_is_number(s) and math.isfinite(s) and s > 0 for s in scales)
+    ):
         raise IRError(f"scale_factors must be two positive numbers, got {scales!r}")
     if not all(isinstance(d, int) for d in x.shape[2:]):
         return None
@@ -528,6 +553,7 @@ def _embedding(node):
 
 # creation ops: the type their attributes give, so that a declared type that disagrees fails
 # verification (and fold-constants never evaluates one whose size is not the declared one)
+
 
 def _full(node):
     shape = _sizes(_attr(node, "size"))
@@ -582,10 +608,14 @@ def _arange(node):
 
 # the ops whose operand names and attributes come from torch's schemas (xir.op_schemas)
 
+
 def _reduced_shape(shape, dims, keep: bool) -> tuple:
     """``shape`` reduced over ``dims``: each kept as 1 (keepdim) or dropped."""
-    return tuple(1 if i in dims else d for i, d in enumerate(shape)) if keep else \
-        tuple(d for i, d in enumerate(shape) if i not in dims)
+    return (
+        tuple(1 if i in dims else d for i, d in enumerate(shape))
+        if keep
+        else tuple(d for i, d in enumerate(shape) if i not in dims)
+    )
 
 
 def _same_dtype_broadcast(tensors, dtype_ok) -> list[Type] | None:
@@ -601,8 +631,9 @@ def _same_dtype_broadcast(tensors, dtype_ok) -> list[Type] | None:
 
 def _bitwise(node):
     """bitwise_and, bitwise_or of integer or bool tensors of one dtype, broadcast."""
-    return _same_dtype_broadcast([_tensor(v) for v in node.operands],
-                                 lambda dtype: dtype.is_integer or dtype is DType.bool)
+    return _same_dtype_broadcast(
+        [_tensor(v) for v in node.operands], lambda dtype: dtype.is_integer or dtype is DType.bool
+    )
 
 
 def _where(node):
@@ -613,8 +644,10 @@ def _where(node):
         return None
     shape = _broadcast_shapes([condition.shape, x.shape, other.shape])
     if shape is None:
-        raise IRError(f"operand shapes {show_shape(condition.shape)}, {show_shape(x.shape)}, "
-                      f"{show_shape(other.shape)} do not broadcast")
+        raise IRError(
+            f"operand shapes {show_shape(condition.shape)}, {show_shape(x.shape)}, "
+            f"{show_shape(other.shape)} do not broadcast"
+        )
     return [TensorType(x.dtype, shape)]
 
 
@@ -680,7 +713,7 @@ def _sort(node):
         size = x.shape[dim] if x.rank else 1
         if not _is_int(k) or k < 0 or (isinstance(size, int) and k > size):
             raise IRError(f"k must be an integer in [0, {size}], got {k!r}")
-        shape = x.shape[:dim] + (k,) + x.shape[dim + 1:] if x.rank else ()
+        shape = x.shape[:dim] + (k,) + x.shape[dim + 1 :] if x.rank else ()
     return [TensorType(x.dtype, shape), TensorType(DType.i64, shape)]
 
 
@@ -708,7 +741,7 @@ def _index_select(node):
     dim = _dim(_attr(node, "dim"), max(x.rank, 1))
     if x.rank == 0:
         return [x]
-    return [TensorType(x.dtype, x.shape[:dim] + (index.shape[0] if index.rank else 1,) + x.shape[dim + 1:])]
+    return [TensorType(x.dtype, x.shape[:dim] + (index.shape[0] if index.rank else 1,) + x.shape[dim + 1 :])]
 
 
 def _index(node):
@@ -732,7 +765,7 @@ def _index(node):
     first, last = min(types), max(types)
     rest = [d for i, d in enumerate(x.shape) if i not in types]
     if last - first + 1 == len(types):  # adjacent: in place of the indexed dims
-        return [TensorType(x.dtype, x.shape[:first] + shape + x.shape[last + 1:])]
+        return [TensorType(x.dtype, x.shape[:first] + shape + x.shape[last + 1 :])]
     return [TensorType(x.dtype, shape + tuple(rest))]
 
 
@@ -749,7 +782,7 @@ def _select(node):
         raise IRError(f"index must be an integer, got {index!r}")
     if _is_int(index) and isinstance(size, int) and not -size <= index < size:
         raise IRError(f"index {index} is out of range for dim {dim} of size {size}")
-    return [TensorType(x.dtype, x.shape[:dim] + x.shape[dim + 1:])]
+    return [TensorType(x.dtype, x.shape[:dim] + x.shape[dim + 1 :])]
 
 
 def _split(node):
@@ -775,7 +808,7 @@ def _split(node):
         if not _is_int(size) or size < 0 or (size == 0 and total):
             raise IRError(f"split_size must be an integer of at least 1, got {size!r}")
         sizes = [min(size, total - start) for start in range(0, total, size)] if total else [0]
-    return [TensorType(x.dtype, x.shape[:dim] + (s,) + x.shape[dim + 1:]) for s in sizes]
+    return [TensorType(x.dtype, x.shape[:dim] + (s,) + x.shape[dim + 1 :]) for s in sizes]
 
 
 def _sym_size(node):
@@ -885,6 +918,7 @@ def _hardtanh_backward(node):
 
 # ------------------------------------------------------------------------ operand checks
 
+
 def _same_dtype(node, count=None) -> str | None:
     tensors = [_tensor(v) for v in node.operands[:count]]
     if any(t is None for t in tensors):
@@ -923,7 +957,9 @@ def _check_linear_f16w(node) -> str | None:
         return "an operand is not a tensor"
     if x.dtype is not DType.f32 or w.dtype is not DType.f16:
         return f"input must be f32 and weight f16, got {x.dtype} and {w.dtype}"
-    if len(node.operands) > 2 and (_tensor(node.operands[2]) is None or _tensor(node.operands[2]).dtype is not DType.f32):
+    if len(node.operands) > 2 and (
+        _tensor(node.operands[2]) is None or _tensor(node.operands[2]).dtype is not DType.f32
+    ):
         return "bias must be an f32 tensor"
     return _linear_shapes(node)
 
@@ -1053,170 +1089,475 @@ def _check_dequantize(node) -> str | None:
 
 ELEMENTWISE_PURE = PURE | ELEMENTWISE
 
-for _name in ("abs", "ceil", "floor", "neg", "sqrt", "rsqrt", "exp", "log", "sigmoid", "tanh", "sin", "cos", "relu",
-              "hardswish", "hardsigmoid", "erf", "reciprocal", "round", "sign", "logical_not", "bitwise_not", "silu",
-              "square", "trunc", "log1p", "expm1"):
+for _name in (
+    "abs",
+    "ceil",
+    "floor",
+    "neg",
+    "sqrt",
+    "rsqrt",
+    "exp",
+    "log",
+    "sigmoid",
+    "tanh",
+    "sin",
+    "cos",
+    "relu",
+    "hardswish",
+    "hardsigmoid",
+    "erf",
+    "reciprocal",
+    "round",
+    "sign",
+    "logical_not",
+    "bitwise_not",
+    "silu",
+    "square",
+    "trunc",
+    "log1p",
+    "expm1",
+):
     define_op(f"aten.{_name}", operands=("input",), traits=ELEMENTWISE_PURE, infer=same_as_input)
-define_op("aten.elu", operands=("input",), attributes={"alpha": 1, "scale": 1, "input_scale": 1}, traits=ELEMENTWISE_PURE,
-          infer=same_as_input)
-define_op("aten.leaky_relu", operands=("input",), attributes={"negative_slope": 0.01}, traits=ELEMENTWISE_PURE,
-          infer=same_as_input)
-define_op("aten.hardtanh", operands=("input",), attributes={"min_val": -1.0, "max_val": 1.0}, traits=ELEMENTWISE_PURE,
-          infer=same_as_input)
-define_op("aten.clamp", operands=("input",), attributes={"min": None, "max": None}, traits=ELEMENTWISE_PURE,
-          infer=same_as_input)
+define_op(
+    "aten.elu",
+    operands=("input",),
+    attributes={"alpha": 1, "scale": 1, "input_scale": 1},
+    traits=ELEMENTWISE_PURE,
+    infer=same_as_input,
+)
+define_op(
+    "aten.leaky_relu",
+    operands=("input",),
+    attributes={"negative_slope": 0.01},
+    traits=ELEMENTWISE_PURE,
+    infer=same_as_input,
+)
+define_op(
+    "aten.hardtanh",
+    operands=("input",),
+    attributes={"min_val": -1.0, "max_val": 1.0},
+    traits=ELEMENTWISE_PURE,
+    infer=same_as_input,
+)
+define_op(
+    "aten.clamp",
+    operands=("input",),
+    attributes={"min": None, "max": None},
+    traits=ELEMENTWISE_PURE,
+    infer=same_as_input,
+)
+
+
 def _one_of(name: str, choices: tuple):
     """A check that the enum attribute ``name`` is one of ``choices`` (a string attribute is an
     enum when torch's schema takes a closed set: another string is no value of it)."""
+
     def check(node) -> str | None:
         value = node.attribute(name)
         if value not in choices:
             return f"{name}={value!r} is none of {', '.join(repr(c) for c in choices)}"
         return None
+
     return check
 
 
-define_op("aten.gelu", operands=("input",), attributes={"approximate": "none"}, traits=ELEMENTWISE_PURE,
-          infer=same_as_input, check=_one_of("approximate", ("none", "tanh")))
-define_op("aten.pow", overloads=("Tensor_Scalar",), operands=("input",), attributes={"exponent": REQUIRED},
-          traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"exponent": 1})
+define_op(
+    "aten.gelu",
+    operands=("input",),
+    attributes={"approximate": "none"},
+    traits=ELEMENTWISE_PURE,
+    infer=same_as_input,
+    check=_one_of("approximate", ("none", "tanh")),
+)
+define_op(
+    "aten.pow",
+    overloads=("Tensor_Scalar",),
+    operands=("input",),
+    attributes={"exponent": REQUIRED},
+    traits=ELEMENTWISE_PURE,
+    infer=same_as_input,
+    identity={"exponent": 1},
+)
 # identity and absorbing elements by argument (x + 0, x - 0, x * 1, 1 * x, x / 1, x ** 1; x * 0):
 # canonicalization data (xir.ops.OpDef.identity)
 for _name in ("add", "sub"):
-    define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other?"), attributes={"alpha": 1},
-              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _name == "add" else frozenset()), infer=broadcast,
-              identity={"other": 0})  # (0 + x is alpha * x)
-    define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED, "alpha": 1},
-              traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"other": 0})
+    define_op(
+        f"aten.{_name}",
+        overloads=("Tensor",),
+        operands=("input", "other?"),
+        attributes={"alpha": 1},
+        traits=ELEMENTWISE_PURE | (COMMUTATIVE if _name == "add" else frozenset()),
+        infer=broadcast,
+        identity={"other": 0},
+    )  # (0 + x is alpha * x)
+    define_op(
+        f"aten.{_name}",
+        overloads=("Scalar",),
+        operands=("input",),
+        attributes={"other": REQUIRED, "alpha": 1},
+        traits=ELEMENTWISE_PURE,
+        infer=same_as_input,
+        identity={"other": 0},
+    )
 for _name in ("mul", "div"):
     _commutes = _name == "mul"
-    define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other?"),
-              traits=ELEMENTWISE_PURE | (COMMUTATIVE if _commutes else frozenset()), infer=broadcast,
-              identity={"other": 1, **({"input": 1} if _commutes else {})},
-              absorbing={"other": 0, "input": 0} if _commutes else None)
-    define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED},
-              traits=ELEMENTWISE_PURE, infer=same_as_input, identity={"other": 1},
-              absorbing={"other": 0} if _commutes else None)
+    define_op(
+        f"aten.{_name}",
+        overloads=("Tensor",),
+        operands=("input", "other?"),
+        traits=ELEMENTWISE_PURE | (COMMUTATIVE if _commutes else frozenset()),
+        infer=broadcast,
+        identity={"other": 1, **({"input": 1} if _commutes else {})},
+        absorbing={"other": 0, "input": 0} if _commutes else None,
+    )
+    define_op(
+        f"aten.{_name}",
+        overloads=("Scalar",),
+        operands=("input",),
+        attributes={"other": REQUIRED},
+        traits=ELEMENTWISE_PURE,
+        infer=same_as_input,
+        identity={"other": 1},
+        absorbing={"other": 0} if _commutes else None,
+    )
 for _name in ("fmod", "remainder"):  # (torch.roll's index: fmod(arange + shift, size), which fold-constants folds)
-    define_op(f"aten.{_name}", overloads=("Tensor",), operands=("input", "other"), traits=ELEMENTWISE_PURE,
-              infer=broadcast)
-    define_op(f"aten.{_name}", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED},
-              traits=ELEMENTWISE_PURE, infer=same_as_input)
-define_op("aten.rsub", overloads=("Scalar",), operands=("input",), attributes={"other": REQUIRED, "alpha": 1},
-          traits=ELEMENTWISE_PURE, infer=same_as_input)
+    define_op(
+        f"aten.{_name}", overloads=("Tensor",), operands=("input", "other"), traits=ELEMENTWISE_PURE, infer=broadcast
+    )
+    define_op(
+        f"aten.{_name}",
+        overloads=("Scalar",),
+        operands=("input",),
+        attributes={"other": REQUIRED},
+        traits=ELEMENTWISE_PURE,
+        infer=same_as_input,
+    )
+define_op(
+    "aten.rsub",
+    overloads=("Scalar",),
+    operands=("input",),
+    attributes={"other": REQUIRED, "alpha": 1},
+    traits=ELEMENTWISE_PURE,
+    infer=same_as_input,
+)
 for _name in ("minimum", "maximum"):
     define_op(f"aten.{_name}", operands=("input", "other"), traits=ELEMENTWISE_PURE | COMMUTATIVE, infer=broadcast)
-define_op("aten.where", overloads=("self",), operands=("condition", "input", "other"), traits=ELEMENTWISE_PURE,
-          infer=_where)
+define_op(
+    "aten.where", overloads=("self",), operands=("condition", "input", "other"), traits=ELEMENTWISE_PURE, infer=_where
+)
 
 # matrix multiplies and convolution: the view a linear layer gives (input, weight, bias)
-define_op("aten.linear", operands=("input", "weight", "bias?"), traits=PURE, weights=("weight", "bias"),
-          infer=_linear, check=_check_linear)
-define_op("aten.mm", operands=("input", "weight"), traits=PURE, weights=("weight",), infer=_mm, check=_check_matrices(0))
-define_op("aten.addmm", operands=("bias", "input", "weight"), attributes={"beta": 1, "alpha": 1}, traits=PURE,
-          weights=("weight", "bias"), infer=_addmm, check=_check_matrices(1))
+define_op(
+    "aten.linear",
+    operands=("input", "weight", "bias?"),
+    traits=PURE,
+    weights=("weight", "bias"),
+    infer=_linear,
+    check=_check_linear,
+)
+define_op(
+    "aten.mm", operands=("input", "weight"), traits=PURE, weights=("weight",), infer=_mm, check=_check_matrices(0)
+)
+define_op(
+    "aten.addmm",
+    operands=("bias", "input", "weight"),
+    attributes={"beta": 1, "alpha": 1},
+    traits=PURE,
+    weights=("weight", "bias"),
+    infer=_addmm,
+    check=_check_matrices(1),
+)
 define_op("aten.bmm", operands=("input", "mat2"), traits=PURE, infer=_bmm(), check=_check_bmm)
 define_op("aten.matmul", operands=("input", "other"), traits=PURE, infer=_matmul, check=_check_matmul)
-define_op("aten.convolution", operands=("input", "weight", "bias?"),
-          attributes={"stride": [1], "padding": [0], "dilation": [1], "transposed": False, "output_padding": [0],
-                      "groups": 1},
-          traits=PURE, weights=("weight", "bias"), infer=_convolution, check=_check_convolution)
+define_op(
+    "aten.convolution",
+    operands=("input", "weight", "bias?"),
+    attributes={
+        "stride": [1],
+        "padding": [0],
+        "dilation": [1],
+        "transposed": False,
+        "output_padding": [0],
+        "groups": 1,
+    },
+    traits=PURE,
+    weights=("weight", "bias"),
+    infer=_convolution,
+    check=_check_convolution,
+)
 define_op("aten.prelu", operands=("input", "weight"), traits=PURE, weights=("weight",), infer=same_as_input)
 
 # normalization, pooling, reductions
-define_op("aten._native_batch_norm_legit_no_training", operands=("input", "weight?", "bias?", "running_mean", "running_var"),
-          attributes={"momentum": 0.1, "eps": 1e-5}, traits=PURE, weights=("weight", "bias", "running_mean", "running_var"),
-          infer=_batch_norm, check=_check_batch_norm)
-define_op("aten.native_layer_norm", operands=("input", "weight?", "bias?"), attributes={"normalized_shape": REQUIRED, "eps": 1e-5},
-          traits=PURE, weights=("weight", "bias"), infer=_layer_norm)
-define_op("aten.max_pool2d", operands=("input",),
-          attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "dilation": [1, 1], "ceil_mode": False},
-          traits=PURE, infer=_pool(False, True))
-define_op("aten.max_pool2d_with_indices", operands=("input",),
-          attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "dilation": [1, 1], "ceil_mode": False},
-          traits=PURE, infer=_pool(True, True))
-define_op("aten.avg_pool2d", operands=("input",),
-          attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "ceil_mode": False,
-                      "count_include_pad": True, "divisor_override": None},
-          traits=PURE, infer=_pool(False, False))
-define_op("aten.mean", overloads=("dim",), operands=("input",), attributes={"dim": None, "keepdim": False, "dtype": None},
-          traits=PURE, infer=_reduce)
-define_op("aten.sum", overloads=("dim_IntList",), operands=("input",), attributes={"dim": None, "keepdim": False, "dtype": None},
-          traits=PURE, infer=_reduce)
+define_op(
+    "aten._native_batch_norm_legit_no_training",
+    operands=("input", "weight?", "bias?", "running_mean", "running_var"),
+    attributes={"momentum": 0.1, "eps": 1e-5},
+    traits=PURE,
+    weights=("weight", "bias", "running_mean", "running_var"),
+    infer=_batch_norm,
+    check=_check_batch_norm,
+)
+define_op(
+    "aten.native_layer_norm",
+    operands=("input", "weight?", "bias?"),
+    attributes={"normalized_shape": REQUIRED, "eps": 1e-5},
+    traits=PURE,
+    weights=("weight", "bias"),
+    infer=_layer_norm,
+)
+define_op(
+    "aten.max_pool2d",
+    operands=("input",),
+    attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "dilation": [1, 1], "ceil_mode": False},
+    traits=PURE,
+    infer=_pool(False, True),
+)
+define_op(
+    "aten.max_pool2d_with_indices",
+    operands=("input",),
+    attributes={"kernel_size": REQUIRED, "stride": [], "padding": [0, 0], "dilation": [1, 1], "ceil_mode": False},
+    traits=PURE,
+    infer=_pool(True, True),
+)
+define_op(
+    "aten.avg_pool2d",
+    operands=("input",),
+    attributes={
+        "kernel_size": REQUIRED,
+        "stride": [],
+        "padding": [0, 0],
+        "ceil_mode": False,
+        "count_include_pad": True,
+        "divisor_override": None,
+    },
+    traits=PURE,
+    infer=_pool(False, False),
+)
+define_op(
+    "aten.mean",
+    overloads=("dim",),
+    operands=("input",),
+    attributes={"dim": None, "keepdim": False, "dtype": None},
+    traits=PURE,
+    infer=_reduce,
+)
+define_op(
+    "aten.sum",
+    overloads=("dim_IntList",),
+    operands=("input",),
+    attributes={"dim": None, "keepdim": False, "dtype": None},
+    traits=PURE,
+    infer=_reduce,
+)
 define_op("aten.amax", operands=("input",), attributes={"dim": [], "keepdim": False}, traits=PURE, infer=_reduce)
 define_op("aten.amin", operands=("input",), attributes={"dim": [], "keepdim": False}, traits=PURE, infer=_reduce)
-define_op("aten.max", overloads=("dim",), operands=("input",), attributes={"dim": REQUIRED, "keepdim": False},
-          traits=PURE, infer=_max_dim, doc="the maximum along one dim and its index (values, indices)")
-define_op("aten._softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
-          infer=same_as_input, check=_check_dim)
-define_op("aten._log_softmax", operands=("input",), attributes={"dim": REQUIRED, "half_to_float": False}, traits=PURE,
-          infer=same_as_input, check=_check_dim)
-define_op("aten.upsample_bilinear2d", overloads=("vec",), operands=("input",),
-          attributes={"output_size": None, "align_corners": False, "scale_factors": None}, traits=PURE, infer=_upsample)
-define_op("aten.upsample_nearest2d", overloads=("vec",), operands=("input",),
-          attributes={"output_size": None, "scale_factors": None}, traits=PURE, infer=_upsample)
+define_op(
+    "aten.max",
+    overloads=("dim",),
+    operands=("input",),
+    attributes={"dim": REQUIRED, "keepdim": False},
+    traits=PURE,
+    infer=_max_dim,
+    doc="the maximum along one dim and its index (values, indices)",
+)
+define_op(
+    "aten._softmax",
+    operands=("input",),
+    attributes={"dim": REQUIRED, "half_to_float": False},
+    traits=PURE,
+    infer=same_as_input,
+    check=_check_dim,
+)
+define_op(
+    "aten._log_softmax",
+    operands=("input",),
+    attributes={"dim": REQUIRED, "half_to_float": False},
+    traits=PURE,
+    infer=same_as_input,
+    check=_check_dim,
+)
+define_op(
+    "aten.upsample_bilinear2d",
+    overloads=("vec",),
+    operands=("input",),
+    attributes={"output_size": None, "align_corners": False, "scale_factors": None},
+    traits=PURE,
+    infer=_upsample,
+)
+define_op(
+    "aten.upsample_nearest2d",
+    overloads=("vec",),
+    operands=("input",),
+    attributes={"output_size": None, "scale_factors": None},
+    traits=PURE,
+    infer=_upsample,
+)
 
 # data movement
 define_op("aten.cat", operands=("tensors*",), attributes={"dim": 0}, traits=PURE, infer=_cat)
-define_op("aten.slice_copy", overloads=("Tensor",), operands=("input",),
-          attributes={"dim": 0, "start": None, "end": None, "step": 1}, traits=PURE, infer=_slice)
-define_op("aten.constant_pad_nd", operands=("input",), attributes={"pad": REQUIRED, "value": 0}, traits=PURE,
-          infer=_constant_pad)
+define_op(
+    "aten.slice_copy",
+    overloads=("Tensor",),
+    operands=("input",),
+    attributes={"dim": 0, "start": None, "end": None, "step": 1},
+    traits=PURE,
+    infer=_slice,
+)
+define_op(
+    "aten.constant_pad_nd",
+    operands=("input",),
+    attributes={"pad": REQUIRED, "value": 0},
+    traits=PURE,
+    infer=_constant_pad,
+)
 for _name in ("permute_copy", "permute"):
-    define_op(f"aten.{_name}", operands=("input",), attributes={"dims": REQUIRED}, traits=PURE | VIEW, infer=_permute,
-              check=_check_permute)
+    define_op(
+        f"aten.{_name}",
+        operands=("input",),
+        attributes={"dims": REQUIRED},
+        traits=PURE | VIEW,
+        infer=_permute,
+        check=_check_permute,
+    )
 for _name in ("view_copy", "view", "reshape", "_unsafe_view"):
-    define_op(f"aten.{_name}", operands=("input",), attributes={"shape" if _name == "reshape" else "size": REQUIRED},
-              traits=PURE | VIEW, infer=_view, check=_check_view)
-define_op("aten.expand_copy", operands=("input",), attributes={"size": REQUIRED, "implicit": False}, traits=PURE | VIEW,
-          infer=_expand_copy)
+    define_op(
+        f"aten.{_name}",
+        operands=("input",),
+        attributes={"shape" if _name == "reshape" else "size": REQUIRED},
+        traits=PURE | VIEW,
+        infer=_view,
+        check=_check_view,
+    )
+define_op(
+    "aten.expand_copy",
+    operands=("input",),
+    attributes={"size": REQUIRED, "implicit": False},
+    traits=PURE | VIEW,
+    infer=_expand_copy,
+)
 # functional writes (a window mask built by slice assignment exports as these, from constants)
 define_op("aten.copy", operands=("input", "src"), attributes={"non_blocking": False}, traits=PURE, infer=same_as_input)
-define_op("aten.slice_scatter", operands=("input", "src"), attributes={"dim": 0, "start": None, "end": None, "step": 1},
-          traits=PURE, infer=same_as_input)
-define_op("aten.as_strided_copy", operands=("input",),
-          attributes={"size": REQUIRED, "stride": REQUIRED, "storage_offset": None}, traits=PURE, infer=_as_strided)
-define_op("aten.unsqueeze_copy", operands=("input",), attributes={"dim": REQUIRED}, traits=PURE | VIEW, infer=_unsqueeze)
-define_op("aten.squeeze_copy", overloads=("dims", "dim", "default"), operands=("input",), attributes={"dim": None},
-          traits=PURE | VIEW, infer=_squeeze)
+define_op(
+    "aten.slice_scatter",
+    operands=("input", "src"),
+    attributes={"dim": 0, "start": None, "end": None, "step": 1},
+    traits=PURE,
+    infer=same_as_input,
+)
+define_op(
+    "aten.as_strided_copy",
+    operands=("input",),
+    attributes={"size": REQUIRED, "stride": REQUIRED, "storage_offset": None},
+    traits=PURE,
+    infer=_as_strided,
+)
+define_op(
+    "aten.unsqueeze_copy", operands=("input",), attributes={"dim": REQUIRED}, traits=PURE | VIEW, infer=_unsqueeze
+)
+define_op(
+    "aten.squeeze_copy",
+    overloads=("dims", "dim", "default"),
+    operands=("input",),
+    attributes={"dim": None},
+    traits=PURE | VIEW,
+    infer=_squeeze,
+)
 define_op("aten.t_copy", operands=("input",), traits=PURE | VIEW, infer=_transpose)
 define_op("aten.alias_copy", operands=("input",), traits=PURE | VIEW, infer=same_as_input)
-define_op("aten.contiguous", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW,
-          infer=same_as_input)
-define_op("aten.clone", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW, infer=same_as_input)
-define_op("dim_order_ops._clone_dim_order", operands=("input",), attributes={"non_blocking": False, "dim_order": None},
-          traits=PURE | VIEW, infer=same_as_input)
+define_op(
+    "aten.contiguous", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW, infer=same_as_input
+)
+define_op(
+    "aten.clone", operands=("input",), attributes={"memory_format": None}, traits=PURE | VIEW, infer=same_as_input
+)
+define_op(
+    "dim_order_ops._clone_dim_order",
+    operands=("input",),
+    attributes={"non_blocking": False, "dim_order": None},
+    traits=PURE | VIEW,
+    infer=same_as_input,
+)
 # dtype conversions (layout-only when the dtype does not change: remove-no-ops knows)
-define_op("dim_order_ops._to_dim_order_copy", operands=("input",),
-          attributes={"dtype": None, "layout": None, "device": None, "pin_memory": None, "non_blocking": False,
-                      "dim_order": None},
-          traits=PURE | ELEMENTWISE, infer=_to_dtype)
-define_op("aten._to_copy", operands=("input",),
-          attributes={"dtype": None, "layout": None, "device": None, "pin_memory": None, "non_blocking": False,
-                      "memory_format": None},
-          traits=PURE | ELEMENTWISE, infer=_to_dtype)
+define_op(
+    "dim_order_ops._to_dim_order_copy",
+    operands=("input",),
+    attributes={
+        "dtype": None,
+        "layout": None,
+        "device": None,
+        "pin_memory": None,
+        "non_blocking": False,
+        "dim_order": None,
+    },
+    traits=PURE | ELEMENTWISE,
+    infer=_to_dtype,
+)
+define_op(
+    "aten._to_copy",
+    operands=("input",),
+    attributes={
+        "dtype": None,
+        "layout": None,
+        "device": None,
+        "pin_memory": None,
+        "non_blocking": False,
+        "memory_format": None,
+    },
+    traits=PURE | ELEMENTWISE,
+    infer=_to_dtype,
+)
 # ATen's Tensor.to(dtype), before to_edge makes it a _to_copy (what ops_to_not_decompose plans on)
-define_op("aten.to", overloads=("dtype",), operands=("input",),
-          attributes={"dtype": REQUIRED, "non_blocking": False, "copy": False, "memory_format": None},
-          traits=PURE | ELEMENTWISE, infer=_to_dtype)
-define_op("aten.embedding", operands=("weight", "indices"),
-          attributes={"padding_idx": -1, "scale_grad_by_freq": False, "sparse": False}, traits=PURE, weights=("weight",),
-          infer=_embedding)
+define_op(
+    "aten.to",
+    overloads=("dtype",),
+    operands=("input",),
+    attributes={"dtype": REQUIRED, "non_blocking": False, "copy": False, "memory_format": None},
+    traits=PURE | ELEMENTWISE,
+    infer=_to_dtype,
+)
+define_op(
+    "aten.embedding",
+    operands=("weight", "indices"),
+    attributes={"padding_idx": -1, "scale_grad_by_freq": False, "sparse": False},
+    traits=PURE,
+    weights=("weight",),
+    infer=_embedding,
+)
 
 # creation ops
 _FACTORY = {"dtype": None, "layout": None, "device": None, "pin_memory": None}
-define_op("aten.full", operands=(), attributes={"size": REQUIRED, "fill_value": REQUIRED, **_FACTORY}, traits=PURE,
-          infer=_full)
+define_op(
+    "aten.full",
+    operands=(),
+    attributes={"size": REQUIRED, "fill_value": REQUIRED, **_FACTORY},
+    traits=PURE,
+    infer=_full,
+)
 for _name in ("zeros", "ones"):
-    define_op(f"aten.{_name}", operands=(), attributes={"size": REQUIRED, **_FACTORY}, traits=PURE, infer=_zeros_or_ones)
-define_op("aten.arange", overloads=("default", "start", "start_step"), operands=(),
-          attributes={"start": 0, "end": REQUIRED, "step": 1, **_FACTORY}, traits=PURE, infer=_arange)
+    define_op(
+        f"aten.{_name}", operands=(), attributes={"size": REQUIRED, **_FACTORY}, traits=PURE, infer=_zeros_or_ones
+    )
+define_op(
+    "aten.arange",
+    overloads=("default", "start", "start_step"),
+    operands=(),
+    attributes={"start": 0, "end": REQUIRED, "step": 1, **_FACTORY},
+    traits=PURE,
+    infer=_arange,
+)
 define_op("aten.scalar_tensor", operands=(), attributes={"s": REQUIRED, **_FACTORY}, traits=PURE, infer=_scalar_tensor)
-define_op("aten.full_like", operands=("input",), attributes={"fill_value": REQUIRED, **_FACTORY, "memory_format": None},
-          traits=PURE, infer=_like)
+define_op(
+    "aten.full_like",
+    operands=("input",),
+    attributes={"fill_value": REQUIRED, **_FACTORY, "memory_format": None},
+    traits=PURE,
+    infer=_like,
+)
 for _name in ("zeros_like", "ones_like"):
-    define_op(f"aten.{_name}", operands=("input",), attributes={**_FACTORY, "memory_format": None}, traits=PURE,
-              infer=_like)
+    define_op(
+        f"aten.{_name}", operands=("input",), attributes={**_FACTORY, "memory_format": None}, traits=PURE, infer=_like
+    )
+
 
 def _predicate(node):
     """A comparison or a logical op: bool, of the operands' shapes broadcast."""
@@ -1232,50 +1573,115 @@ def _predicate(node):
 # ops whose operand names and attributes come from torch's schemas (xir.op_schemas, generated and
 # checked against torch), each with its inference (tests/test_op_inference.py checks every one
 # against what torch computes)
-_PREDICATES = tuple(f"aten.{op}.{overload}" for op in ("eq", "ne", "lt", "gt", "le", "ge") for overload in ("Scalar", "Tensor")
-                    ) + ("aten.logical_and", "aten.logical_or")
-_CATCH_ALL_INFER = {**{name: _predicate for name in _PREDICATES},
-                    **{name: same_as_input for name in ("aten.flip", "aten.tril", "aten.triu", "aten.alias")},
-                    "aten.sym_size.int": _sym_size, "aten.index.Tensor": _index,
-                    "aten.bitwise_or.Tensor": _bitwise, "aten.bitwise_and.Tensor": _bitwise,
-                    "aten.any.dim": _any, "aten.any": _any, "aten.select_copy.int": _select,
-                    "aten.split_with_sizes_copy": _split, "aten.split_copy.Tensor": _split,
-                    "aten.var_mean.correction": _var_mean, "aten.native_group_norm": _group_norm,
-                    "aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats,
-                    "aten.hardtanh_backward": _hardtanh_backward, "aten.repeat": _repeat,
-                    "aten.index_select": _index_select, "aten.gather": _gather, "aten.sort": _sort, "aten.topk": _sort,
-                    "aten.argmax": _arg_reduce, "aten.argmin": _arg_reduce, "aten.min.dim": _max_dim,
-                    "aten.cumsum": _cumsum, "aten.upsample_nearest2d": _output_size_2d,
-                    "aten._adaptive_avg_pool2d": _output_size_2d, "aten.adaptive_avg_pool2d": _output_size_2d,
-                    "aten.native_dropout": _native_dropout, "aten.pixel_shuffle": _pixel_shuffle,
-                    "aten.pixel_unshuffle": _pixel_shuffle, "aten.bucketize.Tensor": _bucketize}
+_PREDICATES = tuple(
+    f"aten.{op}.{overload}" for op in ("eq", "ne", "lt", "gt", "le", "ge") for overload in ("Scalar", "Tensor")
+) + ("aten.logical_and", "aten.logical_or")
+_CATCH_ALL_INFER = {
+    **{name: _predicate for name in _PREDICATES},
+    **{name: same_as_input for name in ("aten.flip", "aten.tril", "aten.triu", "aten.alias")},
+    "aten.sym_size.int": _sym_size,
+    "aten.index.Tensor": _index,
+    "aten.bitwise_or.Tensor": _bitwise,
+    "aten.bitwise_and.Tensor": _bitwise,
+    "aten.any.dim": _any,
+    "aten.any": _any,
+    "aten.select_copy.int": _select,
+    "aten.split_with_sizes_copy": _split,
+    "aten.split_copy.Tensor": _split,
+    "aten.var_mean.correction": _var_mean,
+    "aten.native_group_norm": _group_norm,
+    "aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats,
+    "aten.hardtanh_backward": _hardtanh_backward,
+    "aten.repeat": _repeat,
+    "aten.index_select": _index_select,
+    "aten.gather": _gather,
+    "aten.sort": _sort,
+    "aten.topk": _sort,
+    "aten.argmax": _arg_reduce,
+    "aten.argmin": _arg_reduce,
+    "aten.min.dim": _max_dim,
+    "aten.cumsum": _cumsum,
+    "aten.upsample_nearest2d": _output_size_2d,
+    "aten._adaptive_avg_pool2d": _output_size_2d,
+    "aten.adaptive_avg_pool2d": _output_size_2d,
+    "aten.native_dropout": _native_dropout,
+    "aten.pixel_shuffle": _pixel_shuffle,
+    "aten.pixel_unshuffle": _pixel_shuffle,
+    "aten.bucketize.Tensor": _bucketize,
+}
 for _full in CATCH_ALL:
     _operands, _attributes = SCHEMAS[_full]
     _namespace, _name, *_overload = _full.split(".")
-    define_op(f"{_namespace}.{_name}", overloads=(_overload[0] if _overload else "default",), operands=_operands,
-              attributes=_attributes, traits=ELEMENTWISE_PURE if _full in _PREDICATES else PURE,
-              infer=_CATCH_ALL_INFER[_full])
+    define_op(
+        f"{_namespace}.{_name}",
+        overloads=(_overload[0] if _overload else "default",),
+        operands=_operands,
+        attributes=_attributes,
+        traits=ELEMENTWISE_PURE if _full in _PREDICATES else PURE,
+        infer=_CATCH_ALL_INFER[_full],
+    )
 
 # quantization
 _QPARAMS = {"scale": REQUIRED, "zero_point": REQUIRED, "quant_min": REQUIRED, "quant_max": REQUIRED, "dtype": REQUIRED}
-define_op("quantized_decomposed.quantize_per_tensor", operands=("input",), attributes=_QPARAMS, traits=PURE,
-          infer=_quantize, check=_check_quantize)
-define_op("quantized_decomposed.dequantize_per_tensor", operands=("input",), attributes={**_QPARAMS, "out_dtype": None},
-          traits=PURE, infer=_dequantize, check=_check_dequantize)
+define_op(
+    "quantized_decomposed.quantize_per_tensor",
+    operands=("input",),
+    attributes=_QPARAMS,
+    traits=PURE,
+    infer=_quantize,
+    check=_check_quantize,
+)
+define_op(
+    "quantized_decomposed.dequantize_per_tensor",
+    operands=("input",),
+    attributes={**_QPARAMS, "out_dtype": None},
+    traits=PURE,
+    infer=_dequantize,
+    check=_check_dequantize,
+)
 _TENSOR_QPARAMS = {"quant_min": REQUIRED, "quant_max": REQUIRED, "dtype": REQUIRED}
-define_op("quantized_decomposed.quantize_per_tensor", overloads=("tensor",), operands=("input", "scale", "zero_point"),
-          attributes=_TENSOR_QPARAMS, traits=PURE, infer=_quantize, check=_check_quantize)
-define_op("quantized_decomposed.dequantize_per_tensor", overloads=("tensor",), operands=("input", "scale", "zero_point"),
-          attributes={**_TENSOR_QPARAMS, "out_dtype": None}, traits=PURE, infer=_dequantize, check=_check_dequantize)
-define_op("quantized_decomposed.quantize_per_channel", operands=("input", "scales", "zero_points"),
-          attributes={"axis": REQUIRED, **_TENSOR_QPARAMS}, traits=PURE, infer=_quantize, check=_check_quantize)
-define_op("quantized_decomposed.dequantize_per_channel", operands=("input", "scales", "zero_points?"),
-          attributes={"axis": REQUIRED, **_TENSOR_QPARAMS, "out_dtype": None}, traits=PURE, infer=_dequantize,
-          check=_check_dequantize)
-define_op("quantized_decomposed.choose_qparams", overloads=("tensor",), operands=("input",),
-          attributes={"quant_min": REQUIRED, "quant_max": REQUIRED, "eps": REQUIRED, "dtype": REQUIRED}, traits=PURE,
-          infer=lambda node: [TensorType(DType.f64, (1,)), TensorType(DType.i64, (1,))])
-
+define_op(
+    "quantized_decomposed.quantize_per_tensor",
+    overloads=("tensor",),
+    operands=("input", "scale", "zero_point"),
+    attributes=_TENSOR_QPARAMS,
+    traits=PURE,
+    infer=_quantize,
+    check=_check_quantize,
+)
+define_op(
+    "quantized_decomposed.dequantize_per_tensor",
+    overloads=("tensor",),
+    operands=("input", "scale", "zero_point"),
+    attributes={**_TENSOR_QPARAMS, "out_dtype": None},
+    traits=PURE,
+    infer=_dequantize,
+    check=_check_dequantize,
+)
+define_op(
+    "quantized_decomposed.quantize_per_channel",
+    operands=("input", "scales", "zero_points"),
+    attributes={"axis": REQUIRED, **_TENSOR_QPARAMS},
+    traits=PURE,
+    infer=_quantize,
+    check=_check_quantize,
+)
+define_op(
+    "quantized_decomposed.dequantize_per_channel",
+    operands=("input", "scales", "zero_points?"),
+    attributes={"axis": REQUIRED, **_TENSOR_QPARAMS, "out_dtype": None},
+    traits=PURE,
+    infer=_dequantize,
+    check=_check_dequantize,
+)
+define_op(
+    "quantized_decomposed.choose_qparams",
+    overloads=("tensor",),
+    operands=("input",),
+    attributes={"quant_min": REQUIRED, "quant_max": REQUIRED, "eps": REQUIRED, "dtype": REQUIRED},
+    traits=PURE,
+    infer=lambda node: [TensorType(DType.f64, (1,)), TensorType(DType.i64, (1,))],
+)
 
 
 def _dequantize_affine(node):
@@ -1312,27 +1718,78 @@ def _quantize_affine(node):
 # torchao's affine quantization (8da4w, 8da8w: the weight's int data, its per-group scales and zero
 # points; the activation's per-token ones): hoist-row-select makes the activation's ops on one row,
 # xnnpack.fuse-sibling-linears stacks weights' dequantizations
-define_op("torchao.choose_qparams_affine", operands=("input",),
-          attributes={"mapping_type": REQUIRED, "block_size": REQUIRED, "target_dtype": REQUIRED, "quant_min": None,
-                      "quant_max": None, "eps": None, "scale_dtype": None, "zero_point_dtype": None, "keepdim": False},
-          traits=PURE, infer=_choose_qparams_affine,
-          doc="a scale and zero point per block of block_size elements of input (its min and max)")
-define_op("torchao.quantize_affine", operands=("input", "scale", "zero_point?"),
-          attributes={"block_size": REQUIRED, "output_dtype": REQUIRED, "quant_min": None, "quant_max": None},
-          traits=PURE, infer=_quantize_affine,
-          doc="input quantized with a scale and zero point per block of block_size elements")
-define_op("torchao.dequantize_affine", operands=("input", "scale", "zero_point?"),
-          attributes={"block_size": REQUIRED, "input_dtype": REQUIRED, "quant_min": None, "quant_max": None,
-                      "output_dtype": DType.f32}, traits=PURE, infer=_dequantize_affine,
-          doc="input (int data) dequantized with a scale and zero point per block of block_size elements")
+define_op(
+    "torchao.choose_qparams_affine",
+    operands=("input",),
+    attributes={
+        "mapping_type": REQUIRED,
+        "block_size": REQUIRED,
+        "target_dtype": REQUIRED,
+        "quant_min": None,
+        "quant_max": None,
+        "eps": None,
+        "scale_dtype": None,
+        "zero_point_dtype": None,
+        "keepdim": False,
+    },
+    traits=PURE,
+    infer=_choose_qparams_affine,
+    doc="a scale and zero point per block of block_size elements of input (its min and max)",
+)
+define_op(
+    "torchao.quantize_affine",
+    operands=("input", "scale", "zero_point?"),
+    attributes={"block_size": REQUIRED, "output_dtype": REQUIRED, "quant_min": None, "quant_max": None},
+    traits=PURE,
+    infer=_quantize_affine,
+    doc="input quantized with a scale and zero point per block of block_size elements",
+)
+define_op(
+    "torchao.dequantize_affine",
+    operands=("input", "scale", "zero_point?"),
+    attributes={
+        "block_size": REQUIRED,
+        "input_dtype": REQUIRED,
+        "quant_min": None,
+        "quant_max": None,
+        "output_dtype": DType.f32,
+    },
+    traits=PURE,
+    infer=_dequantize_affine,
+    doc="input (int data) dequantized with a scale and zero point per block of block_size elements",
+)
 
 # xir's own ops (their XNNPACK serialization is in lowering/xnnpack_ops.py)
-define_op("xir.bmm_f32out", operands=("input", "mat2"), traits=PURE, infer=_bmm(DType.f32), check=_check_bmm,
-          doc="batched matmul of bf16 (or f32) matrices with an f32 result, as XNNPACK computes it")
-define_op("xir.linear_f16w", operands=("input", "weight", "bias?"), traits=PURE, weights=("weight", "bias"),
-          infer=_linear, check=_check_linear_f16w,
-          doc="linear of an f32 input on an f16 weight (f32 bias and result), as XNNPACK's fully connected takes it")
-define_op("xir.convert", operands=("input",), attributes={"dtype": REQUIRED}, traits=PURE | ELEMENTWISE, infer=_to_dtype,
-          doc="a dtype conversion XNNPACK runs (f32 <-> bf16)")
-define_op("xir.slice", operands=("input",), attributes={"dim": REQUIRED, "start": REQUIRED, "end": REQUIRED}, traits=PURE,
-          infer=_xir_slice, doc="input[start:end] along dim, in range (XNNPACK's slice; the other dims, symbolic or not, whole)")
+define_op(
+    "xir.bmm_f32out",
+    operands=("input", "mat2"),
+    traits=PURE,
+    infer=_bmm(DType.f32),
+    check=_check_bmm,
+    doc="batched matmul of bf16 (or f32) matrices with an f32 result, as XNNPACK computes it",
+)
+define_op(
+    "xir.linear_f16w",
+    operands=("input", "weight", "bias?"),
+    traits=PURE,
+    weights=("weight", "bias"),
+    infer=_linear,
+    check=_check_linear_f16w,
+    doc="linear of an f32 input on an f16 weight (f32 bias and result), as XNNPACK's fully connected takes it",
+)
+define_op(
+    "xir.convert",
+    operands=("input",),
+    attributes={"dtype": REQUIRED},
+    traits=PURE | ELEMENTWISE,
+    infer=_to_dtype,
+    doc="a dtype conversion XNNPACK runs (f32 <-> bf16)",
+)
+define_op(
+    "xir.slice",
+    operands=("input",),
+    attributes={"dim": REQUIRED, "start": REQUIRED, "end": REQUIRED},
+    traits=PURE,
+    infer=_xir_slice,
+    doc="input[start:end] along dim, in range (XNNPACK's slice; the other dims, symbolic or not, whole)",
+)

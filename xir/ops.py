@@ -46,10 +46,21 @@ Check = Callable[[Any], "str | None"]  # node -> what is wrong with its operands
 class OpDef:
     """The definition of one op (under one or more full names, one per overload)."""
 
-    def __init__(self, name: str, *, overloads: Iterable[str] = ("default",), operands: Iterable[str] = (),
-                 attributes: dict[str, Any] | None = None, traits: Iterable[str] = (), weights: Iterable[str] = (),
-                 infer: Infer | None = None, check: Check | None = None, doc: str = "",
-                 identity: dict[str, Any] | None = None, absorbing: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        name: str,
+        *,
+        overloads: Iterable[str] = ("default",),
+        operands: Iterable[str] = (),
+        attributes: dict[str, Any] | None = None,
+        traits: Iterable[str] = (),
+        weights: Iterable[str] = (),
+        infer: Infer | None = None,
+        check: Check | None = None,
+        doc: str = "",
+        identity: dict[str, Any] | None = None,
+        absorbing: dict[str, Any] | None = None,
+    ):
         self.name = name
         self.overloads = tuple(overloads)
         self.operand_specs = tuple(operands)
@@ -136,8 +147,14 @@ class OpDef:
                 return None if absent or index >= len(node.operands) else node.operands[index]
             if not absent:
                 index += 1
-        hint = f"; {name!r} is an attribute of {node.op}: read it with node.scalar({name!r})" if name in self.attributes else ""
-        raise AttributeError(f"{node.op} has no operand named {name!r} (operands: {', '.join(self.operand_names) or 'none'}){hint}")
+        hint = (
+            f"; {name!r} is an attribute of {node.op}: read it with node.scalar({name!r})"
+            if name in self.attributes
+            else ""
+        )
+        raise AttributeError(
+            f"{node.op} has no operand named {name!r} (operands: {', '.join(self.operand_names) or 'none'}){hint}"
+        )
 
     def _absent_operand(self, node, name: str) -> bool:
         """Whether the attribute ``name`` spells an operand: an optional one that is absent
@@ -163,7 +180,9 @@ class OpDef:
         for name, default in self.attributes.items():
             if default is REQUIRED and name not in node.attributes:
                 return f"needs the attribute {name!r}"
-        unknown = [name for name in node.attributes if name not in self.attributes and not self._absent_operand(node, name)]
+        unknown = [
+            name for name in node.attributes if name not in self.attributes and not self._absent_operand(node, name)
+        ]
         if unknown:  # (the schema is closed: {stide=[2,2]} is no stride)
             known = ", ".join(self.attributes) or "none"
             return f"has no attribute {unknown[0]!r} (its attributes: {known})"
@@ -222,6 +241,7 @@ def show_shape(shape) -> str:
 
 # ------------------------------------------------------------------------------ op handles
 
+
 class Op(str):
     """A handle on an op the IR defines: its full name as a ``str`` (so it compares, hashes, prints
     and matches as the name does) whose overloads are attributes, checked when they are read::
@@ -243,9 +263,11 @@ class Op(str):
         if cached is not None:
             return cached
         if lookup(full) is None:
-            known = sorted(n[len(self) + 1:] for n in all_ops() if n.startswith(f"{self}."))
-            raise AttributeError(f"no op {full} is defined in xir.ops" + (
-                f"; the overloads of {self} are {', '.join(known)}" if known else ""))
+            known = sorted(n[len(self) + 1 :] for n in all_ops() if n.startswith(f"{self}."))
+            raise AttributeError(
+                f"no op {full} is defined in xir.ops"
+                + (f"; the overloads of {self} are {', '.join(known)}" if known else "")
+            )
         return _OVERLOADS.setdefault(full, Op(full))
 
     @property
@@ -268,9 +290,14 @@ class Namespace:
             raise AttributeError(op)
         full = f"{self._name}.{op}"
         if not any(name == full or name.startswith(full + ".") for name in all_ops()):
-            close = sorted(n for n in {".".join(k.split(".")[:2]) for k in all_ops()}
-                           if n.startswith(self._name + ".") and _similar(n.split(".")[1], op))
-            raise AttributeError(f"no op {full} is defined in xir.ops" + (f"; did you mean {', '.join(close)}?" if close else ""))
+            close = sorted(
+                n
+                for n in {".".join(k.split(".")[:2]) for k in all_ops()}
+                if n.startswith(self._name + ".") and _similar(n.split(".")[1], op)
+            )
+            raise AttributeError(
+                f"no op {full} is defined in xir.ops" + (f"; did you mean {', '.join(close)}?" if close else "")
+            )
         handle = Op(full)
         setattr(self, op, handle)  # (read once: later reads are plain attributes)
         return handle
@@ -297,8 +324,10 @@ def check_op_names(ops: Iterable[str], where: str) -> None:
     misspelt name would otherwise match nothing, silently)."""
     for op in ops:
         if lookup(op) is None:
-            raise IRError(f"{where}: no op named {op!r} is defined in xir.ops (misspelt? an opaque op cannot be "
-                          "matched by name: define it first, see xir.ops.define_op)")
+            raise IRError(
+                f"{where}: no op named {op!r} is defined in xir.ops (misspelt? an opaque op cannot be "
+                "matched by name: define it first, see xir.ops.define_op)"
+            )
 
 
 # ----------------------------------------------------------------------------- the registry

@@ -106,7 +106,7 @@ class _Parser:
             if returned:
                 line.expect("}", "'}' after return")
                 self._end(line)
-                self._nothing_after(body[i + 1:])
+                self._nothing_after(body[i + 1 :])
                 return self.graph
             word = line.match(_IDENT)
             if word in _INPUT_KINDS:
@@ -123,7 +123,12 @@ class _Parser:
                 line.pos = 0
                 raise line.error(f"expected an input, a node or 'return', found {line.found()}")
         last = body[-1][0]
-        raise ParseError("expected 'return' and '}' at the end of the graph", last, len(self.lines[last - 1]) + 1, self.lines[last - 1])
+        raise ParseError(
+            "expected 'return' and '}' at the end of the graph",
+            last,
+            len(self.lines[last - 1]) + 1,
+            self.lines[last - 1],
+        )
 
     def _end(self, line: _Line) -> None:
         if not line.at_end():
@@ -281,7 +286,9 @@ class _Parser:
                     try:
                         dims.append(Symbol(item))
                     except ValueError:
-                        raise line.error(f"expected an integer or a symbol as a dimension, found {item!r}", column) from None
+                        raise line.error(
+                            f"expected an integer or a symbol as a dimension, found {item!r}", column
+                        ) from None
                 column += len(part) + 1
         line.pos = close + 1
         return TensorType(dtype, tuple(dims))
@@ -330,7 +337,9 @@ class _Parser:
         if "." in word:
             kind, _, name = word.partition(".")
             return EnumAttr(kind, name)
-        raise line.error(f"expected an attribute value (number, string, list, dtype, kind.name or %value), found {word!r}", start)
+        raise line.error(
+            f"expected an attribute value (number, string, list, dtype, kind.name or %value), found {word!r}", start
+        )
 
 
 def _integer(line: _Line, text: str, start: int) -> int:

@@ -97,11 +97,16 @@ def _check_use_lists(graph: Graph, nodes: list[Node], actual_uses: Counter, name
             value, node = values_by_id.get(key[0]), nodes_by_id.get(key[1])
             name = namer.ref(value) if value is not None else "a value"
             if node is ret:
-                fail(f"output bookkeeping of {name} is inconsistent: its use-list records {recorded[key]} graph "
-                     f"output use(s), but it is returned {actual_uses[key]} time(s)")
+                fail(
+                    f"output bookkeeping of {name} is inconsistent: its use-list records {recorded[key]} graph "
+                    f"output use(s), but it is returned {actual_uses[key]} time(s)"
+                )
             op = node.op if node is not None else "a node outside the graph"
-            fail(f"use-list of {name} is inconsistent: it records {op} {recorded[key]} time(s), "
-                 f"but the node reads it {actual_uses[key]} time(s)", None if node is ret else node)
+            fail(
+                f"use-list of {name} is inconsistent: it records {op} {recorded[key]} time(s), "
+                f"but the node reads it {actual_uses[key]} time(s)",
+                None if node is ret else node,
+            )
 
 
 def _check_typed(value: Value, fail, node: Node | None) -> None:

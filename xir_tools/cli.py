@@ -28,8 +28,8 @@ torch nor ExecuTorch (tests/test_cli_fast.py): keep heavy imports inside the com
 from __future__ import annotations
 
 import argparse
-import importlib
 import contextlib
+import importlib
 import os
 import re
 import sys
@@ -79,9 +79,9 @@ def _demo(args) -> int:
     import xir
     from passes import DumpIR
 
+    from .examples import EXAMPLES, edge_program, export_example
     from .harness import allowed_error, lower, reference
     from .html_report import RecordPasses, write_partitioner_report
-    from .examples import EXAMPLES, edge_program, export_example
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -102,8 +102,10 @@ def _demo(args) -> int:
             options = {"enable_bf16": bf16}
             if which == "xir":
                 options["instruments"] = [DumpIR(out / f"{name}-passes"), RecordPasses()]
-            with PROGRESS.step(name, f"lowering with {which}, serializing, running on ExecuTorch's runtime") as step, \
-                    delegate_progress(step):
+            with (
+                PROGRESS.step(name, f"lowering with {which}, serializing, running on ExecuTorch's runtime") as step,
+                delegate_progress(step),
+            ):
                 result = lower(ep, inputs, which, **options)
             results[which] = result
             if result.buffer is not None:
@@ -115,10 +117,19 @@ def _demo(args) -> int:
             latencies = _latencies({w: r.buffer for w, r, _, _ in pending if r.ran}, inputs)
         for which, result, error, tolerance in pending:
             latency = latencies.get(which)
-            rows.append((name, which, "yes" if result.ran else "NO", "-" if error is None else ("yes" if error <= tolerance else "NO"),
-                         "-" if error is None else f"{error:.2g}", str(sum(result.delegated.values())),
-                         str(sum(result.outside.values())), "-" if latency is None else f"{latency * 1e3:.3f}",
-                         "" if result.ran else (result.error or "")[:60]))
+            rows.append(
+                (
+                    name,
+                    which,
+                    "yes" if result.ran else "NO",
+                    "-" if error is None else ("yes" if error <= tolerance else "NO"),
+                    "-" if error is None else f"{error:.2g}",
+                    str(sum(result.delegated.values())),
+                    str(sum(result.outside.values())),
+                    "-" if latency is None else f"{latency * 1e3:.3f}",
+                    "" if result.ran else (result.error or "")[:60],
+                )
+            )
         if results["xir"].partitioner is not None and results["xir"].partitioner.last_plan is not None:
             write_partitioner_report(results["xir"].partitioner, out / f"{name}.html")
             _write(out / f"{name}-report.txt", results["xir"].partitioner.report())
@@ -128,8 +139,10 @@ def _demo(args) -> int:
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    print(f"\n.pte files, IR dumps (per pass) and partition reports (<model>-report.txt, and <model>.html to open "
-          f"in a browser): {out}/")
+    print(
+        f"\n.pte files, IR dumps (per pass) and partition reports (<model>-report.txt, and <model>.html to open "
+        f"in a browser): {out}/"
+    )
     return 0
 
 
@@ -188,6 +201,7 @@ def _passes(args) -> int:
 
 # ------------------------------------------------------------------------------ errors
 
+
 class CLIError(Exception):
     """A failure reported as one line, ``xir: error: <message>``; ``status`` is the exit status."""
 
@@ -216,9 +230,8 @@ def _step(label: str, doing: str, failure: str, total: int | None = None, unit: 
     except CLIError:
         raise
     except Exception as error:
-        from passes import PipelineError
-
         from lowering.partition import NotLowerable
+        from passes import PipelineError
 
         if isinstance(error, PipelineError):
             raise CLIError(f"{failure}: {error}") from error
@@ -244,6 +257,7 @@ def _quiet_logs() -> None:
 
 
 # ----------------------------------------------------------------------- the model file
+
 
 def _model_path(text: str) -> Path:
     path = Path(text)
@@ -275,15 +289,22 @@ def _load(path: Path, trust_pickle: bool):
 def _placeholder_dtypes(ep) -> set:
     import torch
 
-    return {n.meta["val"].dtype for n in ep.graph.nodes
-            if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+    return {
+        n.meta["val"].dtype
+        for n in ep.graph.nodes
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+    }
 
 
 def _has_dynamic_dims(ep) -> bool:
     import torch
 
-    return any(not isinstance(d, int) for n in ep.graph.nodes if n.op == "placeholder"
-               and isinstance(n.meta.get("val"), torch.Tensor) for d in n.meta["val"].shape)
+    return any(
+        not isinstance(d, int)
+        for n in ep.graph.nodes
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+        for d in n.meta["val"].shape
+    )
 
 
 def _is_quantized(ep) -> bool:
@@ -307,8 +328,10 @@ def _example_inputs(ep, label: str) -> tuple[tuple, dict]:
             continue
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
-            raise CLIError(f"input {node.name} is not a tensor and no example inputs were saved with the program; "
-                           f"save it with torch.export.save after export with example inputs")
+            raise CLIError(
+                f"input {node.name} is not a tensor and no example inputs were saved with the program; "
+                f"save it with torch.export.save after export with example inputs"
+            )
         shape = [_concrete(d, ep) for d in val.shape]
         if val.dtype.is_floating_point:
             inputs.append(torch.randn(shape).to(val.dtype))
@@ -364,7 +387,9 @@ def _export(module, args: tuple, kwargs: dict, dynamic_shapes, label: str):
         try:
             return torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
         except Exception:
-            _progress(label, "re-export with dynamic dims failed: re-exporting with the example input shapes", more=False)
+            _progress(
+                label, "re-export with dynamic dims failed: re-exporting with the example input shapes", more=False
+            )
     return torch.export.export(module, args, kwargs)
 
 
@@ -405,10 +430,13 @@ def _prepare(path: Path, args) -> Prepared:
             with _step(label, f"casting to {dtype} and re-exporting", f"re-exporting {path} in {dtype} failed"):
                 module = ep.module()
                 _cast(module, target)
-                example_args = tuple(a.to(target) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                                     for a in example_args)
-                example_kwargs = {k: v.to(target) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                                  for k, v in example_kwargs.items()}
+                example_args = tuple(
+                    a.to(target) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in example_args
+                )
+                example_kwargs = {
+                    k: v.to(target) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                    for k, v in example_kwargs.items()
+                }
                 shapes = _dynamic_shapes(ep, example_args, example_kwargs)
                 ep = _export(module, example_args, example_kwargs, shapes, label)
     if quantize is not None:
@@ -416,8 +444,11 @@ def _prepare(path: Path, args) -> Prepared:
             raise CLIError("--quantize needs a program whose inputs are all positional")
         from .examples import quantize_module
 
-        with _step(label, f"quantizing ({quantize}) with XNNPACKQuantizer and re-exporting",
-                   f"quantizing {path} ({quantize}) failed"):
+        with _step(
+            label,
+            f"quantizing ({quantize}) with XNNPACKQuantizer and re-exporting",
+            f"quantizing {path} ({quantize}) failed",
+        ):
             # per-channel weights: XNNPACK's dynamically quantized linear needs them, and they are its usual recipe
             module = quantize_module(ep.module(), example_args, quantize, per_channel=True)
             ep = _export(module, example_args, {}, None, label)
@@ -428,6 +459,7 @@ def _prepare(path: Path, args) -> Prepared:
 
 
 # ---------------------------------------------------------------------- pipelines, instruments
+
 
 def _pipeline(text: str | None, option: str):
     """Check pipeline text early (an unknown pass or option is an error before any work)."""
@@ -463,17 +495,25 @@ def _instruments(args) -> list:
 
 # ----------------------------------------------------------------------------- commands
 
+
 def _lower_program(path: Path, prepared: Prepared, args, instruments=()):
     from lowering import XnnpackPartitioner
 
     from .harness import lower_edge
 
     notes = pass_notes(lambda: PROGRESS.current)
-    partitioner = XnnpackPartitioner(enable_bf16=prepared.bf16, per_op_mode=args.per_op, pipeline=args.pipeline,
-                                     instruments=[*instruments, notes])
-    with _step(path.name, f"lowering to XNNPACK with xir ({'bf16' if prepared.bf16 else 'no bf16'}"
-                          f"{', per op' if args.per_op else ''})", f"lowering {path} failed") as step, \
-            delegate_progress(step, [partitioner]):
+    partitioner = XnnpackPartitioner(
+        enable_bf16=prepared.bf16, per_op_mode=args.per_op, pipeline=args.pipeline, instruments=[*instruments, notes]
+    )
+    with (
+        _step(
+            path.name,
+            f"lowering to XNNPACK with xir ({'bf16' if prepared.bf16 else 'no bf16'}"
+            f"{', per op' if args.per_op else ''})",
+            f"lowering {path} failed",
+        ) as step,
+        delegate_progress(step, [partitioner]),
+    ):
         edge, _ = lower_edge(prepared.ep, partitioner=partitioner)
     return edge, partitioner
 
@@ -496,8 +536,10 @@ def _lower(args) -> int:
     _write(out, buffer)
 
     inside, outside = sum(delegated_ops(edge).values()), sum(outside_ops(edge).values())
-    print(f"wrote {out} ({len(buffer):,} bytes): {inside} op(s) in {delegate_count(edge)} XNNPACK delegate(s), "
-          f"{outside} op(s) outside")
+    print(
+        f"wrote {out} ({len(buffer):,} bytes): {inside} op(s) in {delegate_count(edge)} XNNPACK delegate(s), "
+        f"{outside} op(s) outside"
+    )
     if args.report:
         print(partitioner.report(), end="")
     if args.verify:
@@ -520,11 +562,14 @@ def _not_an_input(flag: str, target: Path, inputs: list[Path], folder: bool = Fa
     link to it, or, for a folder, one of the files written in it): CLIError names both."""
     for source in inputs:
         if _same_file(target, source):
-            raise CLIError(f"{flag} {target} is the input {source}: writing it would overwrite the input; "
-                           f"give another {'folder' if folder else 'file'}")
+            raise CLIError(
+                f"{flag} {target} is the input {source}: writing it would overwrite the input; "
+                f"give another {'folder' if folder else 'file'}"
+            )
         if folder and DUMPED.fullmatch(source.name) and _same_file(target, source.parent):
-            raise CLIError(f"{flag} {target} holds the input {source}, a name the IR dumps are written to; "
-                           f"give another folder")
+            raise CLIError(
+                f"{flag} {target} holds the input {source}, a name the IR dumps are written to; give another folder"
+            )
 
 
 def _writable(path: Path) -> Path:
@@ -570,11 +615,14 @@ def _verify(path: Path, out: Path, buffer: bytes, prepared: Prepared) -> int:
         raise CLIError(f"verify: {out} {mismatch}", status=1) from mismatch
     tolerance = allowed_error(expected, "quantized" if prepared.quantized else "bf16" if prepared.bf16 else "fp32")
     verdict = "ok" if error <= tolerance else "MISMATCH"
-    print(f"verify: max error {error:.3g} against eager ep.module() on the example inputs "
-          f"(tolerance {tolerance:.3g}): {verdict}")
+    print(
+        f"verify: max error {error:.3g} against eager ep.module() on the example inputs "
+        f"(tolerance {tolerance:.3g}): {verdict}"
+    )
     if error > tolerance:
-        raise CLIError(f"verify: {out} does not match eager PyTorch: max error {error:.3g} > tolerance {tolerance:.3g}",
-                       status=1)
+        raise CLIError(
+            f"verify: {out} does not match eager PyTorch: max error {error:.3g} > tolerance {tolerance:.3g}", status=1
+        )
     return 0
 
 
@@ -630,9 +678,8 @@ def _dump_text(path: Path, args) -> int:
     import attrs
 
     import xir
-    from passes import PassManager, parse_pipeline
-
     from lowering.passes._base import Bf16Rewrite
+    from passes import PassManager, parse_pipeline
 
     if args.dtype is not None or args.quantize is not None:
         raise CLIError("--dtype and --quantize apply to an exported program (.pt2), not to IR text")
@@ -663,15 +710,18 @@ def _dump(args) -> int:
     _import_torch()
 
     import xir
+    from lowering import XnnpackPartitioner
     from passes import PassManager
 
-    from lowering import XnnpackPartitioner
     from .examples import edge_program
 
     after = _pipeline(args.after, "--after") if args.after is not None else ""
     prepared = _prepare(path, args)
-    with _step(path.name, "converting to ExecuTorch's edge dialect and importing",
-               f"converting {path} to the edge dialect failed"):
+    with _step(
+        path.name,
+        "converting to ExecuTorch's edge dialect and importing",
+        f"converting {path} to the edge dialect failed",
+    ):
         graph = xir.from_exported_program(edge_program(prepared.ep))
     if args.after is not None:
         pipeline = XnnpackPartitioner(enable_bf16=prepared.bf16, pipeline=after).pipeline
@@ -685,8 +735,10 @@ def _dump(args) -> int:
 
 def _note_opaque(opaque) -> None:
     if opaque:
-        print(f"note: opaque ops (no definition in xir.ops: not type-checked, never delegated): {', '.join(opaque)}",
-              file=sys.stderr)
+        print(
+            f"note: opaque ops (no definition in xir.ops: not type-checked, never delegated): {', '.join(opaque)}",
+            file=sys.stderr,
+        )
 
 
 def _explain(args) -> int:
@@ -715,8 +767,9 @@ def _explain(args) -> int:
         from .explorer.data import graph_id
         from .html_report import report_data
 
-        data = report_data(partitioner.last_graph, partitioner.last_plan, recorder.changes,
-                           pipeline=partitioner.pipeline_text)
+        data = report_data(
+            partitioner.last_graph, partitioner.last_plan, recorder.changes, pipeline=partitioner.pipeline_text
+        )
         _explorer_command(path, data, graph_id(partitioner.last_graph))
     return 0
 
@@ -733,21 +786,30 @@ def _explain_text(path: Path, args, html: Path | None) -> int:
     """``xir explain IR.xir``: the partition plan of IR text as it is (no rewrite runs: the pipeline
     needs the program's constants), with the capability rules partition() applies."""
     import xir
-
     from lowering.capability import Options
-    from .html_report import write_html
     from lowering.partition import plan_partition
 
+    from .html_report import write_html
+
     if args.dtype is not None or args.quantize is not None or args.pipeline is not None or args.per_op:
-        raise CLIError("--dtype, --quantize, --pipeline and --per-op apply to an exported program (.pt2), "
-                       "not to IR text (explain plans IR text as it is)")
+        raise CLIError(
+            "--dtype, --quantize, --pipeline and --per-op apply to an exported program (.pt2), "
+            "not to IR text (explain plans IR text as it is)"
+        )
     graph = _parse_text(path)
     bf16 = any(isinstance(v.type, xir.TensorType) and v.type.dtype is xir.DType.bf16 for v in graph.inputs)
     plan = plan_partition(graph, Options(enable_bf16=bf16))
     print(plan.report(), end="")
     if html:
-        write_html(html, graph, plan, None, passes_recorded=False, title=f"xir partition: {path.name}",
-                   subtitle="IR text, planned as it is")
+        write_html(
+            html,
+            graph,
+            plan,
+            None,
+            passes_recorded=False,
+            title=f"xir partition: {path.name}",
+            subtitle="IR text, planned as it is",
+        )
         print(f"HTML report: {html} (open it in a browser)")
     if args.explorer:
         from .explorer.data import graph_id
@@ -773,8 +835,10 @@ def _explorer_command(path: Path, data: dict, graph_id: str) -> None:
         _progress(path.name, "Model Explorer is not installed: pip install 'xir[explorer]'", more=False)
     print("Model Explorer (xir's IR, coloured by delegate; the nodes' attributes say why a node stayed outside):")
     print(f"  python -m xir_tools.explorer {_quote(str(path))} --node-data {_quote(str(target))}")
-    print(f"  (or: model-explorer {_quote(str(path))} --extensions=xir_tools.explorer --node_data_paths={_quote(str(target))}"
-          f" and pick the adapter 'xir: XNNPACK partition')")
+    print(
+        f"  (or: model-explorer {_quote(str(path))} --extensions=xir_tools.explorer --node_data_paths={_quote(str(target))}"
+        f" and pick the adapter 'xir: XNNPACK partition')"
+    )
 
 
 def _quote(text: str) -> str:
@@ -785,6 +849,7 @@ def _quote(text: str) -> str:
 
 # ------------------------------------------------------------------------------- parser
 
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors are one line too, with the command whose --help lists the options."""
 
@@ -794,8 +859,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_debug(parser: argparse.ArgumentParser) -> None:
     # on every command too (``xir lower --debug ...``); SUPPRESS keeps ``xir --debug lower`` working
-    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show tracebacks and library warnings")
+    parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks and library warnings"
+    )
 
 
 def _add_model(parser: argparse.ArgumentParser) -> None:
@@ -803,97 +869,151 @@ def _add_model(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_trust(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trust-pickle", action="store_true",
-                        help="load a .pt2 that holds pickles (tensor subclasses such as torchao's quantized weights, "
-                             "Python objects, sample inputs beyond tensors) or other code torch runs: this runs code "
-                             "from the file, so only for files you trust (sizes and CRCs are checked still)")
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="load a .pt2 that holds pickles (tensor subclasses such as torchao's quantized weights, "
+        "Python objects, sample inputs beyond tensors) or other code torch runs: this runs code "
+        "from the file, so only for files you trust (sizes and CRCs are checked still)",
+    )
 
 
 def _add_preparation(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dtype", choices=list(DTYPES),
-                        help="cast the module and its inputs and re-export (bf16 also enables bf16 delegation; "
-                             "a bf16 program gets it without this option)")
-    parser.add_argument("--quantize", choices=["static", "dynamic"],
-                        help="quantize with ExecuTorch's XNNPACKQuantizer, calibrated on the example inputs saved in "
-                             "the .pt2 (random ones of the input shapes when none were saved), and re-export")
+    parser.add_argument(
+        "--dtype",
+        choices=list(DTYPES),
+        help="cast the module and its inputs and re-export (bf16 also enables bf16 delegation; "
+        "a bf16 program gets it without this option)",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=["static", "dynamic"],
+        help="quantize with ExecuTorch's XNNPACKQuantizer, calibrated on the example inputs saved in "
+        "the .pt2 (random ones of the input shapes when none were saved), and re-export",
+    )
 
 
 def _add_lowering(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-op", action="store_true", help="one delegate per op (the stock per_op_mode)")
-    parser.add_argument("--pipeline", metavar="TEXT",
-                        help="xir's rewrite pipeline, e.g. 'remove-no-ops,dead-code-elimination' "
-                             "(default: the default pipeline; '+TEXT' appends to it; see 'xir passes')")
+    parser.add_argument(
+        "--pipeline",
+        metavar="TEXT",
+        help="xir's rewrite pipeline, e.g. 'remove-no-ops,dead-code-elimination' "
+        "(default: the default pipeline; '+TEXT' appends to it; see 'xir passes')",
+    )
 
 
 def _add_instruments(parser: argparse.ArgumentParser) -> None:
     printing = parser.add_mutually_exclusive_group()
     printing.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (on stderr)")
-    printing.add_argument("--print-ir-after-change", action="store_true",
-                          help="print the IR after the passes that changed it (on stderr)")
-    parser.add_argument("--dump-dir", metavar="DIR", help="write the IR before and after every pass to DIR (00-input.xir, ...)")
+    printing.add_argument(
+        "--print-ir-after-change", action="store_true", help="print the IR after the passes that changed it (on stderr)"
+    )
+    parser.add_argument(
+        "--dump-dir", metavar="DIR", help="write the IR before and after every pass to DIR (00-input.xir, ...)"
+    )
     parser.add_argument("--time-passes", action="store_true", help="print the time each pass took (on stderr)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="xir", description="Lower PyTorch programs to ExecuTorch's XNNPACK backend, correctly.",
-                     epilog="Errors print one line 'xir: error: ...' and exit with status 2 (--debug shows the "
-                            "traceback); 'xir lower --verify' exits with 1 when the program does not load or "
-                            "does not match eager PyTorch. Progress goes to stderr, results to stdout.")
+    parser = _Parser(
+        prog="xir",
+        description="Lower PyTorch programs to ExecuTorch's XNNPACK backend, correctly.",
+        epilog="Errors print one line 'xir: error: ...' and exit with status 2 (--debug shows the "
+        "traceback); 'xir lower --verify' exits with 1 when the program does not load or "
+        "does not match eager PyTorch. Progress goes to stderr, results to stdout.",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and library warnings")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="lower the built-in examples with stock and with xir, run and compare them")
-    demo.add_argument("--out", default="xir-demo", help="folder for .pte files, IR dumps and reports (default: xir-demo)")
-    demo.add_argument("--only", nargs="*", choices=list(EXAMPLE_NAMES), metavar="NAME",
-                      help=f"run only these examples ({', '.join(EXAMPLE_NAMES)})")
+    demo.add_argument(
+        "--out", default="xir-demo", help="folder for .pte files, IR dumps and reports (default: xir-demo)"
+    )
+    demo.add_argument(
+        "--only",
+        nargs="*",
+        choices=list(EXAMPLE_NAMES),
+        metavar="NAME",
+        help=f"run only these examples ({', '.join(EXAMPLE_NAMES)})",
+    )
     _add_debug(demo)
     demo.set_defaults(run=_demo)
 
-    lower = commands.add_parser("lower", help="lower a saved ExportedProgram (.pt2) to an XNNPACK .pte",
-                                description="Lower a saved ExportedProgram to ExecuTorch's XNNPACK backend with xir "
-                                            "and write the .pte file.")
+    lower = commands.add_parser(
+        "lower",
+        help="lower a saved ExportedProgram (.pt2) to an XNNPACK .pte",
+        description="Lower a saved ExportedProgram to ExecuTorch's XNNPACK backend with xir and write the .pte file.",
+    )
     _add_model(lower)
-    lower.add_argument("-o", "--output", metavar="MODEL.pte", help="the .pte to write (default: MODEL.pte next to MODEL.pt2)")
+    lower.add_argument(
+        "-o", "--output", metavar="MODEL.pte", help="the .pte to write (default: MODEL.pte next to MODEL.pt2)"
+    )
     _add_trust(lower)
     _add_preparation(lower)
     _add_lowering(lower)
-    lower.add_argument("--verify", action="store_true",
-                       help="run the .pte on ExecuTorch's runtime on the example inputs, compare with eager "
-                            "ep.module() and print the max error (exit status 1 if it does not load or match)")
-    lower.add_argument("--report", action="store_true", help="print the partition report (what was delegated, why the rest was not)")
+    lower.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the .pte on ExecuTorch's runtime on the example inputs, compare with eager "
+        "ep.module() and print the max error (exit status 1 if it does not load or match)",
+    )
+    lower.add_argument(
+        "--report", action="store_true", help="print the partition report (what was delegated, why the rest was not)"
+    )
     _add_instruments(lower)
     _add_debug(lower)
     lower.set_defaults(run=_lower)
 
-    dump = commands.add_parser("dump", help="print the IR of the program's edge dialect, or of an IR text file "
-                                            "(optionally after a pipeline)",
-                               description="Print the xir IR of the program in ExecuTorch's edge dialect; or read "
-                                           "IR text (a .xir file: a dump, a DumpIR file), verify it, and print it "
-                                           "(after --after PIPELINE).")
-    dump.add_argument("model", metavar="MODEL.pt2|IR.xir",
-                      help="an ExportedProgram saved with torch.export.save, or IR text")
-    dump.add_argument("--after", metavar="PIPELINE",
-                      help="run this pipeline first ('default': the one lowering runs; '+TEXT' appends to it)")
-    dump.add_argument("--no-origin", dest="origin", action="store_false", help="do not annotate nodes with the pass that made them")
+    dump = commands.add_parser(
+        "dump",
+        help="print the IR of the program's edge dialect, or of an IR text file (optionally after a pipeline)",
+        description="Print the xir IR of the program in ExecuTorch's edge dialect; or read "
+        "IR text (a .xir file: a dump, a DumpIR file), verify it, and print it "
+        "(after --after PIPELINE).",
+    )
+    dump.add_argument(
+        "model", metavar="MODEL.pt2|IR.xir", help="an ExportedProgram saved with torch.export.save, or IR text"
+    )
+    dump.add_argument(
+        "--after",
+        metavar="PIPELINE",
+        help="run this pipeline first ('default': the one lowering runs; '+TEXT' appends to it)",
+    )
+    dump.add_argument(
+        "--no-origin", dest="origin", action="store_false", help="do not annotate nodes with the pass that made them"
+    )
     _add_trust(dump)
     _add_preparation(dump)
     _add_instruments(dump)
     _add_debug(dump)
     dump.set_defaults(run=_dump)
 
-    explain = commands.add_parser("explain", help="lower the program and print the partition report",
-                                  description="Lower the program as 'xir lower' does (without writing it) and print "
-                                              "the partition report: the groups delegated to XNNPACK, and the rule and "
-                                              "reason for each op left outside.")
-    explain.add_argument("model", metavar="MODEL.pt2|IR.xir",
-                         help="an ExportedProgram saved with torch.export.save (or IR text, planned as it is)")
-    explain.add_argument("--html", metavar="FILE.html",
-                         help="also write the report as one self-contained HTML page: the IR graph coloured by "
-                              "delegate, the reasons of the nodes left outside, module boxes, search, the passes' diffs")
-    explain.add_argument("--explorer", action="store_true",
-                         help="write the delegate colours as Model Explorer node data (MODEL.xir-delegates.json) "
-                              "and print the command that opens the program in Google's Model Explorer with xir's "
-                              "adapter (pip install 'xir[explorer]')")
+    explain = commands.add_parser(
+        "explain",
+        help="lower the program and print the partition report",
+        description="Lower the program as 'xir lower' does (without writing it) and print "
+        "the partition report: the groups delegated to XNNPACK, and the rule and "
+        "reason for each op left outside.",
+    )
+    explain.add_argument(
+        "model",
+        metavar="MODEL.pt2|IR.xir",
+        help="an ExportedProgram saved with torch.export.save (or IR text, planned as it is)",
+    )
+    explain.add_argument(
+        "--html",
+        metavar="FILE.html",
+        help="also write the report as one self-contained HTML page: the IR graph coloured by "
+        "delegate, the reasons of the nodes left outside, module boxes, search, the passes' diffs",
+    )
+    explain.add_argument(
+        "--explorer",
+        action="store_true",
+        help="write the delegate colours as Model Explorer node data (MODEL.xir-delegates.json) "
+        "and print the command that opens the program in Google's Model Explorer with xir's "
+        "adapter (pip install 'xir[explorer]')",
+    )
     _add_trust(explain)
     _add_preparation(explain)
     _add_lowering(explain)
@@ -901,25 +1021,40 @@ def _parser() -> argparse.ArgumentParser:
     explain.set_defaults(run=_explain)
 
     passes = commands.add_parser("passes", help="list the registered passes")
-    passes.add_argument("--phases", action="store_true",
-                        help="print the phases of lowering's default pipeline instead, in run order (lowering.pipeline)")
+    passes.add_argument(
+        "--phases",
+        action="store_true",
+        help="print the phases of lowering's default pipeline instead, in run order (lowering.pipeline)",
+    )
     _add_debug(passes)
     passes.set_defaults(run=_passes)
 
-    llm = commands.add_parser("llm", add_help=False, prefix_chars="\0",  # every argument goes to lowering.llm
-                              help="ExecuTorch's LLM export (export_llm's --config FILE and key=value overrides) "
-                                   "with xir's partitioner (python -m lowering.llm)")
+    llm = commands.add_parser(
+        "llm",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to lowering.llm
+        help="ExecuTorch's LLM export (export_llm's --config FILE and key=value overrides) "
+        "with xir's partitioner (python -m lowering.llm)",
+    )
     llm.add_argument("args", nargs=argparse.REMAINDER)
     llm.set_defaults(run=_llm)
 
-    optimum = commands.add_parser("optimum", add_help=False, prefix_chars="\0",  # every argument goes to optimum's parser
-                                  help="optimum-executorch's export ('optimum-cli export executorch' arguments) with "
-                                       "xir's recipe xnnpack-xir (pip install 'xir[optimum]')")
+    optimum = commands.add_parser(
+        "optimum",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to optimum's parser
+        help="optimum-executorch's export ('optimum-cli export executorch' arguments) with "
+        "xir's recipe xnnpack-xir (pip install 'xir[optimum]')",
+    )
     optimum.add_argument("args", nargs=argparse.REMAINDER)
     optimum.set_defaults(run=_optimum)
 
-    fuzz = commands.add_parser("fuzz", add_help=False, prefix_chars="\0",  # every argument goes to xir_fuzz
-                               help="differential fuzzing of xir's partitioner against stock (python -m xir_tools.fuzz --help)")
+    fuzz = commands.add_parser(
+        "fuzz",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to xir_fuzz
+        help="differential fuzzing of xir's partitioner against stock (python -m xir_tools.fuzz --help)",
+    )
     fuzz.add_argument("args", nargs=argparse.REMAINDER)
     fuzz.set_defaults(run=lambda args: importlib.import_module("xir_tools.fuzz.cli").main(args.args))
     return parser
@@ -939,7 +1074,9 @@ def main(argv: list[str] | None = None) -> int:
             _quiet_logs()
         global PROGRESS
         # instruments that print on stderr while a step runs: plain progress lines, not a live line
-        printing = any(getattr(args, name, False) for name in ("print_ir_after_all", "print_ir_after_change", "time_passes"))
+        printing = any(
+            getattr(args, name, False) for name in ("print_ir_after_all", "print_ir_after_change", "time_passes")
+        )
         PROGRESS = Progress(live=False) if printing else Progress()
         return args.run(args)
     except CLIError as error:
@@ -956,7 +1093,9 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         sys.stdout.flush()
-        print(f"xir: error: {_first_line(error)}" + ("" if debug else " (--debug shows the traceback)"), file=sys.stderr)
+        print(
+            f"xir: error: {_first_line(error)}" + ("" if debug else " (--debug shows the traceback)"), file=sys.stderr
+        )
         return 2
 
 

@@ -49,7 +49,7 @@ class Attention(torch.nn.Module):
         self.k = torch.nn.Linear(dim, dim)
         self.v = torch.nn.Linear(dim, dim)
         self.out = torch.nn.Linear(dim, dim)
-        self.scale = dim ** -0.5
+        self.scale = dim**-0.5
 
     def forward(self, x):
         q, k, v = self.q(x), self.k(x), self.v(x)
@@ -116,17 +116,40 @@ EXAMPLES: dict[str, Example] = {
         Example("mlp", "two linears with a ReLU", MLP, lambda: (torch.randn(4, 16),)),
         Example("cnn", "conv + batch norm + ReLU, max pool, mean", SmallCNN, lambda: (torch.randn(1, 3, 16, 16),)),
         Example("attention", "q/k/v linears, matmul, softmax", Attention, lambda: (torch.randn(2, 8, 32),)),
-        Example("attention-bf16", "the attention block in bf16", Attention, lambda: (torch.randn(2, 8, 32),), dtype=torch.bfloat16),
-        Example("patchify", "8-D reshape/permute (XNNPACK takes at most 6-D)", Patchify, lambda: (torch.randn(2, 6, 256, 256),)),
-        Example("quantized-conv", "statically quantized conv with a float output", ConvOnly, lambda: (torch.randn(1, 3, 8, 8),),
-                quantize="static", quantizer_options={"float_output": True}),
-        Example("linear-bn-3d", "linear on (N, C, F) then BatchNorm1d(C)", LinearBatchNorm3d, lambda: (torch.randn(2, 4, 8),)),
+        Example(
+            "attention-bf16",
+            "the attention block in bf16",
+            Attention,
+            lambda: (torch.randn(2, 8, 32),),
+            dtype=torch.bfloat16,
+        ),
+        Example(
+            "patchify",
+            "8-D reshape/permute (XNNPACK takes at most 6-D)",
+            Patchify,
+            lambda: (torch.randn(2, 6, 256, 256),),
+        ),
+        Example(
+            "quantized-conv",
+            "statically quantized conv with a float output",
+            ConvOnly,
+            lambda: (torch.randn(1, 3, 8, 8),),
+            quantize="static",
+            quantizer_options={"float_output": True},
+        ),
+        Example(
+            "linear-bn-3d",
+            "linear on (N, C, F) then BatchNorm1d(C)",
+            LinearBatchNorm3d,
+            lambda: (torch.randn(2, 4, 8),),
+        ),
     ]
 }
 
 
-def quantize_module(module: torch.nn.Module, inputs: tuple, mode: str = "static", per_channel: bool = False,
-                    float_output: bool = False) -> torch.nn.Module:
+def quantize_module(
+    module: torch.nn.Module, inputs: tuple, mode: str = "static", per_channel: bool = False, float_output: bool = False
+) -> torch.nn.Module:
     """Quantize with ExecuTorch's XNNPACKQuantizer (pt2e), calibrated on ``inputs``.
 
     ``float_output=True`` quantizes inputs and weights but leaves the op's output in float
@@ -161,5 +184,9 @@ def edge_program(example_or_ep, dynamic_shapes=None):
     """The example (or an ExportedProgram) in ExecuTorch's edge dialect, not yet partitioned."""
     from executorch.exir import EdgeCompileConfig, to_edge
 
-    ep = example_or_ep if isinstance(example_or_ep, torch.export.ExportedProgram) else export_example(example_or_ep, dynamic_shapes)
+    ep = (
+        example_or_ep
+        if isinstance(example_or_ep, torch.export.ExportedProgram)
+        else export_example(example_or_ep, dynamic_shapes)
+    )
     return to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).exported_program()

@@ -105,8 +105,13 @@ NOT_COMPUTE = ("executorch_call_delegate", "getitem", "sym_size")
 def _ops(graph):
     from xir.fx_import import op_name
 
-    return [op_name(n.target) for n in graph.nodes
-            if n.op == "call_function" and n.target is not operator.getitem and not any(s in str(n.target) for s in NOT_COMPUTE)]
+    return [
+        op_name(n.target)
+        for n in graph.nodes
+        if n.op == "call_function"
+        and n.target is not operator.getitem
+        and not any(s in str(n.target) for s in NOT_COMPUTE)
+    ]
 
 
 def delegated_graphs(edge, method="forward") -> list:
@@ -128,18 +133,29 @@ def delegated_linear_dtypes(edge, method="forward", means=False) -> list:
     """(result dtype, weight dtype) of every linear inside the delegates, in program order; the
     means ``xnnpack.mean-over-last-dims`` wrote as linears (a ``mean_row_*`` weight) only with
     ``means``."""
-    return [(node.meta["val"].dtype, node.args[1].meta["val"].dtype) for graph in delegated_graphs(edge, method)
-            for node in graph.nodes if node.op == "call_function" and "linear" in str(node.target)
-            and (means or not str(node.args[1].target).startswith("mean_row_"))]
+    return [
+        (node.meta["val"].dtype, node.args[1].meta["val"].dtype)
+        for graph in delegated_graphs(edge, method)
+        for node in graph.nodes
+        if node.op == "call_function"
+        and "linear" in str(node.target)
+        and (means or not str(node.args[1].target).startswith("mean_row_"))
+    ]
 
 
 def delegated_bf16_ops(edge, method="forward") -> list[str]:
     """The ops inside the delegates that compute a bf16 result, converts aside, in program order."""
     import torch
 
-    return [str(node.target) for graph in delegated_graphs(edge, method) for node in graph.nodes
-            if node.op == "call_function" and "convert" not in str(node.target)
-            and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].dtype == torch.bfloat16]
+    return [
+        str(node.target)
+        for graph in delegated_graphs(edge, method)
+        for node in graph.nodes
+        if node.op == "call_function"
+        and "convert" not in str(node.target)
+        and isinstance(node.meta.get("val"), torch.Tensor)
+        and node.meta["val"].dtype == torch.bfloat16
+    ]
 
 
 def outside_ops(edge, method="forward") -> Counter:
@@ -159,8 +175,12 @@ def delegation(edge) -> dict:
         inside, outside = dict(delegated_ops(edge)), dict(outside_ops(edge))
     except Exception:
         return {}
-    return {"delegated": sum(inside.values()), "outside": sum(outside.values()),
-            "delegated_ops": inside, "outside_ops": outside}
+    return {
+        "delegated": sum(inside.values()),
+        "outside": sum(outside.values()),
+        "delegated_ops": inside,
+        "outside_ops": outside,
+    }
 
 
 # ------------------------------------------------------------------------------ running
@@ -260,6 +280,7 @@ def runtime_reason(log, error):
 def first_line(error):
     """``Type: first line``, with the innermost cause when the error wraps another (ExecuTorch's
     pass manager reports "An error occurred when running the 'X' pass" around the real one)."""
+
     def line(e):
         lines = [text.strip() for text in str(e).splitlines() if text.strip()]
         text = lines[0] if lines else ""
@@ -351,13 +372,20 @@ def compare(outputs, ref, kind, lowp=(), cond=()):
     worst, worst_ratio, worst_scaled, messages = 0.0, 0.0, 0.0, []
     for index, (actual, expected) in enumerate(zip(outputs, ref)):
         if tuple(actual.shape) != tuple(expected.shape):
-            return False, f"output {index}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}", None, None, None
+            return (
+                False,
+                f"output {index}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}",
+                None,
+                None,
+                None,
+            )
         if actual.dtype != expected.dtype:
             return False, f"output {index}: dtype {actual.dtype}, expected {expected.dtype}", None, None, None
         if not expected.numel():
             continue
-        atol, rtol = tolerance(kind, expected, lowp[index] if index < len(lowp) else 0.0,
-                               cond[index] if index < len(cond) else 0.0)
+        atol, rtol = tolerance(
+            kind, expected, lowp[index] if index < len(lowp) else 0.0, cond[index] if index < len(cond) else 0.0
+        )
         a, e = actual.double(), expected.double()
         error = (a - e).abs()
         error = torch.where(torch.isnan(error), torch.full_like(error, math.inf), error)
@@ -366,8 +394,10 @@ def compare(outputs, ref, kind, lowp=(), cond=()):
         worst, worst_ratio = max(worst, error.max().item()), max(worst_ratio, ratio)
         worst_scaled = max(worst_scaled, error.max().item() / max(1.0, e.abs().max().item()))
         if ratio > 1.0:
-            messages.append(f"output {index}: max err {error.max().item():.3g} (atol {atol:.3g}, rtol {rtol:.3g}, "
-                            f"max|ref| {e.abs().max().item():.3g})")
+            messages.append(
+                f"output {index}: max err {error.max().item():.3g} (atol {atol:.3g}, rtol {rtol:.3g}, "
+                f"max|ref| {e.abs().max().item():.3g})"
+            )
     return not messages, "; ".join(messages), worst, worst_ratio, worst_scaled
 
 
@@ -401,7 +431,11 @@ def lower(ep, inputs, which="xir", via="etal", **options) -> Lowered:
     start = time.perf_counter()
     try:
         edge, result.partitioner = lower_edge(ep, which, via, **options)
-        result.delegated, result.outside, result.delegates = delegated_ops(edge), outside_ops(edge), delegate_count(edge)
+        result.delegated, result.outside, result.delegates = (
+            delegated_ops(edge),
+            outside_ops(edge),
+            delegate_count(edge),
+        )
         buffer = to_buffer(edge)
         result.seconds, result.buffer = time.perf_counter() - start, buffer
         result.outputs = run_pte(buffer, inputs)

@@ -44,19 +44,29 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
+from lowering.report import is_compute
 from passes import Instrument
 from xir import Graph, InputKind, Node, Value
 from xir.files import check_writable, write_atomic
 from xir.printer import Namer, print_node
 
-from lowering.report import is_compute
-
 ASSETS = Path(__file__).with_name("report_assets")
 
 # delegate colours (fill, stroke): distinct, light enough for black text
-PALETTE = [("#cfe3ff", "#3b78c4"), ("#d4f2d0", "#3f9a3a"), ("#ffe2c2", "#d07b21"), ("#ead7fb", "#8a52c4"),
-           ("#ccf1ef", "#2b9a92"), ("#fbd3e4", "#c4457a"), ("#f3efc0", "#a39a1f"), ("#dcdcf7", "#5a5ab8"),
-           ("#d9eed9", "#5b8c5b"), ("#f5dccd", "#b0663c"), ("#d0e9f5", "#3a86a8"), ("#ecd5d5", "#a05353")]
+PALETTE = [
+    ("#cfe3ff", "#3b78c4"),
+    ("#d4f2d0", "#3f9a3a"),
+    ("#ffe2c2", "#d07b21"),
+    ("#ead7fb", "#8a52c4"),
+    ("#ccf1ef", "#2b9a92"),
+    ("#fbd3e4", "#c4457a"),
+    ("#f3efc0", "#a39a1f"),
+    ("#dcdcf7", "#5a5ab8"),
+    ("#d9eed9", "#5b8c5b"),
+    ("#f5dccd", "#b0663c"),
+    ("#d0e9f5", "#3a86a8"),
+    ("#ecd5d5", "#a05353"),
+]
 DISPLAYED_INPUTS = (InputKind.user, InputKind.state)  # parameters and constants: in a node's details only
 
 
@@ -65,6 +75,7 @@ def color_of(index: int) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------------ pass recording
+
 
 class RecordPasses(Instrument):
     """Keeps, for every pass that changed the graph, its IR diff and what it did: nodes before and
@@ -113,21 +124,28 @@ class RecordPasses(Instrument):
             return
         text = self._lines(graph)
         ops = Counter(n.op for n in graph)
-        diff = list(difflib.unified_diff(self._text, text, f"before {p.name}", f"after {p.name}", n=self.context,
-                                         lineterm=""))
+        diff = list(
+            difflib.unified_diff(self._text, text, f"before {p.name}", f"after {p.name}", n=self.context, lineterm="")
+        )
         if len(diff) > self.max_diff_lines:
-            diff = diff[:self.max_diff_lines] + [f"... {len(diff) - self.max_diff_lines} more diff lines not shown"]
+            diff = diff[: self.max_diff_lines] + [f"... {len(diff) - self.max_diff_lines} more diff lines not shown"]
         stats = getattr(p, "last_stats", None)
         rules = dict(stats.fired) if stats is not None and getattr(stats, "fired", None) else {}
         folded = getattr(p, "folded", None)
-        self.changes.append({
-            "index": index, "name": p.name, "pass": str(p),
-            "nodes_before": sum(self._ops.values()), "nodes_after": sum(ops.values()),
-            "created": dict(sorted((ops - self._ops).items())), "removed": dict(sorted((self._ops - ops).items())),
-            "rules": {k: int(v) for k, v in sorted(rules.items())},
-            "folded": {k: int(v) for k, v in sorted(dict(folded).items())} if folded else {},
-            "diff": "\n".join(diff),
-        })
+        self.changes.append(
+            {
+                "index": index,
+                "name": p.name,
+                "pass": str(p),
+                "nodes_before": sum(self._ops.values()),
+                "nodes_after": sum(ops.values()),
+                "created": dict(sorted((ops - self._ops).items())),
+                "removed": dict(sorted((self._ops - ops).items())),
+                "rules": {k: int(v) for k, v in sorted(rules.items())},
+                "folded": {k: int(v) for k, v in sorted(dict(folded).items())} if folded else {},
+                "diff": "\n".join(diff),
+            }
+        )
         self._text, self._ops = text, ops
 
 
@@ -139,6 +157,7 @@ def find_recorder(instruments: Iterable[Any]) -> RecordPasses | None:
 
 
 # ---------------------------------------------------------------------------- modules
+
 
 def _module_path(node: Node) -> str | None:
     fx = node.fx_node
@@ -191,8 +210,7 @@ def module_paths(graph: Graph) -> dict[int, list[str]]:
             result[id(node)] = known[id(node)]
             continue
         near: list[list[str]] = []
-        for step in (lambda n: [v.producer for v in n.inputs() if v.producer is not None],
-                     lambda n: n.readers):
+        for step in (lambda n: [v.producer for v in n.inputs() if v.producer is not None], lambda n: n.readers):
             seen, frontier = {id(node)}, [node]
             for _ in range(64):  # through at most this many nodes without a path
                 following = []
@@ -239,9 +257,17 @@ def module_clusters(graph: Graph, paths: dict[int, list[str]]) -> tuple[list[dic
     clusters = []
     for path in ordered:
         parent = next((path[:d] for d in range(len(path) - 1, 0, -1) if path[:d] in kept_set), None)
-        label = ".".join(path[len(parent):] if parent else path)
-        clusters.append({"id": ids[path], "path": ".".join(path), "label": label, "type": types.get(".".join(path), ""),
-                         "parent": ids[parent] if parent else None, "size": len(members[path])})
+        label = ".".join(path[len(parent) :] if parent else path)
+        clusters.append(
+            {
+                "id": ids[path],
+                "path": ".".join(path),
+                "label": label,
+                "type": types.get(".".join(path), ""),
+                "parent": ids[parent] if parent else None,
+                "size": len(members[path]),
+            }
+        )
     node_cluster: dict[int, str | None] = {}
     for node in nodes:
         path = tuple(paths[id(node)])
@@ -251,6 +277,7 @@ def module_clusters(graph: Graph, paths: dict[int, list[str]]) -> tuple[list[dic
 
 
 # ------------------------------------------------------------------------------- data
+
 
 def _short_op(op: str) -> str:
     parts = op.split(".")
@@ -263,17 +290,31 @@ def _type(value: Value) -> str:
     return str(value.type)
 
 
-def report_data(graph: Graph, plan, changes: list[dict] | None = None, title: str = "xir partition",
-                subtitle: str = "", passes_recorded: bool = True, pipeline: str = "") -> dict:
+def report_data(
+    graph: Graph,
+    plan,
+    changes: list[dict] | None = None,
+    title: str = "xir partition",
+    subtitle: str = "",
+    passes_recorded: bool = True,
+    pipeline: str = "",
+) -> dict:
     """Everything the page shows, as JSON-able data: a record per displayed input, op and the
     output, the edges between them, the module clusters, the delegates and the summary by op."""
     namer = Namer(graph)
     records, ident, clusters = _records(graph, plan, namer)
     groups, summary = _groups_and_summary(graph, plan)
     return {
-        "title": title, "subtitle": subtitle, "pipeline": pipeline,
-        "nodes": records, "edges": _edges(graph, namer, ident), "clusters": clusters, "groups": groups,
-        "summary": summary, "passes": changes or [], "passes_recorded": passes_recorded,
+        "title": title,
+        "subtitle": subtitle,
+        "pipeline": pipeline,
+        "nodes": records,
+        "edges": _edges(graph, namer, ident),
+        "clusters": clusters,
+        "groups": groups,
+        "summary": summary,
+        "passes": changes or [],
+        "passes_recorded": passes_recorded,
     }
 
 
@@ -300,35 +341,82 @@ def _records(graph: Graph, plan, namer: Namer) -> tuple[list[dict], dict[int, st
         if value.input_kind in DISPLAYED_INPUTS:
             key = f"i{len(ident)}"
             ident[id(value)] = key
-            records.append({"id": key, "kind": "input", "op": value.input_kind.value, "short": value.input_kind.value,
-                            "name": namer.ref(value), "type": _type(value), "types": [_type(value)], "group": None,
-                            "cluster": None, "line": f"{value.input_kind.value} {namer.ref(value)}: {value.type}"})
+            records.append(
+                {
+                    "id": key,
+                    "kind": "input",
+                    "op": value.input_kind.value,
+                    "short": value.input_kind.value,
+                    "name": namer.ref(value),
+                    "type": _type(value),
+                    "types": [_type(value)],
+                    "group": None,
+                    "cluster": None,
+                    "line": f"{value.input_kind.value} {namer.ref(value)}: {value.type}",
+                }
+            )
     for index, node in enumerate(graph):
         ident[id(node)] = f"n{index}"
-        records.append(_op_record(node, f"n{index}", namer, group_of.get(id(node)), implicit_of.get(id(node)),
-                                  rejected.get(id(node)), node_cluster.get(id(node)), ".".join(paths[id(node)])))
-    records.append({"id": OUTPUT_KEY, "kind": "output", "op": "return", "short": "output",
-                    "name": ", ".join(namer.ref(v) for v in graph.outputs),
-                    "type": ", ".join(_type(v) for v in graph.outputs), "types": [_type(v) for v in graph.outputs],
-                    "group": None, "cluster": None, "line": "return " + ", ".join(namer.ref(v) for v in graph.outputs)})
+        records.append(
+            _op_record(
+                node,
+                f"n{index}",
+                namer,
+                group_of.get(id(node)),
+                implicit_of.get(id(node)),
+                rejected.get(id(node)),
+                node_cluster.get(id(node)),
+                ".".join(paths[id(node)]),
+            )
+        )
+    records.append(
+        {
+            "id": OUTPUT_KEY,
+            "kind": "output",
+            "op": "return",
+            "short": "output",
+            "name": ", ".join(namer.ref(v) for v in graph.outputs),
+            "type": ", ".join(_type(v) for v in graph.outputs),
+            "types": [_type(v) for v in graph.outputs],
+            "group": None,
+            "cluster": None,
+            "line": "return " + ", ".join(namer.ref(v) for v in graph.outputs),
+        }
+    )
     return records, ident, clusters
 
 
 def _op_record(node, key: str, namer: Namer, group, folded_into, rejection, cluster, module: str) -> dict:
     """The record of one op: its delegate (or the one its Q/DQ folds into), or why it is outside."""
-    origin = node.origin or (node.fx_node.meta.get("xir_origin") if node.fx_node is not None
-                             and hasattr(node.fx_node, "meta") else None)
-    status = "delegated" if group is not None else "folded" if folded_into is not None else \
-        "outside" if rejection is not None and is_compute(node.op) else "other"
+    origin = node.origin or (
+        node.fx_node.meta.get("xir_origin") if node.fx_node is not None and hasattr(node.fx_node, "meta") else None
+    )
+    status = (
+        "delegated"
+        if group is not None
+        else "folded"
+        if folded_into is not None
+        else "outside"
+        if rejection is not None and is_compute(node.op)
+        else "other"
+    )
     record = {
-        "id": key, "kind": "op", "op": node.op, "short": _short_op(node.op),
+        "id": key,
+        "kind": "op",
+        "op": node.op,
+        "short": _short_op(node.op),
         "name": ", ".join(namer.ref(r) for r in node.results),
-        "type": _type(node.results[0]) if node.results else "", "types": [_type(r) for r in node.results],
+        "type": _type(node.results[0]) if node.results else "",
+        "types": [_type(r) for r in node.results],
         "group": group.index if group is not None else (folded_into.index if folded_into is not None else None),
-        "status": status, "cluster": cluster, "module": module,
-        "origin": origin, "line": print_node(node, namer),
-        "operands": [f"{namer.ref(v)}: {v.type}" + (f" ({v.input_kind.value})" if v.is_input else "")
-                     for v in node.inputs()],
+        "status": status,
+        "cluster": cluster,
+        "module": module,
+        "origin": origin,
+        "line": print_node(node, namer),
+        "operands": [
+            f"{namer.ref(v)}: {v.type}" + (f" ({v.input_kind.value})" if v.is_input else "") for v in node.inputs()
+        ],
     }
     if rejection is not None:
         record["rule"], record["reason"] = rejection.rule, rejection.reason
@@ -342,12 +430,19 @@ def _op_record(node, key: str, namer: Namer, group, folded_into, rejection, clus
 def _edges(graph: Graph, namer: Namer, ident: dict[int, str]) -> list[dict]:
     """The edges between records: source and target are record ids; ``output`` is the result's
     index, ``input`` the reading position."""
+
     def edge(value, target: str, position: int) -> dict | None:
         source = ident.get(id(value.producer)) if value.producer is not None else ident.get(id(value))
         if source is None:
             return None
-        return {"source": source, "target": target, "value": namer.ref(value), "type": _type(value),
-                "output": value.index if value.producer is not None else 0, "input": position}
+        return {
+            "source": source,
+            "target": target,
+            "value": namer.ref(value),
+            "type": _type(value),
+            "output": value.index if value.producer is not None else 0,
+            "input": position,
+        }
 
     edges = []
     for node in graph:
@@ -370,24 +465,44 @@ def _groups_and_summary(graph: Graph, plan) -> tuple[list[dict], dict]:
     groups = []
     for group in plan.groups:
         fill, stroke = color_of(group.index)
-        groups.append({"index": group.index, "tag": group.tag, "fill": fill, "stroke": stroke,
-                       "nodes": len(group.nodes), "implicit": len(group.implicit),
-                       "ops": dict(Counter(n.op for n in group.nodes).most_common())})
+        groups.append(
+            {
+                "index": group.index,
+                "tag": group.tag,
+                "fill": fill,
+                "stroke": stroke,
+                "nodes": len(group.nodes),
+                "implicit": len(group.implicit),
+                "ops": dict(Counter(n.op for n in group.nodes).most_common()),
+            }
+        )
     inside = Counter(n.op for g in plan.groups for n in g.nodes)
     outside_rows = [r for r in plan.rejected if is_compute(r.node.op)]
     outside = Counter(r.node.op for r in outside_rows)
     reasons: dict[str, Counter] = {}
     for r in outside_rows:
         reasons.setdefault(r.node.op, Counter())[f"{r.rule}: {r.reason}"] += 1
-    by_op = [{"op": op, "inside": inside.get(op, 0), "outside": outside.get(op, 0),
-              "reasons": [f"{text}" + (f" (x{n})" if n > 1 else "") for text, n in reasons.get(op, Counter()).items()]}
-             for op in sorted(set(inside) | set(outside), key=lambda o: (-outside.get(o, 0), -inside.get(o, 0), o))]
-    summary = {"nodes": len(graph.nodes), "delegated": sum(inside.values()), "outside": len(outside_rows),
-               "delegates": len(plan.groups), "by_op": by_op}
+    by_op = [
+        {
+            "op": op,
+            "inside": inside.get(op, 0),
+            "outside": outside.get(op, 0),
+            "reasons": [f"{text}" + (f" (x{n})" if n > 1 else "") for text, n in reasons.get(op, Counter()).items()],
+        }
+        for op in sorted(set(inside) | set(outside), key=lambda o: (-outside.get(o, 0), -inside.get(o, 0), o))
+    ]
+    summary = {
+        "nodes": len(graph.nodes),
+        "delegated": sum(inside.values()),
+        "outside": len(outside_rows),
+        "delegates": len(plan.groups),
+        "by_op": by_op,
+    }
     return groups, summary
 
 
 # ------------------------------------------------------------------------------- page
+
 
 def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
@@ -397,26 +512,43 @@ def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
 
 def _summary_html(data: dict) -> str:
     s = data["summary"]
-    parts = [f'<p class="lead">{s["delegated"]} of {s["nodes"]} IR nodes delegated to XNNPACK in {s["delegates"]} '
-             f'delegate(s); {s["outside"]} compute op(s) left outside.</p>', "<h2>Delegates</h2>"]
+    parts = [
+        f'<p class="lead">{s["delegated"]} of {s["nodes"]} IR nodes delegated to XNNPACK in {s["delegates"]} '
+        f"delegate(s); {s['outside']} compute op(s) left outside.</p>",
+        "<h2>Delegates</h2>",
+    ]
     rows = []
     for g in data["groups"]:
         swatch = f'<span class="swatch" style="background:{g["fill"]};border-color:{g["stroke"]}"></span>'
         ops = ", ".join(f"{html.escape(op)}" + (f" x{n}" if n > 1 else "") for op, n in g["ops"].items())
-        folded = f' ({g["implicit"]} Q/DQ folded)' if g["implicit"] else ""
-        rows.append([f'{swatch}<a href="#search=delegate:{g["tag"]}" class="tag-link">{g["tag"]}</a>',
-                     f'{g["nodes"]}{folded}', ops])
+        folded = f" ({g['implicit']} Q/DQ folded)" if g["implicit"] else ""
+        rows.append(
+            [
+                f'{swatch}<a href="#search=delegate:{g["tag"]}" class="tag-link">{g["tag"]}</a>',
+                f"{g['nodes']}{folded}",
+                ops,
+            ]
+        )
     parts.append(_table(["delegate", "nodes", "ops"], rows) if rows else "<p>No delegate.</p>")
     parts.append("<h2>Ops inside and outside, by op</h2>")
-    rows = [[html.escape(r["op"]), str(r["inside"] or ""), str(r["outside"] or ""),
-             "<br>".join(html.escape(t) for t in r["reasons"])] for r in s["by_op"]]
+    rows = [
+        [
+            html.escape(r["op"]),
+            str(r["inside"] or ""),
+            str(r["outside"] or ""),
+            "<br>".join(html.escape(t) for t in r["reasons"]),
+        ]
+        for r in s["by_op"]
+    ]
     parts.append(_table(["op", "inside", "outside", "rule: reason (left outside)"], rows, "by-op"))
     parts.append("<h2>Passes that changed the graph</h2>")
     if data["pipeline"]:
         parts.append(f'<p class="pipeline">pipeline: <code>{html.escape(data["pipeline"])}</code></p>')
     if not data["passes_recorded"]:
-        parts.append("<p>Not recorded: lower with <code>XnnpackPartitioner(instruments=[xir_tools.html_report."
-                     "RecordPasses()])</code> (<code>xir explain --html</code> does) to see them.</p>")
+        parts.append(
+            "<p>Not recorded: lower with <code>XnnpackPartitioner(instruments=[xir_tools.html_report."
+            "RecordPasses()])</code> (<code>xir explain --html</code> does) to see them.</p>"
+        )
     elif not data["passes"]:
         parts.append("<p>No pass changed the graph.</p>")
     else:
@@ -425,8 +557,15 @@ def _summary_html(data: dict) -> str:
             did = ", ".join(f"{html.escape(k)} x{v}" for k, v in (c["rules"] or c["folded"]).items())
             created = ", ".join(f"{html.escape(k)} x{v}" for k, v in c["created"].items())
             removed = ", ".join(f"{html.escape(k)} x{v}" for k, v in c["removed"].items())
-            rows.append([f'<a href="#pass-{c["index"]}">{c["index"]:02d} {html.escape(c["name"])}</a>',
-                         f'{c["nodes_before"]} &rarr; {c["nodes_after"]}', did, created, removed])
+            rows.append(
+                [
+                    f'<a href="#pass-{c["index"]}">{c["index"]:02d} {html.escape(c["name"])}</a>',
+                    f"{c['nodes_before']} &rarr; {c['nodes_after']}",
+                    did,
+                    created,
+                    removed,
+                ]
+            )
         parts.append(_table(["pass", "nodes", "rules fired / folded", "ops created", "ops removed"], rows, "passes"))
     return "\n".join(parts)
 
@@ -434,21 +573,37 @@ def _summary_html(data: dict) -> str:
 def _diff_html(diff: str) -> str:
     out = []
     for line in diff.splitlines():
-        cls = "add" if line.startswith("+") and not line.startswith("+++") else \
-            "del" if line.startswith("-") and not line.startswith("---") else "hunk" if line.startswith("@@") else ""
+        cls = (
+            "add"
+            if line.startswith("+") and not line.startswith("+++")
+            else "del"
+            if line.startswith("-") and not line.startswith("---")
+            else "hunk"
+            if line.startswith("@@")
+            else ""
+        )
         out.append(f'<span class="{cls}">{html.escape(line)}</span>')
     return "".join(out)  # each line a block
 
 
 def _passes_html(data: dict) -> str:
     if not data["passes"]:
-        return "<p>No IR diff: " + ("no pass changed the graph." if data["passes_recorded"] else
-                                    "the passes were not recorded (see the summary).") + "</p>"
+        return (
+            "<p>No IR diff: "
+            + (
+                "no pass changed the graph."
+                if data["passes_recorded"]
+                else "the passes were not recorded (see the summary)."
+            )
+            + "</p>"
+        )
     parts = []
     for c in data["passes"]:
-        parts.append(f'<details class="pass" id="pass-{c["index"]}"><summary><b>{c["index"]:02d} '
-                     f'{html.escape(c["pass"])}</b> &mdash; nodes {c["nodes_before"]} &rarr; {c["nodes_after"]}'
-                     f'</summary><pre class="diff">{_diff_html(c["diff"])}</pre></details>')
+        parts.append(
+            f'<details class="pass" id="pass-{c["index"]}"><summary><b>{c["index"]:02d} '
+            f"{html.escape(c['pass'])}</b> &mdash; nodes {c['nodes_before']} &rarr; {c['nodes_after']}"
+            f'</summary><pre class="diff">{_diff_html(c["diff"])}</pre></details>'
+        )
     return "\n".join(parts)
 
 
@@ -462,8 +617,9 @@ def _script_safe(text: str) -> str:
 
 
 # every character that can end or change the meaning of a <script> element's text, as a JSON escape
-_JSON_IN_SCRIPT = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
-                                 "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_JSON_IN_SCRIPT = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 def script_json(data: Any) -> str:
@@ -494,13 +650,22 @@ def render_html(data: dict) -> str:
     return _PLACEHOLDER.sub(lambda m: replacements[m.group(0)], _asset("report.html"))
 
 
-def write_html(path: str | os.PathLike, graph: Graph, plan, changes: list[dict] | None = None,
-               passes_recorded: bool = True, title: str = "xir partition", subtitle: str = "", pipeline: str = "") -> Path:
+def write_html(
+    path: str | os.PathLike,
+    graph: Graph,
+    plan,
+    changes: list[dict] | None = None,
+    passes_recorded: bool = True,
+    title: str = "xir partition",
+    subtitle: str = "",
+    pipeline: str = "",
+) -> Path:
     """Write the page to ``path`` through a temporary file and a rename (a failed write leaves what
     was there); ``path`` is checked before the page is made."""
     path = check_writable(path)
-    data = report_data(graph, plan, changes, title=title, subtitle=subtitle, passes_recorded=passes_recorded,
-                       pipeline=pipeline)
+    data = report_data(
+        graph, plan, changes, title=title, subtitle=subtitle, passes_recorded=passes_recorded, pipeline=pipeline
+    )
     return write_atomic(path, render_html(data))
 
 
@@ -511,12 +676,19 @@ def write_partitioner_report(partitioner, path: str | os.PathLike, title: str | 
         raise RuntimeError("partition() has not run yet: lower with this partitioner first")
     recorder = find_recorder(getattr(partitioner, "instruments", ()))
     options = partitioner.options
-    subtitle = ", ".join(x for x in ("bf16" if options.enable_bf16 else "no bf16",
-                                     "per op" if options.per_op_mode else "") if x)
-    return write_html(path, partitioner.last_graph, partitioner.last_plan,
-                      recorder.changes if recorder is not None else None, passes_recorded=recorder is not None,
-                      title=title or "xir partition", subtitle=subtitle,
-                      pipeline=getattr(partitioner, "pipeline_text", ""))
+    subtitle = ", ".join(
+        x for x in ("bf16" if options.enable_bf16 else "no bf16", "per op" if options.per_op_mode else "") if x
+    )
+    return write_html(
+        path,
+        partitioner.last_graph,
+        partitioner.last_plan,
+        recorder.changes if recorder is not None else None,
+        passes_recorded=recorder is not None,
+        title=title or "xir partition",
+        subtitle=subtitle,
+        pipeline=getattr(partitioner, "pipeline_text", ""),
+    )
 
 
 def write_ir_report(path: str | os.PathLike, graph: Graph, options=None, title: str = "xir partition") -> Path:

@@ -39,7 +39,9 @@ def _require_optimum():
     try:
         from optimum.exporters.executorch import recipe_registry
     except ImportError as error:
-        raise OptimumNotInstalled(f"optimum-executorch is not installed ({error}); install it with: {INSTALL_HINT}") from error
+        raise OptimumNotInstalled(
+            f"optimum-executorch is not installed ({error}); install it with: {INSTALL_HINT}"
+        ) from error
     return recipe_registry
 
 
@@ -88,11 +90,13 @@ def lower(programs, metadata=None, *, enable_bf16: bool = False, **partitioner_o
         constant_methods=metadata,
         compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
     )
-    executorch_program = edge.to_executorch(config=ExecutorchBackendConfig(
-        extract_delegate_segments=True,
-        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),
-        do_quant_fusion_and_const_prop=True,
-    ))
+    executorch_program = edge.to_executorch(
+        config=ExecutorchBackendConfig(
+            extract_delegate_segments=True,
+            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),
+            do_quant_fusion_and_const_prop=True,
+        )
+    )
     return executorch_program, partitioner
 
 
@@ -108,12 +112,18 @@ def export_with_xir(model, **kwargs):
     XnnpackPartitioner, e.g. ``bf16_activations_in_fp32=True``; ``enable_bf16`` there overrides the
     model's dtype."""
     if not hasattr(model, "export"):
-        raise TypeError(f"the {RECIPE} recipe takes an optimum-executorch exportable module, not {type(model).__name__}")
+        raise TypeError(
+            f"the {RECIPE} recipe takes an optimum-executorch exportable module, not {type(model).__name__}"
+        )
     programs = model.export()
     if _uses_custom_sdpa(model) and not any(
-            node.op == "call_function" and "custom_sdpa" in str(node.target)
-            for program in programs.values() for node in program.graph.nodes):
-        raise ValueError("the model was loaded with custom_sdpa attention but its exported programs have no custom_sdpa op")
+        node.op == "call_function" and "custom_sdpa" in str(node.target)
+        for program in programs.values()
+        for node in program.graph.nodes
+    ):
+        raise ValueError(
+            "the model was loaded with custom_sdpa attention but its exported programs have no custom_sdpa op"
+        )
     bf16 = kwargs.pop("enable_bf16", None)
     if bf16 is None:
         bf16 = model_is_bf16(model, programs)
@@ -149,7 +159,8 @@ def _parser():
     parser = argparse.ArgumentParser(
         prog="xir optimum",
         description="optimum-executorch's export (the arguments of 'optimum-cli export executorch') with xir's "
-                    f"recipe {RECIPE!r} by default: xir's XNNPACK partitioner and rewrites.")
+        f"recipe {RECIPE!r} by default: xir's XNNPACK partitioner and rewrites.",
+    )
     parse_args_executorch(parser)
     parser.set_defaults(recipe=RECIPE)
     return parser

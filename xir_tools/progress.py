@@ -78,7 +78,7 @@ class Step:
             text += f"  {self.detail}"
         text += f"  {_elapsed(time.monotonic() - self.start)}"
         if width and len(text) > width - 1:
-            text = text[:width - 4] + "..."
+            text = text[: width - 4] + "..."
         return text
 
 

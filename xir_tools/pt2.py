@@ -49,14 +49,37 @@ CHUNK = 1 << 20  # members are read this much at a time to check their CRCs
 FORMAT = "archive_format"
 MODEL_JSON = "models/model.json"
 SAMPLE_INPUTS = "data/sample_inputs/model.pt"
-PAYLOAD_CONFIGS = {"weights": re.compile(r"data/weights/([^/]+)_weights_config\.json"),
-                   "constants": re.compile(r"data/constants/([^/]+)_constants_config\.json")}
+PAYLOAD_CONFIGS = {
+    "weights": re.compile(r"data/weights/([^/]+)_weights_config\.json"),
+    "constants": re.compile(r"data/constants/([^/]+)_constants_config\.json"),
+}
 PICKLED_MEMBERS = re.compile(r"data/(weights|constants)/[^/]+\.pt")  # the legacy state dict and constants
 COMPILED_CODE = "data/aotinductor/"
 
 # bytes per element of schema.ScalarType
-ELEMENT_SIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 2, 7: 4, 8: 8, 9: 4, 10: 8, 11: 16, 12: 1, 13: 2,
-                28: 2, 29: 1, 30: 1, 31: 1, 32: 1, 33: 1, 34: 4, 35: 8}
+ELEMENT_SIZE = {
+    1: 1,
+    2: 1,
+    3: 2,
+    4: 4,
+    5: 8,
+    6: 2,
+    7: 4,
+    8: 8,
+    9: 4,
+    10: 8,
+    11: 16,
+    12: 1,
+    13: 2,
+    28: 2,
+    29: 1,
+    30: 1,
+    31: 1,
+    32: 1,
+    33: 1,
+    34: 4,
+    35: 8,
+}
 
 
 class BadArchive(ValueError):
@@ -83,8 +106,10 @@ class UntrustedArchive(BadArchive):
     torch evaluates. ``trust_pickle=True`` loads it."""
 
     def text(self) -> str:
-        return (f"{self.path}: {self.problem}: loading it would run code from the file "
-                f"(--trust-pickle, or trust_pickle=True, loads it if you trust the file)")
+        return (
+            f"{self.path}: {self.problem}: loading it would run code from the file "
+            f"(--trust-pickle, or trust_pickle=True, loads it if you trust the file)"
+        )
 
 
 def load_exported_program(path, trust_pickle: bool = False):
@@ -116,9 +141,12 @@ def _check(path: Path, file, trust_pickle: bool) -> None:
     with archive:
         first = min((info.header_offset for info in archive.infolist()), default=0)
         if first != 0:  # (a truncated .pt2 ending in its sample inputs: zipfile finds *their* directory)
-            raise BadArchive(path, f"it is truncated or damaged: the zip directory at its end lists members from "
-                                   f"byte {first:,} on ({archive.infolist()[0].filename}: a zip stored inside it?), "
-                                   f"not from its start")
+            raise BadArchive(
+                path,
+                f"it is truncated or damaged: the zip directory at its end lists members from "
+                f"byte {first:,} on ({archive.infolist()[0].filename}: a zip stored inside it?), "
+                f"not from its start",
+            )
         _check_zip(path, archive)
         members = _members(path, archive, trust_pickle)
         payloads = _payloads(path, archive, members)
@@ -143,15 +171,24 @@ def _check_zip(path: Path, archive: zipfile.ZipFile, inside: str = "") -> None:
             raise BadArchive(path, f"member {name} appears twice in the archive")
         seen.add(info.filename)
         if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-            raise BadArchive(path, f"member {name}: its sizes in the zip directory disagree "
-                                   f"({info.compress_size:,} bytes stored, {info.file_size:,} declared)")
+            raise BadArchive(
+                path,
+                f"member {name}: its sizes in the zip directory disagree "
+                f"({info.compress_size:,} bytes stored, {info.file_size:,} declared)",
+            )
         limit = MAX_JSON if info.filename.endswith(".json") else MAX_MEMBER
         if info.file_size > limit:
-            raise BadArchive(path, f"member {name} inflates to {info.file_size:,} bytes, more than the {limit:,} "
-                                   f"xir reads of {'a JSON member' if limit == MAX_JSON else 'a member'}")
+            raise BadArchive(
+                path,
+                f"member {name} inflates to {info.file_size:,} bytes, more than the {limit:,} "
+                f"xir reads of {'a JSON member' if limit == MAX_JSON else 'a member'}",
+            )
         if info.file_size > info.compress_size * MAX_RATIO + SLACK:
-            raise BadArchive(path, f"member {name} inflates to {info.file_size:,} bytes from {info.compress_size:,} "
-                                   f"(a decompression bomb?)")
+            raise BadArchive(
+                path,
+                f"member {name} inflates to {info.file_size:,} bytes from {info.compress_size:,} "
+                f"(a decompression bomb?)",
+            )
     for info in archive.infolist():
         try:
             with archive.open(info) as member:
@@ -168,25 +205,30 @@ def _members(path: Path, archive: zipfile.ZipFile, trust_pickle: bool) -> dict[s
     """The members by their name in the archive's folder (``models/model.json``, ...); empty for
     an archive of torch 2.7's format, which only a trusted load reads."""
     names = archive.namelist()
-    roots = {name[:-len(FORMAT)] for name in names if name.endswith("/" + FORMAT) and name.count("/") == 1}
+    roots = {name[: -len(FORMAT)] for name in names if name.endswith("/" + FORMAT) and name.count("/") == 1}
     if len(roots) != 1:
         return _older_format(path, names, trust_pickle)
     (root,) = roots
     outside = [name for name in names if not name.startswith(root)]
     if outside:
         raise BadArchive(path, f"member {outside[0]} is outside the archive's folder {root}")
-    return {name[len(root):]: archive.getinfo(name) for name in names}
+    return {name[len(root) :]: archive.getinfo(name) for name in names}
 
 
 def _older_format(path: Path, names: list[str], trust_pickle: bool) -> dict:
     if "serialized_exported_program.json" in names:
         if trust_pickle:
             return {}
-        raise UntrustedArchive(path, "it is in the format of torch 2.7 and earlier, whose state dict, constants "
-                                     "and sample inputs are pickled")
+        raise UntrustedArchive(
+            path,
+            "it is in the format of torch 2.7 and earlier, whose state dict, constants and sample inputs are pickled",
+        )
     if any(name.endswith("data.pkl") for name in names):
-        raise NotAnExportedProgram(path, "it is a torch.save file (a state dict or module?); export the model with "
-                                         "torch.export.export and save that with torch.export.save")
+        raise NotAnExportedProgram(
+            path,
+            "it is a torch.save file (a state dict or module?); export the model with "
+            "torch.export.export and save that with torch.export.save",
+        )
     raise NotAnExportedProgram(path, "it is a zip archive without an exported program in it")
 
 
@@ -198,6 +240,7 @@ def _read_json(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo):
 
 
 # ---------------------------------------------------------------------------- tensor sizes
+
 
 def _payloads(path: Path, archive: zipfile.ZipFile, members: dict) -> list[tuple[str, str, str, dict]]:
     """(kind, fqn, member name, payload meta) of every entry of the weights and constants configs."""
@@ -253,11 +296,17 @@ def _check_tensor_sizes(path: Path, members: dict, payloads: list) -> None:
     for name, (size, tensor) in needed.items():
         info = members[name]
         if info.file_size < size:
-            raise BadArchive(path, f"member {info.filename} holds {info.file_size:,} bytes, fewer than the {size:,} "
-                                   f"that {tensor} declares")
+            raise BadArchive(
+                path,
+                f"member {info.filename} holds {info.file_size:,} bytes, fewer than the {size:,} "
+                f"that {tensor} declares",
+            )
         if info.compress_type != zipfile.ZIP_STORED and info.file_size > size:
-            raise BadArchive(path, f"member {info.filename} inflates to {info.file_size:,} bytes, more than the "
-                                   f"{size:,} that {tensor} declares")
+            raise BadArchive(
+                path,
+                f"member {info.filename} inflates to {info.file_size:,} bytes, more than the "
+                f"{size:,} that {tensor} declares",
+            )
 
 
 # ------------------------------------------------------------------- code in the archive
@@ -270,27 +319,85 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # \r ends a line of Python so
 
 # what a symbolic size torch printed is made of: sympy's and torch's shape functions (the deserializer's
 # sympy_functions), Symbol's assumptions, symbols (s0, u3), numbers, quoted names and numbers, operators
-SHAPE_NAMES = frozenset("""
+SHAPE_NAMES = frozenset(
+    """
     Symbol Integer Rational Float Add Mul Pow Mod Max Min Abs floor ceiling Eq Ne Lt Le Gt Ge Equality
     Unequality StrictLessThan StrictGreaterThan LessThan GreaterThan And Or Not Piecewise ExprCondPair true false
     True False oo zoo nan int_oo FloorDiv ModularIndexing Where PythonMod CleanDiv CeilToInt FloorToInt CeilDiv
     LShift RShift PowByNatural FloatPow FloatTrueDiv IntTrueDiv IsNonOverlappingAndDenseIndicator TruncToFloat
     TruncToInt RoundToInt RoundDecimal ToFloat Identity positive negative nonnegative nonpositive integer real
-    finite infinite zero nonzero even odd rational commutative precision""".split())
+    finite infinite zero nonzero even odd rational commutative precision""".split()
+)
 SYMBOL = re.compile(r"[a-z]+[0-9]+")
 NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-SHAPE_TOKEN = re.compile(rf"""\s*(?:(?P<name>[A-Za-z_]\w*)|{NUMBER}|'(?:[A-Za-z]\w*|{NUMBER})'|"(?:[A-Za-z]\w*|{NUMBER})"
-                             |\*\*|//|[<>=!]=|[-+*/%(),<>=])""", re.ASCII | re.VERBOSE)
+SHAPE_TOKEN = re.compile(
+    rf"""\s*(?:(?P<name>[A-Za-z_]\w*)|{NUMBER}|'(?:[A-Za-z]\w*|{NUMBER})'|"(?:[A-Za-z]\w*|{NUMBER})"
+                             |\*\*|//|[<>=!]=|[-+*/%(),<>=])""",
+    re.ASCII | re.VERBOSE,
+)
 
 # what a guard torch.export wrote is made of: comparisons and arithmetic of the inputs' sizes and strides
-GUARD_NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Call, ast.Subscript,
-               ast.Attribute, ast.Name, ast.Constant, ast.Tuple, ast.expr_context, ast.boolop, ast.operator,
-               ast.unaryop, ast.cmpop)
-GUARD_NAMES = frozenset({"L", "math", "torch", "inf", "IsNonOverlappingAndDenseIndicator",
-                         "cast_symbool_to_symint_guardless", "abs", "min", "max", "int", "float", "bool", "round"})
-GUARD_ATTRIBUTES = frozenset({"size", "stride", "storage_offset", "dim", "numel", "floor", "ceil", "trunc", "sqrt",
-                              "isnan", "isinf", "inf", "nan", "sym_max", "sym_min", "sym_int", "sym_float", "sym_not",
-                              "sym_ite", "sym_sqrt", "sym_sum"})
+GUARD_NODES = (
+    ast.Expression,
+    ast.Compare,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.IfExp,
+    ast.Call,
+    ast.Subscript,
+    ast.Attribute,
+    ast.Name,
+    ast.Constant,
+    ast.Tuple,
+    ast.expr_context,
+    ast.boolop,
+    ast.operator,
+    ast.unaryop,
+    ast.cmpop,
+)
+GUARD_NAMES = frozenset(
+    {
+        "L",
+        "math",
+        "torch",
+        "inf",
+        "IsNonOverlappingAndDenseIndicator",
+        "cast_symbool_to_symint_guardless",
+        "abs",
+        "min",
+        "max",
+        "int",
+        "float",
+        "bool",
+        "round",
+    }
+)
+GUARD_ATTRIBUTES = frozenset(
+    {
+        "size",
+        "stride",
+        "storage_offset",
+        "dim",
+        "numel",
+        "floor",
+        "ceil",
+        "trunc",
+        "sqrt",
+        "isnan",
+        "isinf",
+        "inf",
+        "nan",
+        "sym_max",
+        "sym_min",
+        "sym_int",
+        "sym_float",
+        "sym_not",
+        "sym_ite",
+        "sym_sqrt",
+        "sym_sum",
+    }
+)
 GUARD_TEXT = re.compile(r"\w*", re.ASCII)
 
 
@@ -337,13 +444,18 @@ def _exponent(node) -> float:
         node = node.operand
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         value = abs(node.value)
-    elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-          and all(isinstance(n, ast.Constant) and type(n.value) is int for n in (node.left, node.right))
-          and node.right.value != 0):
+    elif (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Div)
+        and all(isinstance(n, ast.Constant) and type(n.value) is int for n in (node.left, node.right))
+        and node.right.value != 0
+    ):
         value = abs(node.left.value / node.right.value)
     if value is None or not value <= MAX_EXPONENT:
-        raise _Unbounded(f"raises to a power (or shifts by) {_short(ast.unparse(node))}: only a number up to "
-                         f"{MAX_EXPONENT} is read as one")
+        raise _Unbounded(
+            f"raises to a power (or shifts by) {_short(ast.unparse(node))}: only a number up to "
+            f"{MAX_EXPONENT} is read as one"
+        )
     return value
 
 
@@ -364,8 +476,10 @@ def _literal_bits(value, context: str) -> int:
             return 1 if len(value) <= 100 else _raise(f"holds the text {_short(value)}, longer than 100 characters")
         digits, exponent = match.group("digits"), match.group("exponent") or "0"
         if len(digits) > MAX_LITERAL + 1 or len(exponent.lstrip("+-")) > 3:
-            raise _Unbounded(f"holds the number {_short(value)}: more than {MAX_LITERAL} digits, or an "
-                             f"exponent of more than 3 digits")
+            raise _Unbounded(
+                f"holds the number {_short(value)}: more than {MAX_LITERAL} digits, or an "
+                f"exponent of more than 3 digits"
+            )
         return int(4 * (len(digits) + abs(int(exponent)))) + 1
     raise _Unbounded(f"holds the constant {_short(value)}")
 
@@ -409,8 +523,10 @@ def _bits(node, depth: int, context: str) -> int:
         if name in PRECISIONS:
             for arg in node.args[1:] + [k for key, k in keywords.items() if key in ("precision", "dps", "ndigits")]:
                 if not (isinstance(arg, ast.Constant) and type(arg.value) is int and abs(arg.value) <= MAX_PRECISION):
-                    raise _Unbounded(f"asks {name} for {_short(ast.unparse(arg))} digits: only a number up to "
-                                     f"{MAX_PRECISION} is read as one")
+                    raise _Unbounded(
+                        f"asks {name} for {_short(ast.unparse(arg))} digits: only a number up to "
+                        f"{MAX_PRECISION} is read as one"
+                    )
     elif isinstance(node, ast.Subscript):
         _bits(node.value, deeper, "value")
         _bits(node.slice, deeper, "index")
@@ -448,15 +564,19 @@ def _check_content(path: Path, archive: zipfile.ZipFile, members: dict, payloads
     guards that are not names, shape expressions and shape checks."""
     for name, info in members.items():
         if name.startswith(COMPILED_CODE):
-            raise UntrustedArchive(path, f"member {info.filename} is AOTInductor compiled code, which "
-                                         f"torch.export.load loads as a shared library")
+            raise UntrustedArchive(
+                path,
+                f"member {info.filename} is AOTInductor compiled code, which "
+                f"torch.export.load loads as a shared library",
+            )
         if PICKLED_MEMBERS.fullmatch(name):
             raise UntrustedArchive(path, f"member {info.filename} is a pickled state dict (torch 2.7's format)")
     for kind, fqn, name, meta in payloads:
         if _pickled(meta):
             prefix = re.sub(r"\d+$", "", str(meta.get("path_name")))
             what = {"custom_obj_": "a TorchScript object", "opaque_obj_": "a pickled Python object"}.get(
-                prefix, "pickled (a tensor subclass: a torchao quantized weight, for example)")
+                prefix, "pickled (a tensor subclass: a torchao quantized weight, for example)"
+            )
             member = members[name].filename if name in members else name
             raise UntrustedArchive(path, f"{kind} {fqn} (member {member}) is {what}")
     inputs = members.get(SAMPLE_INPUTS)
@@ -560,8 +680,9 @@ def _is_shape_check(guard) -> bool:
             return False
         if isinstance(node, ast.Attribute) and node.attr not in GUARD_ATTRIBUTES:
             return False
-        if isinstance(node, ast.Constant) and not (type(node.value) in (int, float, bool)
-                                                   or isinstance(node.value, str) and GUARD_TEXT.fullmatch(node.value)):
+        if isinstance(node, ast.Constant) and not (
+            type(node.value) in (int, float, bool) or isinstance(node.value, str) and GUARD_TEXT.fullmatch(node.value)
+        ):
             return False
         if isinstance(node, ast.Call) and node.keywords:
             return False
@@ -574,6 +695,7 @@ def _short(text) -> str:
 
 
 # --------------------------------------------------------------------------------- loading
+
 
 def _load(path: Path, file):
     """The checked archive's program, read as torch.export.load reads it but for the sample inputs:
@@ -606,8 +728,11 @@ def _sample_inputs(path: Path, data: bytes):
     except Exception as error:
         lines = [line.strip() for line in str(error).splitlines() if "WeightsUnpickler error" in line]
         reason = lines[0] if lines else f"{type(error).__name__}: {error}".splitlines()[0]
-        raise UntrustedArchive(path, f"its sample inputs ({SAMPLE_INPUTS}) are a pickle that torch's weights-only "
-                                     f"unpickler refuses ({_short(reason)[1:-1]})") from error
+        raise UntrustedArchive(
+            path,
+            f"its sample inputs ({SAMPLE_INPUTS}) are a pickle that torch's weights-only "
+            f"unpickler refuses ({_short(reason)[1:-1]})",
+        ) from error
 
 
 __all__ = ["BadArchive", "NotAnExportedProgram", "UntrustedArchive", "load_exported_program"]

@@ -25,7 +25,9 @@ from ..rules import (
 FUSED_ACTIVATIONS = (aten.relu, aten.hardtanh)
 GEMM_OPS = (aten.linear, aten.addmm, aten.mm, aten.convolution)
 LINEAR_OPS = (aten.linear, aten.addmm, aten.mm)
-STATIC_QUANT_OPS = {op for op, rule in RULES.items() if STATIC in rule.precisions} - set(QUANTIZE_OPS) - set(DEQUANTIZE_OPS)
+STATIC_QUANT_OPS = (
+    {op for op, rule in RULES.items() if STATIC in rule.precisions} - set(QUANTIZE_OPS) - set(DEQUANTIZE_OPS)
+)
 DYNAMIC_QUANT_OPS = {op for op, rule in RULES.items() if DYNAMIC in rule.precisions}
 
 # the rule of a torchao-quantized linear XNNPACK cannot run: its quantize/dequantize ops have no
@@ -83,6 +85,7 @@ class Capability:
 
 # ------------------------------------------------------------------------------ named checks
 
+
 @attrs.frozen
 class Check:
     """One named reason a node (or the pattern around it) is rejected: ``reason`` answers the
@@ -101,8 +104,10 @@ class Check:
 
 def when(condition: Callable[[Any], bool], checks: Iterable[Check]) -> tuple[Check, ...]:
     """``checks`` asked only where ``condition`` holds too (the same names: a table reusing them)."""
-    return tuple(attrs.evolve(c, applies=condition if c.applies is None else
-                              (lambda s, c=c: condition(s) and c.applies(s))) for c in checks)
+    return tuple(
+        attrs.evolve(c, applies=condition if c.applies is None else (lambda s, c=c: condition(s) and c.applies(s)))
+        for c in checks
+    )
 
 
 def first_failure(table: Iterable[Check], subject: Any) -> tuple[Check, str] | None:
@@ -122,6 +127,7 @@ def run_checks(table: Iterable[Check], subject: Any) -> Verdict | None:
 
 
 # ------------------------------------------------------------------------------ small helpers
+
 
 def dq_producer(value: Value) -> Node | None:
     """The dequantize that produces ``value``, or None."""

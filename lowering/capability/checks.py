@@ -255,7 +255,9 @@ def _bf16_not_supported(s) -> str | None:
 
 def _dtype_not_allowed(s) -> str | None:
     bad = _dtypes(s) - {DType.f32, DType.f16, DType.bf16}  # (bf16 where the checks before let it through)
-    return f"dtype {', '.join(sorted(d.value for d in bad))} (XNNPACK runs f32, f16 and bf16 float ops)" if bad else None
+    return (
+        f"dtype {', '.join(sorted(d.value for d in bad))} (XNNPACK runs f32, f16 and bf16 float ops)" if bad else None
+    )
 
 
 # ops whose definitions take operands of different dtypes (and check them): an fp32 linear on an
@@ -290,15 +292,20 @@ TENSOR_CHECKS: tuple[Check, ...] = (
 # ----------------------------------------------------------------------------- float checks
 
 FP32_NOT_CONFIGURED = "fp32 is not among config_precisions"
-READS_DEQUANTIZED = ("reads a dequantized tensor but is not a quantized pattern XNNPACK runs "
-                     "(e.g. a quantized op whose output is not quantized)")
+READS_DEQUANTIZED = (
+    "reads a dequantized tensor but is not a quantized pattern XNNPACK runs "
+    "(e.g. a quantized op whose output is not quantized)"
+)
 
 
 def _reads_dequantized(s: FloatSubject) -> str | None:
     node, options = s.node, s.options
     for v in node.operands:
-        if dq_producer(v) is not None and not float_gemm_of_dequantized_input(node, options) \
-                and not fp32_of_dequantized_weight(node, options):
+        if (
+            dq_producer(v) is not None
+            and not float_gemm_of_dequantized_input(node, options)
+            and not fp32_of_dequantized_weight(node, options)
+        ):
             return READS_DEQUANTIZED
     return None
 
@@ -314,10 +321,14 @@ def _symbolic_size_operand(s) -> str | None:
     result = s.node.results[0].type
     symbolic = sum(1 for d in getattr(result, "shape", ()) if not isinstance(d, int))
     if symbolic > 1:
-        return (f"the new shape has {symbolic} symbolic sizes: ExecuTorch's XNNPACK serializer writes a reshape's "
-                "sizes as integers, with at most one inferred (-1)")
-    return ("a symbolic size in the new shape (ExecuTorch's XNNPACK serializer writes a reshape's sizes as integers; "
-            "xir's transform pass shape-ops-as-views writes it as -1: run transform_passes())")
+        return (
+            f"the new shape has {symbolic} symbolic sizes: ExecuTorch's XNNPACK serializer writes a reshape's "
+            "sizes as integers, with at most one inferred (-1)"
+        )
+    return (
+        "a symbolic size in the new shape (ExecuTorch's XNNPACK serializer writes a reshape's sizes as integers; "
+        "xir's transform pass shape-ops-as-views writes it as -1: run transform_passes())"
+    )
 
 
 def _non_tensor_operand(s) -> str | None:
@@ -331,14 +342,22 @@ def _op_constraint(s) -> str | None:
     return RULES[s.node.op].reject_reason(s.node, s.options)
 
 
-FP32_NOT_CONFIGURED_CHECK = Check("fp32-not-configured", "precision",
-                                  lambda s: FP32_NOT_CONFIGURED if FP32 not in s.options.precisions else None)
+FP32_NOT_CONFIGURED_CHECK = Check(
+    "fp32-not-configured", "precision", lambda s: FP32_NOT_CONFIGURED if FP32 not in s.options.precisions else None
+)
 # the rule of the node's op (lowering.rules); an op with none is "op"
 OP_CONSTRAINT = Check("op-constraint", "constraint", _op_constraint)
 # float_verdict: a node computed in float (fp32, f16, bf16)
 FLOAT_CHECKS: tuple[Check, ...] = (
-    Check("opaque-op", "op", lambda s: s.rule is None and s.node.definition is None and
-          "opaque op: xir has no definition for it (xir.ops), so it is never delegated"),
+    Check(
+        "opaque-op",
+        "op",
+        lambda s: (
+            s.rule is None
+            and s.node.definition is None
+            and "opaque op: xir has no definition for it (xir.ops), so it is never delegated"
+        ),
+    ),
     Check("no-rule", "op", lambda s: s.rule is None and "XNNPACK has no rule for this op"),
     Check("quantized-only", "op", lambda s: FP32 not in s.rule.precisions and "only inside a quantized pattern"),
     FP32_NOT_CONFIGURED_CHECK,
@@ -354,12 +373,15 @@ FLOAT_CHECKS: tuple[Check, ...] = (
 
 # ------------------------------------------------------------------------ batch norm checks
 
+
 def _after_nd_linear(s: BatchNormSubject) -> str | None:
     x = s.node.input
     if x.producer is not None and x.producer.op == aten.linear and x.rank != 2:
         # XNNPACK's own preprocessing would fold it into the linear anyway, along the wrong dim
-        return (f"{s.fold_reason}: XNNPACK 1.5.1 would fold it into the linear along that dim; "
-                "xir's transform pass fold-batch-norm rewrites it as a multiply-add")
+        return (
+            f"{s.fold_reason}: XNNPACK 1.5.1 would fold it into the linear along that dim; "
+            "xir's transform pass fold-batch-norm rewrites it as a multiply-add"
+        )
     return None
 
 
@@ -381,14 +403,24 @@ def _bn_input_bf16(s: BatchNormSubject) -> bool:
 
 # batch_norm_verdict: a batch norm folds into the conv/linear before it, or (fp32) decomposes
 BATCH_NORM_CHECKS: tuple[Check, ...] = (
-    Check("batch-norm-stats-used", "constraint",
-          lambda s: not all(r.is_unused() for r in s.node.results[1:]) and "its mean/var outputs are used"),
+    Check(
+        "batch-norm-stats-used",
+        "constraint",
+        lambda s: not all(r.is_unused() for r in s.node.results[1:]) and "its mean/var outputs are used",
+    ),
     Check("batch-norm-after-nd-linear", "constraint", _after_nd_linear),
-    Check("batch-norm-bf16-disabled", "dtype", lambda s: not s.options.enable_bf16 and BF16_DISABLED,
-          applies=_bn_input_bf16),
-    Check("batch-norm-bf16-unfolded", "bf16",
-          lambda s: f"{RULES[s.node.op].bf16_reason} ({s.fold_reason or 'its conv is not delegated'})",
-          applies=lambda s: _bn_input_bf16(s) and not s.folds),
+    Check(
+        "batch-norm-bf16-disabled",
+        "dtype",
+        lambda s: not s.options.enable_bf16 and BF16_DISABLED,
+        applies=_bn_input_bf16,
+    ),
+    Check(
+        "batch-norm-bf16-unfolded",
+        "bf16",
+        lambda s: f"{RULES[s.node.op].bf16_reason} ({s.fold_reason or 'its conv is not delegated'})",
+        applies=lambda s: _bn_input_bf16(s) and not s.folds,
+    ),
     *TENSOR_CHECKS,
     Check("batch-norm-not-decomposable", "constraint", _not_decomposable, applies=lambda s: not s.folds),
     Check("batch-norm-stats-not-constant", "constraint", _statistics_not_constant, applies=lambda s: not s.folds),
@@ -398,25 +430,35 @@ BATCH_NORM_CHECKS: tuple[Check, ...] = (
 # decomposed_float_unit: a float decomposed linear as one unit (the subject: the DecomposedLinear;
 # its views then pass TENSOR_CHECKS)
 DECOMPOSED_LINEAR_CHECKS: tuple[Check, ...] = (
-    Check("decomposed-linear-dequantized-input", "quant",
-          lambda linear: dq_producer(linear.input) is not None and "reads a dequantized tensor"),
+    Check(
+        "decomposed-linear-dequantized-input",
+        "quant",
+        lambda linear: dq_producer(linear.input) is not None and "reads a dequantized tensor",
+    ),
 )
 
 
 # -------------------------------------------------------------------- shared quantized checks
 
 STATIC_NOT_CONFIGURED = "static quantization is not among config_precisions"
-INT4_ODD_INPUT_CHANNELS = ("int4 weight (range [-8, 7]) per output channel with an odd number of input channels ({k}): "
-                           "XNNPACK 1.5.1 computes every row but the first of a 2- to 15-row input wrong")
-AFFINE_DECOMPOSED = ("a torchao-quantized weight, but not read by a linear whose input is torchao's per-token dynamic "
-                     "quantization (a linear that to_edge decomposed, its quantize/dequantize ops inside the pattern: "
-                     "ExecuTorch's XNNPACK preprocessing would rebuild the linear from the raw int8 weight; keep it "
-                     "whole with to_edge_transform_and_lower)")
+INT4_ODD_INPUT_CHANNELS = (
+    "int4 weight (range [-8, 7]) per output channel with an odd number of input channels ({k}): "
+    "XNNPACK 1.5.1 computes every row but the first of a 2- to 15-row input wrong"
+)
+AFFINE_DECOMPOSED = (
+    "a torchao-quantized weight, but not read by a linear whose input is torchao's per-token dynamic "
+    "quantization (a linear that to_edge decomposed, its quantize/dequantize ops inside the pattern: "
+    "ExecuTorch's XNNPACK preprocessing would rebuild the linear from the raw int8 weight; keep it "
+    "whole with to_edge_transform_and_lower)"
+)
 
 
 def _is_per_channel_transposed_conv(s) -> bool:
-    return s.node.op == aten.convolution and s.node.attributes.get("transposed", False) and \
-        s.weight.op == quantized_decomposed.dequantize_per_channel
+    return (
+        s.node.op == aten.convolution
+        and s.node.attributes.get("transposed", False)
+        and s.weight.op == quantized_decomposed.dequantize_per_channel
+    )
 
 
 def _transposed_conv_groups(s) -> str | None:
@@ -437,18 +479,21 @@ def _int4_odd(s) -> str | None:
     return None
 
 
-STATIC_NOT_CONFIGURED_CHECK = Check("static-not-configured", "precision",
-                                    lambda s: STATIC not in s.options.precisions and STATIC_NOT_CONFIGURED)
+STATIC_NOT_CONFIGURED_CHECK = Check(
+    "static-not-configured", "precision", lambda s: STATIC not in s.options.precisions and STATIC_NOT_CONFIGURED
+)
 # a quantized conv's weight scheme (static and dynamic: the weight per output channel, axis 1, when transposed)
 QUANTIZED_CONV_CHECKS: tuple[Check, ...] = (
-    Check("transposed-conv-per-channel-groups", "quant", _transposed_conv_groups,
-          applies=_is_per_channel_transposed_conv),
+    Check(
+        "transposed-conv-per-channel-groups", "quant", _transposed_conv_groups, applies=_is_per_channel_transposed_conv
+    ),
     Check("transposed-conv-per-channel-axis", "quant", _transposed_conv_axis, applies=_is_per_channel_transposed_conv),
 )
 INT4_ODD_INPUT_CHANNELS_CHECK = Check("int4-odd-input-channels", "quant", _int4_odd)
 
 
 # ---------------------------------------------------------------------------- static checks
+
 
 def _one_side_quantized(s: StaticPattern) -> str | None:
     missing = s.node.op in GEMM_OPS and (s.inputs[0] is None or s.inputs[1] is None)
@@ -457,20 +502,28 @@ def _one_side_quantized(s: StaticPattern) -> str | None:
 
 def _output_not_quantized(s: StaticPattern) -> str | None:
     if s.quantize is None or s.quantize.op != quantized_decomposed.quantize_per_tensor:
-        return ("its inputs are quantized but its output is not: XNNPACK has no quantized "
-                f"{s.node.op.split('.')[1]} with a float output, so it stays outside with its Q/DQ")
+        return (
+            "its inputs are quantized but its output is not: XNNPACK has no quantized "
+            f"{s.node.op.split('.')[1]} with a float output, so it stays outside with its Q/DQ"
+        )
     return None
 
 
 def _no_static_version(s: StaticPattern) -> str | None:
     rule = RULES.get(s.node.op)
-    return "XNNPACK has no statically quantized version of this op" if rule is None or STATIC not in rule.precisions else None
+    return (
+        "XNNPACK has no statically quantized version of this op"
+        if rule is None or STATIC not in rule.precisions
+        else None
+    )
 
 
 def _requantizing(s: StaticPattern) -> str | None:
     if s.node.op in SAME_QPARAMS_OPS and qparams(s.inputs[0]) != qparams(s.quantize):
-        return ("its input and output are quantized differently (XNNPACK's quantized "
-                f"{s.node.op.split('.')[1]} keeps the quantization parameters)")
+        return (
+            "its input and output are quantized differently (XNNPACK's quantized "
+            f"{s.node.op.split('.')[1]} keeps the quantization parameters)"
+        )
     return None
 
 
@@ -483,16 +536,24 @@ def _quantized_input_rank(s: StaticPattern) -> str | None:
 
 # static_unit: every float operand of the op dequantized, its output (after a fused activation) quantized
 STATIC_CHECKS: tuple[Check, ...] = (
-    Check("affine-weight-in-static-pattern", AFFINE_RULE, lambda s: AFFINE_DECOMPOSED,
-          applies=lambda s: s.weight is not None and s.weight.op == AFFINE_DEQUANTIZE),
+    Check(
+        "affine-weight-in-static-pattern",
+        AFFINE_RULE,
+        lambda s: AFFINE_DECOMPOSED,
+        applies=lambda s: s.weight is not None and s.weight.op == AFFINE_DEQUANTIZE,
+    ),
     Check("one-side-quantized", "quant", _one_side_quantized),
     Check("output-not-quantized", "quant", _output_not_quantized),
     STATIC_NOT_CONFIGURED_CHECK,
     Check("no-static-version", "quant", _no_static_version),
     RANK,
     OP_CONSTRAINT,
-    Check("pad-constraint", "constraint", lambda s: RULES[s.pad.op].reject_reason(s.pad, s.options),
-          applies=lambda s: s.pad is not None),
+    Check(
+        "pad-constraint",
+        "constraint",
+        lambda s: RULES[s.pad.op].reject_reason(s.pad, s.options),
+        applies=lambda s: s.pad is not None,
+    ),
     Check("requantizing-op", "quant", _requantizing),
     *QUANTIZED_CONV_CHECKS,
     INT4_ODD_INPUT_CHANNELS_CHECK,
@@ -503,6 +564,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
 # ----------------------------------------------------------------- torchao affine weight checks
 # torchao's dequantize_affine is opaque to xir (no definition in xir.ops): its operands (data,
 # scale, zero_point) are read by position, its block size, dtypes and range are attributes.
+
 
 def _affine_qparams_not_constant(s) -> str | None:
     if not all(v.is_constant for v in s.weight.operands[:3]):  # (opaque: data, scale, zero_point)
@@ -559,14 +621,20 @@ def _is_int8(s) -> bool:
 def _int4_group_size(s) -> str | None:
     group = _block(s)[1]
     if group % 32:
-        return (f"Delegation to XNNPACK requires group_size to be a multiple of 32, but got {group} (the int4 weight "
-                f"is quantized in groups of {group} input channels)")
+        return (
+            f"Delegation to XNNPACK requires group_size to be a multiple of 32, but got {group} (the int4 weight "
+            f"is quantized in groups of {group} input channels)"
+        )
     return None
 
 
 def _int8_grouped(s) -> str | None:
     group, in_channels = _block(s)[1], s.weight.operands[0].shape[1]  # (opaque: data first)
-    return f"int8 weight in groups of {group} input channels (XNNPACK groups int4 weights only)" if group != in_channels else None
+    return (
+        f"int8 weight in groups of {group} input channels (XNNPACK groups int4 weights only)"
+        if group != in_channels
+        else None
+    )
 
 
 def _affine_zero_points(s) -> str | None:
@@ -581,8 +649,14 @@ def _affine_zero_points(s) -> str | None:
 # [-8, 7]) per group of input channels, the group a multiple of 32; both symmetric (its weights
 # have no zero point)
 AFFINE_WEIGHT_CHECKS: tuple[Check, ...] = (
-    Check("affine-weight-no-zero-point", AFFINE_RULE, lambda s: len(s.weight.operands) < 3 and (
-        "the weight's dequantize has no zero-point tensor (ExecuTorch's XNNPACK lowering reads one)")),
+    Check(
+        "affine-weight-no-zero-point",
+        AFFINE_RULE,
+        lambda s: (
+            len(s.weight.operands) < 3
+            and ("the weight's dequantize has no zero-point tensor (ExecuTorch's XNNPACK lowering reads one)")
+        ),
+    ),
     Check("affine-weight-qparams-not-constant", AFFINE_RULE, _affine_qparams_not_constant),
     Check("affine-weight-not-2d", AFFINE_RULE, _affine_not_2d),
     Check("affine-weight-block-size", AFFINE_RULE, _affine_block_size),
@@ -590,8 +664,12 @@ AFFINE_WEIGHT_CHECKS: tuple[Check, ...] = (
     Check("affine-weight-not-int8-data", AFFINE_RULE, _affine_not_int8_data),
     Check("int4-weight-group-size", AFFINE_RULE, _int4_group_size, applies=_is_int4),
     Check("int8-weight-grouped", AFFINE_RULE, _int8_grouped, applies=_is_int8),
-    Check("affine-weight-range", AFFINE_RULE, lambda s: "weight range [{}, {}] (XNNPACK takes int4 [-8, 7] or int8 "
-          "weights)".format(*_weight_range(s)), applies=lambda s: not _is_int4(s) and not _is_int8(s)),
+    Check(
+        "affine-weight-range",
+        AFFINE_RULE,
+        lambda s: "weight range [{}, {}] (XNNPACK takes int4 [-8, 7] or int8 weights)".format(*_weight_range(s)),
+        applies=lambda s: not _is_int4(s) and not _is_int8(s),
+    ),
     Check("affine-weight-zero-points", AFFINE_RULE, _affine_zero_points),
 )
 
@@ -634,20 +712,26 @@ def _real_tensor_of(fake):
 
 # --------------------------------------------------------------------------- dynamic checks
 
+
 def _affine_activation_blocks(s: DynamicPattern) -> str | None:
     x = s.q.operands[0]  # (torchao's quantize_affine is opaque: its data first)
     per_token = [1] * (x.rank - 1) + [x.shape[-1]] if x.rank else []
     for n in (s.choose, s.q, s.dq):
         block = n.attributes.get("block_size")
         if block is None or len(block) != x.rank or any(not same_dim(b, want) for b, want in zip(block, per_token)):
-            return (f"activation quantized in blocks of {block}, not per token ({per_token}): XNNPACK quantizes "
-                    "each row of the input")
+            return (
+                f"activation quantized in blocks of {block}, not per token ({per_token}): XNNPACK quantizes "
+                "each row of the input"
+            )
     return None
 
 
 def _affine_activation_dtype(s: DynamicPattern) -> str | None:
-    dtypes = {s.choose.attributes.get("target_dtype"), s.q.attributes.get("output_dtype"),
-              s.dq.attributes.get("input_dtype")}
+    dtypes = {
+        s.choose.attributes.get("target_dtype"),
+        s.q.attributes.get("output_dtype"),
+        s.dq.attributes.get("input_dtype"),
+    }
     if dtypes != {DType.i8}:
         return f"activation quantized to {', '.join(sorted(str(d) for d in dtypes))} (XNNPACK quantizes it to int8)"
     return None
@@ -656,8 +740,10 @@ def _affine_activation_dtype(s: DynamicPattern) -> str | None:
 def _int4_odd_unrunnable(s: DynamicPattern) -> str | None:
     reason, dtype = _int4_odd(s), s.choose.input.dtype
     if reason and dtype is not DType.f32:  # left outside, it aborts the program at run time
-        return (f"{reason}; and outside XNNPACK it cannot run either: ExecuTorch's choose_qparams kernel takes "
-                f"an fp32 input, this one is {dtype}")
+        return (
+            f"{reason}; and outside XNNPACK it cannot run either: ExecuTorch's choose_qparams kernel takes "
+            f"an fp32 input, this one is {dtype}"
+        )
     return None
 
 
@@ -682,34 +768,69 @@ def _is_conv(s) -> bool:
 
 # dynamic_unit, first: the pattern x -> choose_qparams -> quantize -> dequantize is whole
 DYNAMIC_PATTERN_CHECKS: tuple[Check, ...] = (
-    Check("dynamic-dequantize-without-quantize", "quant",
-          lambda s: (s.q is None or s.q.op != s.quantize_op) and "dynamic dequantize without its quantize"),
-    Check("dynamic-quantize-without-choose-qparams", "quant",
-          lambda s: (s.choose is None or s.choose.op != s.choose_op) and "dynamic quantize without choose_qparams"),
+    Check(
+        "dynamic-dequantize-without-quantize",
+        "quant",
+        lambda s: (s.q is None or s.q.op != s.quantize_op) and "dynamic dequantize without its quantize",
+    ),
+    Check(
+        "dynamic-quantize-without-choose-qparams",
+        "quant",
+        lambda s: (s.choose is None or s.choose.op != s.choose_op) and "dynamic quantize without choose_qparams",
+    ),
 )
 # then (unless an fp32 linear reads it: float_verdict decides) what XNNPACK's dynamically
 # quantized linear and conv take: the quantization schemes (torchao's affine ones in a linear
 # only, a per-channel weight otherwise, no int4 weight with an odd number of input channels), a
 # 2-D, non-depthwise conv, then the op's tensors and rule
 DYNAMIC_CHECKS: tuple[Check, ...] = (
-    Check("dynamic-not-configured", "precision", lambda s: DYNAMIC not in s.options.precisions and (
-        "dynamic quantization is not among config_precisions")),
-    Check("dynamic-weight-not-quantized-constant", "quant", lambda s: (
-        s.weight is None or not data_operand(s.weight).is_constant) and (
-        "dynamically quantized input but the weight is not a quantized constant")),
+    Check(
+        "dynamic-not-configured",
+        "precision",
+        lambda s: DYNAMIC not in s.options.precisions and ("dynamic quantization is not among config_precisions"),
+    ),
+    Check(
+        "dynamic-weight-not-quantized-constant",
+        "quant",
+        lambda s: (
+            (s.weight is None or not data_operand(s.weight).is_constant)
+            and ("dynamically quantized input but the weight is not a quantized constant")
+        ),
+    ),
     Check("affine-activation-not-per-token", AFFINE_RULE, _affine_activation_blocks, applies=_affine),
     Check("affine-activation-not-int8", AFFINE_RULE, _affine_activation_dtype, applies=_affine),
-    Check("affine-outside-linear", AFFINE_RULE, lambda s: s.node.op not in LINEAR_OPS and (
-        "torchao's affine quantization runs in XNNPACK in a linear only"), applies=_affine),
-    Check("affine-activation-decomposed-weight", AFFINE_RULE, lambda s: s.weight.op != AFFINE_DEQUANTIZE and (
-        "a torchao per-token activation with a quantized_decomposed weight"), applies=_affine),
+    Check(
+        "affine-outside-linear",
+        AFFINE_RULE,
+        lambda s: s.node.op not in LINEAR_OPS and ("torchao's affine quantization runs in XNNPACK in a linear only"),
+        applies=_affine,
+    ),
+    Check(
+        "affine-activation-decomposed-weight",
+        AFFINE_RULE,
+        lambda s: (
+            s.weight.op != AFFINE_DEQUANTIZE and ("a torchao per-token activation with a quantized_decomposed weight")
+        ),
+        applies=_affine,
+    ),
     *when(_affine, AFFINE_WEIGHT_CHECKS),
-    Check("dynamic-per-tensor-weight", "quant", lambda s: s.weight.op != quantized_decomposed.dequantize_per_channel and (
-        "dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)"), applies=_not_affine),
+    Check(
+        "dynamic-per-tensor-weight",
+        "quant",
+        lambda s: (
+            s.weight.op != quantized_decomposed.dequantize_per_channel
+            and ("dynamic quantization with a per-tensor weight (XNNPACK needs per-channel)")
+        ),
+        applies=_not_affine,
+    ),
     Check("int4-odd-input-channels-unrunnable", UNRUNNABLE_RULE, _int4_odd_unrunnable, applies=_not_affine),
     INT4_ODD_INPUT_CHANNELS_CHECK,
-    Check("dynamic-conv-not-2d", "quant", lambda s: s.node.weight.rank != 4 and (
-        "a dynamically quantized conv must be 2-D"), applies=_is_conv),
+    Check(
+        "dynamic-conv-not-2d",
+        "quant",
+        lambda s: s.node.weight.rank != 4 and ("a dynamically quantized conv must be 2-D"),
+        applies=_is_conv,
+    ),
     Check("dynamic-conv-depthwise", "quant", _dynamic_depthwise, applies=_is_conv),
     *QUANTIZED_CONV_CHECKS,
     *TENSOR_CHECKS,
@@ -725,14 +846,18 @@ WEIGHT_ONLY_BIAS_REWRITE = "xnnpack.weight-only-linear-bias"
 def _weight_only_int4_or_grouped(s: WeightOnlySubject) -> str | None:
     group = _block(s)[-1] if _block(s) else 0
     if _is_int4(s) or group != s.weight.operands[0].shape[-1]:  # (opaque: data first)
-        return "an int4 or group-wise weight (XNNPACK runs weight-only quantization with int8 weights per output channel)"
+        return (
+            "an int4 or group-wise weight (XNNPACK runs weight-only quantization with int8 weights per output channel)"
+        )
     return None
 
 
 def _weight_only_bias(s: WeightOnlySubject) -> str | None:
     if s.node.operand("bias") is not None and WEIGHT_ONLY_BIAS_REWRITE not in s.options.rewrites:
-        return (f"a bias (ExecuTorch's XNNPACK serializer cannot take an fp32 bias with a quantized weight; xir's "
-                f"transform pass {WEIGHT_ONLY_BIAS_REWRITE} adds it after the linear: run transform_passes())")
+        return (
+            f"a bias (ExecuTorch's XNNPACK serializer cannot take an fp32 bias with a quantized weight; xir's "
+            f"transform pass {WEIGHT_ONLY_BIAS_REWRITE} adds it after the linear: run transform_passes())"
+        )
     return None
 
 
@@ -773,15 +898,30 @@ def _per_channel_weight(s: WeightOnlySubject) -> str | None:
 # fully connected, the bias not considered. The dequantize is torchao's (IntxWeightOnlyConfig) or a
 # per-channel one (what xnnpack.weight-only-int8-linear writes for ExecuTorch's qmode int8)
 WEIGHT_ONLY_LINEAR_CHECKS: tuple[Check, ...] = (
-    Check("weight-only-not-quantized-linear", AFFINE_RULE, lambda s: (s.weight is None or s.weight.op not in WEIGHT_ONLY_DEQUANTIZES)
-          and "not a linear with an int8-quantized weight"),
-    Check("weight-only-quantized-input", AFFINE_RULE,
-          lambda s: dq_producer(s.node.input) is not None and "its input is quantized"),
+    Check(
+        "weight-only-not-quantized-linear",
+        AFFINE_RULE,
+        lambda s: (
+            (s.weight is None or s.weight.op not in WEIGHT_ONLY_DEQUANTIZES)
+            and "not a linear with an int8-quantized weight"
+        ),
+    ),
+    Check(
+        "weight-only-quantized-input",
+        AFFINE_RULE,
+        lambda s: dq_producer(s.node.input) is not None and "its input is quantized",
+    ),
     *when(_is_affine, AFFINE_WEIGHT_CHECKS),
     Check("weight-only-int4-or-grouped", AFFINE_RULE, _weight_only_int4_or_grouped, applies=_is_affine),
     Check("weight-only-per-channel-weight", AFFINE_RULE, _per_channel_weight, applies=_is_per_channel),
-    Check("weight-only-input-dtype", AFFINE_RULE, lambda s: s.node.input.dtype is not DType.f32 and (
-        f"a {s.node.input.dtype} input (XNNPACK's fully connected with an int8 weight takes fp32)")),
+    Check(
+        "weight-only-input-dtype",
+        AFFINE_RULE,
+        lambda s: (
+            s.node.input.dtype is not DType.f32
+            and (f"a {s.node.input.dtype} input (XNNPACK's fully connected with an int8 weight takes fp32)")
+        ),
+    ),
 )
 # weight_only_unit: the whole unit (every reason then prefixed "int8 weight-only linear: ", rule "affine")
 WEIGHT_ONLY_CHECKS: tuple[Check, ...] = (
@@ -799,7 +939,8 @@ QUANTIZED_FLOAT_CONV1D = (
     "it quantizes the result of an fp32 1-D conv: in a delegate with that conv, XNNPACK's "
     "preprocessing (Conv1dUnsqueezePass) folds a quantization into the conv's output, and XNNPACK "
     "cannot make a conv of fp32 input and weight with an int8 output ('Failed to create "
-    "deconvolution node', stock's program too; fuzz static seed 1301)")
+    "deconvolution node', stock's program too; fuzz static seed 1301)"
+)
 _CONVERSIONS = (quantized_decomposed.quantize_per_tensor, quantized_decomposed.dequantize_per_tensor)
 
 
@@ -811,22 +952,41 @@ def _float_side_dtype(s: Subject) -> str | None:
 # convert_unit: a standalone per-tensor quantize or dequantize, run by XNNPACK as a conversion
 CONVERT_CHECKS: tuple[Check, ...] = (
     STATIC_NOT_CONFIGURED_CHECK,
-    Check("not-a-conversion", "quant", lambda s: s.node.op not in _CONVERSIONS and (
-        "runs in XNNPACK only folded into a quantized op")),
+    Check(
+        "not-a-conversion",
+        "quant",
+        lambda s: s.node.op not in _CONVERSIONS and ("runs in XNNPACK only folded into a quantized op"),
+    ),
     RANK,
-    Check("conversion-dtype", "dtype", lambda s: s.node.attributes.get("dtype") not in (DType.i8, DType.u8) and (
-        f"quantized dtype {s.node.attributes.get('dtype')} (XNNPACK converts int8/uint8)")),
+    Check(
+        "conversion-dtype",
+        "dtype",
+        lambda s: (
+            s.node.attributes.get("dtype") not in (DType.i8, DType.u8)
+            and (f"quantized dtype {s.node.attributes.get('dtype')} (XNNPACK converts int8/uint8)")
+        ),
+    ),
     Check("conversion-float-side", "dtype", _float_side_dtype),
-    Check("quantizes-float-conv1d", "quant", lambda s: quantizes_float_conv1d(s.node) and QUANTIZED_FLOAT_CONV1D,
-          applies=lambda s: s.node.op == quantized_decomposed.quantize_per_tensor),
+    Check(
+        "quantizes-float-conv1d",
+        "quant",
+        lambda s: quantizes_float_conv1d(s.node) and QUANTIZED_FLOAT_CONV1D,
+        applies=lambda s: s.node.op == quantized_decomposed.quantize_per_tensor,
+    ),
 )
 
 
 # every table, for tests and reports
 TABLES: dict[str, tuple[Check, ...]] = {
-    "tensor": TENSOR_CHECKS, "float": FLOAT_CHECKS, "batch-norm": BATCH_NORM_CHECKS,
-    "decomposed-linear": DECOMPOSED_LINEAR_CHECKS, "static": STATIC_CHECKS, "dynamic-pattern": DYNAMIC_PATTERN_CHECKS,
-    "dynamic": DYNAMIC_CHECKS, "affine-weight": AFFINE_WEIGHT_CHECKS, "weight-only": WEIGHT_ONLY_CHECKS,
+    "tensor": TENSOR_CHECKS,
+    "float": FLOAT_CHECKS,
+    "batch-norm": BATCH_NORM_CHECKS,
+    "decomposed-linear": DECOMPOSED_LINEAR_CHECKS,
+    "static": STATIC_CHECKS,
+    "dynamic-pattern": DYNAMIC_PATTERN_CHECKS,
+    "dynamic": DYNAMIC_CHECKS,
+    "affine-weight": AFFINE_WEIGHT_CHECKS,
+    "weight-only": WEIGHT_ONLY_CHECKS,
     "convert": CONVERT_CHECKS,
 }
 

@@ -82,12 +82,15 @@ def float_between_conversions(graph: Graph, options: Options, verdicts: dict, un
         if id(node) in unit_of or verdict is None or verdict.rule != "quant" or not may_run_between_conversions(node):
             continue
         dequantizes = [v.producer for v in node.operands if v.producer is not None and v.producer.op in DEQUANTIZE_OPS]
-        if not dequantizes or any(id(dq) in folded or any(u is not node for u in dq.results[0].uses) for dq in dequantizes):
+        if not dequantizes or any(
+            id(dq) in folded or any(u is not node for u in dq.results[0].uses) for dq in dequantizes
+        ):
             continue
         as_float = float_verdict(node, options, dequantized_ok=True)
         if as_float.supported:
             verdicts[id(node)] = as_float
             claim(Unit(node, weight_layout_nodes(node) + [node]))
         else:  # the reason it cannot run in fp32 either
-            verdicts[id(node)] = Verdict(False, as_float.rule, f"{verdict.reason}; in fp32: {as_float.reason}",
-                                         as_float.check)
+            verdicts[id(node)] = Verdict(
+                False, as_float.rule, f"{verdict.reason}; in fp32: {as_float.reason}", as_float.check
+            )

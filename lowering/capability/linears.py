@@ -158,8 +158,12 @@ def _same_batch_dims(matmul: Node, source: Value, output: Value) -> bool:
     if not (isinstance(source.type, TensorType) and isinstance(output.type, TensorType)) or source.rank < 1:
         return False
     return len(source.shape) == len(output.shape) and all(
-        same_dim(a, b) for a, b in zip(source.shape[:-1] + (source.shape[-1], output.shape[-1]),
-                                       output.shape[:-1] + (matmul.input.shape[-1], matmul.results[0].shape[-1])))
+        same_dim(a, b)
+        for a, b in zip(
+            source.shape[:-1] + (source.shape[-1], output.shape[-1]),
+            output.shape[:-1] + (matmul.input.shape[-1], matmul.results[0].shape[-1]),
+        )
+    )
 
 
 def _size_nodes(reshapes: list[Node], inside) -> list[Node]:

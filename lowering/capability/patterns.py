@@ -20,14 +20,16 @@ from ..rules import (
 from .base import FUSED_ACTIVATIONS, GEMM_OPS, Options
 
 # quantized_decomposed's dequantizes with an ExecuTorch kernel (left outside, they run there)
-_KERNEL_DEQUANTIZES = (quantized_decomposed.dequantize_per_tensor, quantized_decomposed.dequantize_per_tensor.tensor,
-                       quantized_decomposed.dequantize_per_channel)
+_KERNEL_DEQUANTIZES = (
+    quantized_decomposed.dequantize_per_tensor,
+    quantized_decomposed.dequantize_per_tensor.tensor,
+    quantized_decomposed.dequantize_per_channel,
+)
 
 # XNNPACK moves quantized elements of these without requantizing: input and output must share qparams.
 # hardtanh too: a quantized relu6 whose output XNNPACKQuantizer quantizes differently from its input
 # (after a max pool) came out wrong by 1.1-1.4 (fuzz static seed 2427; stock's etal program too)
-SAME_QPARAMS_OPS = (aten.slice_copy.Tensor, aten.view_copy, aten.permute_copy, aten.unsqueeze_copy,
-                    aten.hardtanh)
+SAME_QPARAMS_OPS = (aten.slice_copy.Tensor, aten.view_copy, aten.permute_copy, aten.unsqueeze_copy, aten.hardtanh)
 
 
 def float_gemm_of_dequantized_input(node: Node, options: Options) -> bool:
@@ -43,8 +45,9 @@ def float_gemm_of_dequantized_input(node: Node, options: Options) -> bool:
     if dequantized_source(node.input) is None:
         return False
     weights = node.definition.weights if node.definition is not None else ()
-    return all(node.operand(name) is None or dequantized_source(node.operand(name)) is None for name in weights) and \
-        all(v is node.input or v.producer is None or v.producer.op not in DEQUANTIZE_OPS for v in node.operands)
+    return all(
+        node.operand(name) is None or dequantized_source(node.operand(name)) is None for name in weights
+    ) and all(v is node.input or v.producer is None or v.producer.op not in DEQUANTIZE_OPS for v in node.operands)
 
 
 def _dequantized_constant(value: Value) -> bool:
@@ -113,7 +116,8 @@ def zero_pad(pad: Node) -> bool:
     amount."""
     amounts = list(pad.attributes.get("pad") or [])
     return float(pad.attributes.get("value", 0) or 0) == 0.0 and not any(
-        not isinstance(a, int) or a < 0 for a in amounts)
+        not isinstance(a, int) or a < 0 for a in amounts
+    )
 
 
 def quantized_by_preprocessing(pad: Node) -> bool:

@@ -55,15 +55,20 @@ from .patterns import (
 
 NOT_A_PATTERN: tuple[None, None] = (None, None)
 DYNAMIC_PATTERNS = {  # dequantize of the activation -> (its quantize, its choose_qparams)
-    quantized_decomposed.dequantize_per_tensor.tensor: (quantized_decomposed.quantize_per_tensor.tensor,
-                                                          quantized_decomposed.choose_qparams.tensor),
+    quantized_decomposed.dequantize_per_tensor.tensor: (
+        quantized_decomposed.quantize_per_tensor.tensor,
+        quantized_decomposed.choose_qparams.tensor,
+    ),
     AFFINE_DEQUANTIZE: (AFFINE_QUANTIZE, AFFINE_CHOOSE_QPARAMS),
 }
 
 
 # ---------------------------------------------------------------------------------- static
 
-def static_unit(node: Node, options: Options, linear: DecomposedLinear | None = None) -> tuple[Unit | None, Verdict | None]:
+
+def static_unit(
+    node: Node, options: Options, linear: DecomposedLinear | None = None
+) -> tuple[Unit | None, Verdict | None]:
     """A statically quantized pattern anchored at ``node``: every float operand dequantized, the
     output (after an optional fused activation) quantized; :data:`.checks.STATIC_CHECKS`. None if
     ``node`` is not one. For a decomposed linear (``linear``), its input and output are those of
@@ -111,8 +116,13 @@ def _static_inputs(node: Node, options: Options, linear: DecomposedLinear | None
     weight, layout = weight_dq(node.weight)
     if weight is None and data is None:
         return NOT_A_PATTERN
-    if weight is not None and data is None and node.op == aten.linear and linear is None and (
-            weight.op in WEIGHT_ONLY_DEQUANTIZES):
+    if (
+        weight is not None
+        and data is None
+        and node.op == aten.linear
+        and linear is None
+        and (weight.op in WEIGHT_ONLY_DEQUANTIZES)
+    ):
         return weight_only_unit(node, weight, layout, options)
     if weight is not None and weight.op == AFFINE_DEQUANTIZE:
         return _Inputs((data, weight), tuple(layout))  # (rejected: affine-weight-in-static-pattern)
@@ -144,6 +154,7 @@ def _static_output(node: Node, linear: DecomposedLinear | None, pad: Node | None
 
 # ------------------------------------------------------------------------------ weight-only
 
+
 def weight_only_linear_reason(node: Node) -> str | None:
     """Why ``linear(x, dequantize_affine(w))`` cannot run in XNNPACK as an fp32 x int8 per-channel
     (qc8w) fully connected, or None (the bias not considered): :data:`.checks.WEIGHT_ONLY_LINEAR_CHECKS`.
@@ -153,7 +164,9 @@ def weight_only_linear_reason(node: Node) -> str | None:
     return None if failure is None else failure[1]
 
 
-def weight_only_unit(node: Node, weight_dq: Node, layout: list[Node], options: Options) -> tuple[Unit | None, Verdict | None]:
+def weight_only_unit(
+    node: Node, weight_dq: Node, layout: list[Node], options: Options
+) -> tuple[Unit | None, Verdict | None]:
     """``linear(x, dequantize_affine(w))`` with torchao's int8 weight-only quantization
     (:func:`weight_only_linear_reason`): XNNPACK's fully connected with an fp32 input and a per-channel
     int8 filter, the weight's dequantize folded into it, as in a dynamically quantized linear
@@ -174,7 +187,10 @@ def weight_only_unit(node: Node, weight_dq: Node, layout: list[Node], options: O
 
 # ---------------------------------------------------------------------------------- dynamic
 
-def dynamic_unit(node: Node, options: Options, linear: DecomposedLinear | None = None) -> tuple[Unit | None, Verdict | None]:
+
+def dynamic_unit(
+    node: Node, options: Options, linear: DecomposedLinear | None = None
+) -> tuple[Unit | None, Verdict | None]:
     """x -> choose_qparams -> quantize -> dequantize -> op(., dequantize(weight)), with
     quantized_decomposed's per-tensor ops (XNNPACK quantizes per token) or torchao's affine ones
     (per token; the weight per channel or per group of input channels): :data:`.checks.DYNAMIC_PATTERN_CHECKS`,
@@ -234,6 +250,7 @@ def _reads_qparams_of(dq: Node, choose: Node | None, choose_op: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ conversions
+
 
 def convert_unit(node: Node, options: Options) -> tuple[Unit | None, Verdict]:
     """A standalone per-tensor quantize or dequantize, run by XNNPACK as a conversion:

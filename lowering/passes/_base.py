@@ -72,7 +72,9 @@ def _float_constant(rewriter: Rewriter, base: str, value_type: TensorType, numbe
     import torch
 
     dtype = getattr(torch, _TORCH_DTYPES[value_type.dtype])
-    return rewriter.add_constant(base, TensorType(value_type.dtype, tuple(shape)), torch.full(tuple(shape), number, dtype=dtype))
+    return rewriter.add_constant(
+        base, TensorType(value_type.dtype, tuple(shape)), torch.full(tuple(shape), number, dtype=dtype)
+    )
 
 
 def _norm_input_problem(node: Node, x: Value, min_rank: int, what: str, static_from: int = 0) -> str | None:
@@ -96,6 +98,7 @@ def _norm_input_problem(node: Node, x: Value, min_rank: int, what: str, static_f
 def _normalize(node: Node, rewriter: Rewriter, x: Value, dims: list, base: str) -> Value:
     """(x - mean(x)) * rsqrt(mean((x - mean(x))**2) + eps) over ``dims``, before ``node``, with
     ``node``'s eps as a constant named after ``base``."""
+
     def op(name, operands, **attributes):
         return rewriter.op_before(node, name, operands, **attributes)
 

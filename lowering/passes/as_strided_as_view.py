@@ -49,7 +49,9 @@ def as_strided_as_view(node: Node, rewriter: Rewriter) -> bool:
     if tuple(result.shape) != tuple(x.shape) and not (x.is_static and result.is_static and result.numel() == x.numel()):
         return rewriter.notify_match_failure(node, f"it does not read every element of its input ({x} as {result})")
     if not reads_in_order(result.shape, stride):
-        return rewriter.notify_match_failure(node, f"strides {stride} are not the contiguous ones of {list(result.shape)}")
+        return rewriter.notify_match_failure(
+            node, f"strides {stride} are not the contiguous ones of {list(result.shape)}"
+        )
     if not _contiguous_in_program(node.input):
         return rewriter.notify_match_failure(node, "its input is not known to be contiguous (it may be channels-last)")
     if view_size(result.shape) is None:

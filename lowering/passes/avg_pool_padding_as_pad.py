@@ -52,8 +52,9 @@ def avg_pool_padding_as_pad(node: Node, rewriter: Rewriter) -> bool:
         # quantized pad: quantizing with the dequantize's own parameters gives back its integers
         qparams = {k: v for k, v in dequantize.attributes.items() if k != "out_dtype"}
         requantized = rewriter.op_before(node, quantized_decomposed.quantize_per_tensor, [padded], **qparams)
-        padded = rewriter.op_before(node, quantized_decomposed.dequantize_per_tensor, [requantized],
-                                    **dequantize.attributes)
+        padded = rewriter.op_before(
+            node, quantized_decomposed.dequantize_per_tensor, [requantized], **dequantize.attributes
+        )
     attributes = {**node.attributes, "padding": [0, 0]}
     pool = rewriter.create(aten.avg_pool2d, [padded], attributes=attributes, result_types=[node.result.type])
     rewriter.replace_node(node, [rewriter.insert_before(node, pool).result])

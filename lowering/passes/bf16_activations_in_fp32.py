@@ -85,7 +85,9 @@ def _of_constants(node: Node) -> bool:
 
 def _made_of_constants(value: Value) -> bool:
     """``value`` is a bf16 constant with data, or a layout of such constants (:func:`_of_constants`)."""
-    return (value.is_constant and value.data is not None) or (value.producer is not None and _of_constants(value.producer))
+    return (value.is_constant and value.data is not None) or (
+        value.producer is not None and _of_constants(value.producer)
+    )
 
 
 def _problem(node: Node) -> str | None:
@@ -137,13 +139,21 @@ class _InFp32(RewritePattern):
         if value not in self.made:
             producer = value.producer
             if value.is_constant and value.data is not None:
-                self.made[value] = rewriter.add_constant(f"{value.name}_f32", value.type.with_dtype(DType.f32),
-                                                         value.data.detach().float().contiguous(), value.input_kind)
+                self.made[value] = rewriter.add_constant(
+                    f"{value.name}_f32",
+                    value.type.with_dtype(DType.f32),
+                    value.data.detach().float().contiguous(),
+                    value.input_kind,
+                )
             elif _made_of_constants(value):
                 # a constant's layout (a weight's permute): the same layout of the fp32 constant,
                 # so the op reading it still sees a weight
-                twin = rewriter.create(producer.op, [self._fp32(v, node, rewriter) for v in producer.operands],
-                                       [value.type.with_dtype(DType.f32)], dict(producer.attributes))
+                twin = rewriter.create(
+                    producer.op,
+                    [self._fp32(v, node, rewriter) for v in producer.operands],
+                    [value.type.with_dtype(DType.f32)],
+                    dict(producer.attributes),
+                )
                 self.made[value] = rewriter.insert_before(producer, twin).result
             else:
                 # after the value's producer (at the top for a graph input), so every later reader
@@ -178,7 +188,9 @@ class _InFp32(RewritePattern):
             operands = [self._fp32(v, node, rewriter) for v in node.operands]
         result_types = [r.type.with_dtype(DType.f32) if _is_bf16(r) else r.type for r in node.results]
         wide = rewriter.insert_before(node, rewriter.create(op, operands, result_types, dict(node.attributes)))
-        narrow = rewriter.insert_before(node, rewriter.create(xir_ops.convert, [wide.results[0]], attributes={"dtype": DType.bf16}))
+        narrow = rewriter.insert_before(
+            node, rewriter.create(xir_ops.convert, [wide.results[0]], attributes={"dtype": DType.bf16})
+        )
         rewriter.replace_node(node, [narrow.result] + [None] * (len(node.results) - 1))
         return True
 
@@ -245,8 +257,12 @@ class Bf16ActivationsInFp32(Bf16Rewrite):
     name = "xnnpack.bf16-activations-in-fp32"
     # after every pass that puts converts around bf16 ops, so that it reads through them (the partitioner's
     # bf16_activations_in_fp32 puts it right after the last of them)
-    runs_after = ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
-                  "xnnpack.layer-norm-in-fp32")
+    runs_after = (
+        "xnnpack.casts-as-converts",
+        "xnnpack.bf16-in-fp32",
+        "xnnpack.bf16-rounded-arithmetic",
+        "xnnpack.layer-norm-in-fp32",
+    )
     runs_before = ("xnnpack.fuse-sibling-linears",)  # (which stacks the linears it makes)
     rules = (_InFp32(), _BmmInFp32(), _RoundTrip(), _UnreadConvert())
     f16_weights: bool = True

@@ -11,8 +11,15 @@ from xir.ops import aten, xir_ops
 from ._base import Bf16Rewrite
 
 # ops XNNPACK defines in fp32 but not in bf16
-FP32_ONLY_OPS = (aten.convolution, aten.avg_pool2d, aten.max_pool2d, aten.max_pool2d_with_indices,
-                 aten.mean.dim, aten._softmax, aten.upsample_bilinear2d.vec)
+FP32_ONLY_OPS = (
+    aten.convolution,
+    aten.avg_pool2d,
+    aten.max_pool2d,
+    aten.max_pool2d_with_indices,
+    aten.mean.dim,
+    aten._softmax,
+    aten.upsample_bilinear2d.vec,
+)
 
 
 @rewrite_pattern(*FP32_ONLY_OPS)
@@ -40,15 +47,25 @@ def compute_in_fp32(node: Node, rewriter: Rewriter) -> bool:
         if not isinstance(value.type, TensorType) or value.dtype is not DType.bf16:
             operands.append(value)
         elif value.is_constant and value.data is not None:
-            operands.append(rewriter.add_constant(f"{value.name}_f32", value.type.with_dtype(DType.f32),
-                                                  value.data.float().contiguous(), value.input_kind))
+            operands.append(
+                rewriter.add_constant(
+                    f"{value.name}_f32",
+                    value.type.with_dtype(DType.f32),
+                    value.data.float().contiguous(),
+                    value.input_kind,
+                )
+            )
         else:
             convert = rewriter.create(xir_ops.convert, [value], attributes={"dtype": DType.f32})
             operands.append(rewriter.insert_before(node, convert).result)
-    result_types = [r.type.with_dtype(DType.f32) if isinstance(r.type, TensorType) and r.dtype is DType.bf16 else r.type
-                    for r in node.results]
+    result_types = [
+        r.type.with_dtype(DType.f32) if isinstance(r.type, TensorType) and r.dtype is DType.bf16 else r.type
+        for r in node.results
+    ]
     wide = rewriter.insert_before(node, rewriter.create(node.op, operands, result_types, dict(node.attributes)))
-    narrow = rewriter.insert_before(node, rewriter.create(xir_ops.convert, [wide.results[0]], attributes={"dtype": DType.bf16}))
+    narrow = rewriter.insert_before(
+        node, rewriter.create(xir_ops.convert, [wide.results[0]], attributes={"dtype": DType.bf16})
+    )
     rewriter.replace_node(node, [narrow.result] + [None] * (len(node.results) - 1))
     return True
 

@@ -61,8 +61,9 @@ def _as_f16(value: Value, rewriter: Rewriter, made: dict) -> Value:
     import torch
 
     if value not in made:
-        made[value] = rewriter.add_constant(f"{value.name}_f16", TensorType(DType.f16, value.type.shape),
-                                            value.data.detach().to(torch.float16))
+        made[value] = rewriter.add_constant(
+            f"{value.name}_f16", TensorType(DType.f16, value.type.shape), value.data.detach().to(torch.float16)
+        )
     return made[value]
 
 

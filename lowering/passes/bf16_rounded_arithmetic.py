@@ -52,9 +52,25 @@ from .casts_as_converts import CASTS
 _CAST_OPS = frozenset(str(op) for op in CASTS)
 
 # bf16 ops XNNPACK defines in bf16 whose result is a new number, which eager rounds to bf16
-ROUNDED_OPS = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.sqrt, aten.rsqrt,
-               aten.exp, aten.log, aten.sigmoid, aten.tanh, aten.sin, aten.cos, aten.hardswish,
-               aten.leaky_relu, aten.gelu, aten.pow.Tensor_Scalar, aten.prelu)
+ROUNDED_OPS = (
+    aten.add.Tensor,
+    aten.sub.Tensor,
+    aten.mul.Tensor,
+    aten.div.Tensor,
+    aten.sqrt,
+    aten.rsqrt,
+    aten.exp,
+    aten.log,
+    aten.sigmoid,
+    aten.tanh,
+    aten.sin,
+    aten.cos,
+    aten.hardswish,
+    aten.leaky_relu,
+    aten.gelu,
+    aten.pow.Tensor_Scalar,
+    aten.prelu,
+)
 CLAMPS = (aten.clamp, aten.hardtanh)
 _BOUNDS = {aten.clamp: ("min", "max"), aten.hardtanh: ("min_val", "max_val")}
 
@@ -65,7 +81,9 @@ def _read_inside(node: Node) -> bool:
     from ..capability import Options, float_verdict
 
     options = Options(enable_bf16=True)
-    return any(not user.is_return and (float_verdict(user, options).supported or _upcast(user)) for user in node.result.users)
+    return any(
+        not user.is_return and (float_verdict(user, options).supported or _upcast(user)) for user in node.result.users
+    )
 
 
 def _upcast(node: Node) -> bool:
@@ -98,7 +116,8 @@ def round_arithmetic(node: Node, rewriter: Rewriter) -> bool:
     if not _bf16(node):
         return rewriter.notify_match_failure(node, "not bf16")
     if (node.op == aten.mul.Tensor and any(_signs(v) for v in node.operands)) or (
-            node.op == aten.div.Tensor and _signs(node.operands[1])):
+        node.op == aten.div.Tensor and _signs(node.operands[1])
+    ):
         return rewriter.notify_match_failure(node, "a product with signs (every element 1 or -1): exact in bf16")
     return _rounded_where_read_inside(node, rewriter)
 

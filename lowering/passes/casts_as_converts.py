@@ -22,7 +22,11 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
     from ..rules import MAX_RANK
 
     x, result = node.input.type, node.result.type
-    if not isinstance(x, TensorType) or not isinstance(result, TensorType) or {x.dtype, result.dtype} != {DType.f32, DType.bf16}:
+    if (
+        not isinstance(x, TensorType)
+        or not isinstance(result, TensorType)
+        or {x.dtype, result.dtype} != {DType.f32, DType.bf16}
+    ):
         return rewriter.notify_match_failure(node, "not a cast between f32 and bf16")
     if not 1 <= x.rank <= MAX_RANK or 0 in x.shape:
         return rewriter.notify_match_failure(node, f"{x.rank}-D or empty: it would stay outside XNNPACK")
@@ -38,7 +42,9 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
         options = Options(enable_bf16=True)
         readers = node.result.users
         if any(user.is_return or not float_verdict(user, options).supported for user in readers):
-            return rewriter.notify_match_failure(node, "an upcast whose result is returned or read by an op XNNPACK does not take")
+            return rewriter.notify_match_failure(
+                node, "an upcast whose result is returned or read by an op XNNPACK does not take"
+            )
     rewriter.replace_node(node, [rewriter.op_before(node, xir_ops.convert, [node.input], dtype=result.dtype)])
     return True
 

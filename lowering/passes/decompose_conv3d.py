@@ -61,8 +61,10 @@ def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
     if not x.type.is_static:
         return rewriter.notify_match_failure(conv, "symbolic input shape")
     stride, padding, dilation = conv.attribute("stride"), conv.attribute("padding"), conv.attribute("dilation")
-    if not all(isinstance(v, int) for v in list(stride) + list(padding) + list(dilation)) or \
-            not len(stride) == len(padding) == len(dilation) == 3:
+    if (
+        not all(isinstance(v, int) for v in list(stride) + list(padding) + list(dilation))
+        or not len(stride) == len(padding) == len(dilation) == 3
+    ):
         return rewriter.notify_match_failure(conv, "stride, padding or dilation is not three static ints")
     data = _float_weight(weight)
     if data is None:
@@ -93,8 +95,14 @@ def decompose_conv3d(conv: Node, rewriter: Rewriter) -> bool:
         tap = cast_data(data[:, :, k], tap_dtype)
         slice_weight = rewriter.add_constant(f"{base}_tap{k}", TensorType(tap_dtype, tuple(tap.shape)), tap)
         operands = [frames, slice_weight] + ([bias] if bias is not None and k == 0 else [])
-        attributes = {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "transposed": False,
-                      "output_padding": [0, 0], "groups": conv.attribute("groups")}
+        attributes = {
+            "stride": [sh, sw],
+            "padding": [ph, pw],
+            "dilation": [dh, dw],
+            "transposed": False,
+            "output_padding": [0, 0],
+            "groups": conv.attribute("groups"),
+        }
         y = add(aten.convolution, operands, attributes)
         y = add(aten.view_copy, [y], {"size": [n, depth, *y.shape[1:]]})
         start = k * dd

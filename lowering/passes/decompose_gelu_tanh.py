@@ -33,17 +33,23 @@ def decompose_gelu_tanh(node: Node, rewriter: Rewriter) -> bool:
         x = rewriter.op_before(node, dim_order_ops._to_dim_order_copy, [x], dtype=DType.f32)
 
     def constant(label, number):
-        return rewriter.add_constant(f"gelu_{label}", TensorType(DType.f32, ()), torch.tensor(number, dtype=torch.float32))
+        return rewriter.add_constant(
+            f"gelu_{label}", TensorType(DType.f32, ()), torch.tensor(number, dtype=torch.float32)
+        )
 
     def op(name, *operands):
         return rewriter.op_before(node, name, operands)
 
     cube = op(aten.mul.Tensor, op(aten.mul.Tensor, x, x), x)
-    inner = op(aten.mul.Tensor, op(aten.add.Tensor, x, op(aten.mul.Tensor, cube, constant("k1", 0.044715))),
-               constant("k0", math.sqrt(2 / math.pi)))
+    inner = op(
+        aten.mul.Tensor,
+        op(aten.add.Tensor, x, op(aten.mul.Tensor, cube, constant("k1", 0.044715))),
+        constant("k0", math.sqrt(2 / math.pi)),
+    )
     tanh = op(aten.tanh, inner)
-    result = op(aten.mul.Tensor, op(aten.mul.Tensor, x, op(aten.add.Tensor, tanh, constant("one", 1.0))),
-                constant("half", 0.5))
+    result = op(
+        aten.mul.Tensor, op(aten.mul.Tensor, x, op(aten.add.Tensor, tanh, constant("one", 1.0))), constant("half", 0.5)
+    )
     if narrow is not None:
         result = rewriter.op_before(node, dim_order_ops._to_dim_order_copy, [result], dtype=narrow)
     rewriter.replace_node(node, [result])

@@ -36,13 +36,18 @@ def decompose_group_norm(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "a weight or bias that is not a constant")
     size = math.prod(x.shape[1:])
     grouped_type = TensorType(DType.f32, (n, groups, size // groups))
-    grouped = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [grouped_type],
-                                                           {"size": view_size(grouped_type.shape)})).result
+    grouped = rewriter.insert_before(
+        node, rewriter.create(aten.view_copy, [x], [grouped_type], {"size": view_size(grouped_type.shape)})
+    ).result
     normed = _normalize(node, rewriter, grouped, [2], "group_norm_eps")
-    result = rewriter.insert_before(node, rewriter.create(aten.view_copy, [normed], [x.type],
-                                                          {"size": view_size(x.shape)})).result
+    result = rewriter.insert_before(
+        node, rewriter.create(aten.view_copy, [normed], [x.type], {"size": view_size(x.shape)})
+    ).result
     per_channel = (c,) + (1,) * (x.rank - 2)
-    for value, name, base in ((weight, aten.mul.Tensor, "group_norm_weight"), (bias, aten.add.Tensor, "group_norm_bias")):
+    for value, name, base in (
+        (weight, aten.mul.Tensor, "group_norm_weight"),
+        (bias, aten.add.Tensor, "group_norm_bias"),
+    ):
         if value is not None:
             constant = rewriter.add_constant(base, TensorType(DType.f32, per_channel), value.data.reshape(per_channel))
             result = rewriter.op_before(node, name, [result, constant])

@@ -24,7 +24,9 @@ def decompose_layer_norm(node: Node, rewriter: Rewriter) -> bool:
     if not isinstance(x.type, TensorType):
         return rewriter.notify_match_failure(node, "not a tensor")
     first = x.rank - len(node.attribute("normalized_shape"))
-    problem = _norm_input_problem(node, x, 1, "layer norm (layer-norm-in-fp32 widens bf16 ones first)", static_from=first)
+    problem = _norm_input_problem(
+        node, x, 1, "layer norm (layer-norm-in-fp32 widens bf16 ones first)", static_from=first
+    )
     if problem:
         return rewriter.notify_match_failure(node, problem)
     dims = list(range(first, x.rank))

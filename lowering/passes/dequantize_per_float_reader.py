@@ -31,13 +31,22 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     if len(result.users) < 2:
         return rewriter.notify_match_failure(node, "read by one op")
     options = Options()
-    quantized = [r for r in result.readers if static_unit(r, options)[0] is not None]  # (the dequantize may fold into them)
-    readers = [r for r in result.readers if r not in quantized and may_run_between_conversions(r)
-               and float_verdict(r, options, dequantized_ok=True).supported]
+    quantized = [
+        r for r in result.readers if static_unit(r, options)[0] is not None
+    ]  # (the dequantize may fold into them)
+    readers = [
+        r
+        for r in result.readers
+        if r not in quantized
+        and may_run_between_conversions(r)
+        and float_verdict(r, options, dequantized_ok=True).supported
+    ]
     # a graph output, or a reader that runs neither quantized nor in fp32 (it stays outside), keeps the original
     shared_copy = bool(quantized) and (result.is_graph_output() or len(quantized) + len(readers) < len(result.readers))
     if shared_copy:  # the quantized readers share a copy (the float ones get their own below)
-        copy = rewriter.insert_after(node, rewriter.create(node.op, list(node.operands), attributes=dict(node.attributes))).result
+        copy = rewriter.insert_after(
+            node, rewriter.create(node.op, list(node.operands), attributes=dict(node.attributes))
+        ).result
         for reader in quantized:
             for index, operand in enumerate(reader.operands):
                 if operand is result:

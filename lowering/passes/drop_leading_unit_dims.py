@@ -125,8 +125,9 @@ def drop_leading_unit_dims(node: Node, rewriter: Rewriter) -> bool:
         if attributes.get("dim_order") is not None:  # (the contiguous order, checked above)
             attributes["dim_order"] = list(range(len(attributes["dim_order"]) - k))
         t = user.results[0].type
-        new = rewriter.create(user.op, [mapped.get(id(o), o) for o in user.operands],
-                              [TensorType(t.dtype, t.shape[k:])], attributes)
+        new = rewriter.create(
+            user.op, [mapped.get(id(o), o) for o in user.operands], [TensorType(t.dtype, t.shape[k:])], attributes
+        )
         mapped[id(user.results[0])] = rewriter.insert_before(user, new).result
     for end in ends:
         rewriter.replace_node(end, [mapped[id(end.input)]])

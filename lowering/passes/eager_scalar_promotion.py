@@ -83,8 +83,12 @@ def _provenance(node: Node):
 
 def _number_constant(value: Value) -> bool:
     """``value`` is a 0-D fp32 constant ExecuTorch made from a Python number."""
-    return (value.is_constant and _scalar(value) and value.type.dtype is DType.f32
-            and (value.name or "").startswith(SCALAR_CONSTANT))
+    return (
+        value.is_constant
+        and _scalar(value)
+        and value.type.dtype is DType.f32
+        and (value.name or "").startswith(SCALAR_CONSTANT)
+    )
 
 
 def _eager_dtype(value: Value, reader: Node, made: dict) -> DType | None:
@@ -127,20 +131,27 @@ def eager_scalar_promotion(node: Node, rewriter: Rewriter, made: dict) -> bool:
     low = _one_operand_low(node, made)
     if low is None:
         if node.op not in PROMOTED_OPS:
-            return rewriter.notify_match_failure(node, "not an op ExecuTorch promotes, nor an elementwise op of a value rounded here")
+            return rewriter.notify_match_failure(
+                node, "not an op ExecuTorch promotes, nor an elementwise op of a value rounded here"
+            )
         operands = [v for v in node.operands if isinstance(v.type, TensorType)]
         if len(operands) != 2:
             return rewriter.notify_match_failure(node, "not two tensor operands")
         dtypes = [_eager_dtype(v, node, made) for v in operands]
         numbers = [_number_constant(v) for v in operands]
         if not ((dtypes[0] and numbers[1]) or (dtypes[1] and numbers[0]) or (dtypes[0] and dtypes[0] == dtypes[1])):
-            return rewriter.notify_match_failure(node, "not a low-precision 0-D tensor promoted by ExecuTorch with a number "
-                                                       "or with another of its dtype")
+            return rewriter.notify_match_failure(
+                node, "not a low-precision 0-D tensor promoted by ExecuTorch with a number or with another of its dtype"
+            )
         low = dtypes[0] or dtypes[1]
     readers = [user for user in result.users if not user.is_return]
     outputs = [i for i, value in enumerate(rewriter.graph.outputs) if value is result]
-    rounded = rewriter.insert_after(node, rewriter.create(CASTS[0], [result], attributes={"dtype": low, "dim_order": []}))
-    wide = rewriter.insert_after(rounded, rewriter.create(CASTS[0], [rounded.result], attributes={"dtype": DType.f32, "dim_order": []}))
+    rounded = rewriter.insert_after(
+        node, rewriter.create(CASTS[0], [result], attributes={"dtype": low, "dim_order": []})
+    )
+    wide = rewriter.insert_after(
+        rounded, rewriter.create(CASTS[0], [rounded.result], attributes={"dtype": DType.f32, "dim_order": []})
+    )
     made[wide.result] = low
     for reader in readers:
         for index, operand in enumerate(reader.operands):
@@ -166,7 +177,9 @@ def number_in_fp32(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "no Python number ExecuTorch rounded to bf16 for this op")
     at, number = numbers[0]
     if node.op not in OPMATH_NUMBER_OPS or (node.op == aten.div.Tensor and at != 1):
-        return rewriter.notify_match_failure(node, "eager rounds this op's number to bf16 too (add, sub; a number divided)")
+        return rewriter.notify_match_failure(
+            node, "eager rounds this op's number to bf16 too (add, sub; a number divided)"
+        )
     if number.data is None:
         return rewriter.notify_match_failure(node, "the number's value is not known")
     import torch  # (here: listing the passes must not import torch)
@@ -175,11 +188,16 @@ def number_in_fp32(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "the number is a bf16 number: the cast rounded nothing")
     x = operands[1 - at]
     order = {"dim_order": list(range(x.type.rank))}
-    wide_x = rewriter.insert_before(node, rewriter.create(CASTS[0], [x], attributes={"dtype": DType.f32, **order})).result
+    wide_x = rewriter.insert_before(
+        node, rewriter.create(CASTS[0], [x], attributes={"dtype": DType.f32, **order})
+    ).result
     wide_operands = [number if i == at else wide_x for i in range(2)]
-    wide = rewriter.insert_before(node, rewriter.create(node.op, wide_operands, [result.type.with_dtype(DType.f32)],
-                                                        dict(node.attributes)))
-    narrow = rewriter.insert_before(node, rewriter.create(CASTS[0], [wide.result], attributes={"dtype": DType.bf16, **order}))
+    wide = rewriter.insert_before(
+        node, rewriter.create(node.op, wide_operands, [result.type.with_dtype(DType.f32)], dict(node.attributes))
+    )
+    narrow = rewriter.insert_before(
+        node, rewriter.create(CASTS[0], [wide.result], attributes={"dtype": DType.bf16, **order})
+    )
     rewriter.replace_node(node, [narrow.result])
     return True
 

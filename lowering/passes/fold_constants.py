@@ -212,8 +212,10 @@ def _check_results(node: Node, results: list[Any]) -> None:
             raise FoldError(f"evaluating it gave {type(data).__name__} for result {value.index}, not a tensor")
         got = TensorType(TORCH_TO_DTYPE[data.dtype], tuple(data.shape)) if data.dtype in TORCH_TO_DTYPE else None
         if got != value.type:
-            raise FoldError(f"evaluating it gave {got if got is not None else data.dtype} for result {value.index}, "
-                            f"but the node's result type is {value.type}: the fold would change the program")
+            raise FoldError(
+                f"evaluating it gave {got if got is not None else data.dtype} for result {value.index}, "
+                f"but the node's result type is {value.type}: the fold would change the program"
+            )
 
 
 class _Fold(RewritePattern):
@@ -242,7 +244,9 @@ class _Fold(RewritePattern):
         readers = [[u for u in r.uses if not u.is_return] for r in node.results]
         if not any(readers):
             if any(r.is_graph_output() for r in node.results):
-                return self.decline(node, rewriter, "its result is a graph output only (a constant is never made a graph output)")
+                return self.decline(
+                    node, rewriter, "its result is a graph output only (a constant is never made a graph output)"
+                )
             return False  # dead: dead-code elimination erases it
         why = self._why_not(node, readers, data_inputs, shape_only)
         if why:
@@ -261,7 +265,9 @@ class _Fold(RewritePattern):
             # the IR records no dim order, and a constant is written contiguous: the program's readers
             # of a channels-last copy (or a strided view) expect the layout they were traced with
             return self.decline(node, rewriter, "its result is not contiguous (a dim order other than the default)")
-        self._replace(node, [r.detach().clone() for r in results], readers, rewriter)  # (its own data: an op may return a view)
+        self._replace(
+            node, [r.detach().clone() for r in results], readers, rewriter
+        )  # (its own data: an op may return a view)
         return True
 
     def _why_not(self, node: Node, readers: list, data_inputs: list[Value], shape_only: bool) -> str | None:
@@ -275,8 +281,10 @@ class _Fold(RewritePattern):
         if why:
             return why
         if any(user.op in DECOMPOSED_LINEAR_OPS for users in readers for user in users):
-            return ("the weight of a decomposed linear (ExecuTorch's XNNPACK preprocessing "
-                    "rebuilds the linear from the permute or view it reads)")
+            return (
+                "the weight of a decomposed linear (ExecuTorch's XNNPACK preprocessing "
+                "rebuilds the linear from the permute or view it reads)"
+            )
         for value in data_inputs:
             if value.data is None:
                 return f"the constant {value.describe()} has no data"
@@ -289,8 +297,12 @@ class _Fold(RewritePattern):
                 return f"result {result.index} has a symbolic shape ({result.type})"
             if result.type.numel() > self.max_elements:
                 return f"result {result.index} has {result.type.numel()} elements, more than max_elements={self.max_elements}"
-        if shape_only and node.input.rank in (4, 5) and not _contiguous_in_program(node.input) and \
-                node.attributes.get("memory_format") != EnumAttr("memory_format", "contiguous_format"):
+        if (
+            shape_only
+            and node.input.rank in (4, 5)
+            and not _contiguous_in_program(node.input)
+            and node.attributes.get("memory_format") != EnumAttr("memory_format", "contiguous_format")
+        ):
             return f"its result keeps the dim order of {node.input.describe()}, which may be channels-last"
         return None
 

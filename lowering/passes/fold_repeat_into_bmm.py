@@ -102,9 +102,9 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
     dim = _repeated_dim(expand)
     if dim is None:
         return "the expand does not repeat exactly one size-1 dim"
-    if math.prod(result[:dim + 1]) != batch:
+    if math.prod(result[: dim + 1]) != batch:
         return "the repeated dim is not the innermost of the bmm's batch"
-    suffix = tuple(source[dim + 1:])
+    suffix = tuple(source[dim + 1 :])
 
     def view_to(shape_suffix):  # suffix: the replayed value's dims after its batch dim
         nonlocal suffix
@@ -119,7 +119,7 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
             cuts = _boundaries(shape, batch)
             if not cuts:
                 return "a view mixes the repeated batch with other dims"
-            view_to(shape[cuts[0]:])
+            view_to(shape[cuts[0] :])
         elif node.op == aten.permute_copy:
             before = node.input.type.shape
             dims = [d % len(before) for d in node.attribute("dims")]
@@ -148,15 +148,22 @@ def _plan(expand: Node, steps: list[tuple[Node, int]], batch: int) -> list[tuple
 def _symbolic_rows_only(a: Value, result: Value) -> bool:
     """The left operand and the result are static but for their rows (dim 1: the queries of
     ExecuTorch's LLM flow, whose number is the symbolic sequence length)."""
-    return all(isinstance(v.type, TensorType) and v.rank == 3 and isinstance(v.type.shape[0], int)
-               and isinstance(v.type.shape[2], int) for v in (a, result))
+    return all(
+        isinstance(v.type, TensorType)
+        and v.rank == 3
+        and isinstance(v.type.shape[0], int)
+        and isinstance(v.type.shape[2], int)
+        for v in (a, result)
+    )
 
 
 @rewrite_pattern(aten.bmm)
 def fold_repeat_into_bmm(node: Node, rewriter: Rewriter) -> bool:
     a, b = node.operands
     if not (_static(b) and _symbolic_rows_only(a, node.result)) or b.rank != 3:
-        return rewriter.notify_match_failure(node, "not a 3-D bmm of a static right operand (the left's rows may be symbolic)")
+        return rewriter.notify_match_failure(
+            node, "not a 3-D bmm of a static right operand (the left's rows may be symbolic)"
+        )
     walked = _walk_back(b)
     if isinstance(walked, str):
         return rewriter.notify_match_failure(node, walked)

@@ -36,8 +36,8 @@ from typing import Any
 import attrs
 
 from passes.common_subexpressions import _key
-from passes.rewriter import KeepsStats, Rewriter, RewriteStats
 from passes.pass_base import Pass
+from passes.rewriter import KeepsStats, Rewriter, RewriteStats
 from xir import DType, Graph, Node, TensorType, Value
 from xir.ops import aten, torchao, xir_ops
 
@@ -102,8 +102,15 @@ class FuseSiblingLinears(KeepsStats, Pass):
             return ""
         if bias is not None and not (bias.is_constant and bias.data is not None and bias.rank == 1):
             return "its bias is not a constant"
-        return (str(node.op), _activation(x), kind, bias is not None and bias.dtype, out.dtype, out.rank,
-                tuple(str(d) for d in out.shape[:-1]))
+        return (
+            str(node.op),
+            _activation(x),
+            kind,
+            bias is not None and bias.dtype,
+            out.dtype,
+            out.rank,
+            tuple(str(d) for d in out.shape[:-1]),
+        )
 
 
 def _weight_kind(weight: Value) -> Any:
@@ -116,12 +123,23 @@ def _weight_kind(weight: Value) -> Any:
     if node is None or node.op != torchao.dequantize_affine or len(node.operands) != 3:
         return None
     data, scale, zero_point = node.operands
-    if not all(v.is_constant and v.data is not None and v.rank == 2 and v.type.is_static for v in (data, scale, zero_point)):
+    if not all(
+        v.is_constant and v.data is not None and v.rank == 2 and v.type.is_static for v in (data, scale, zero_point)
+    ):
         return None
     if len(weight.users) != 1:
         return None  # (read by more than this linear: it stays as it is)
-    return ("affine", _key(dict(node.attributes)), data.dtype, data.type.shape[1], scale.dtype, scale.type.shape[1],
-            zero_point.dtype, zero_point.type.shape[1], weight.dtype)
+    return (
+        "affine",
+        _key(dict(node.attributes)),
+        data.dtype,
+        data.type.shape[1],
+        scale.dtype,
+        scale.type.shape[1],
+        zero_point.dtype,
+        zero_point.type.shape[1],
+        weight.dtype,
+    )
 
 
 def _activation(x: Value) -> Any:
@@ -134,13 +152,26 @@ def _activation(x: Value) -> Any:
         return ("value", id(x))
     q, scale, zero_point = dq.operands
     qnode, qparams = q.producer, scale.producer
-    if (qnode is None or qparams is None or qnode.op != AFFINE_QUANTIZE or qparams.op != AFFINE_CHOOSE_QPARAMS
-            or zero_point.producer is not qparams or len(qnode.operands) != 3
-            or qnode.operands[1] is not scale or qnode.operands[2] is not zero_point
-            or len(qparams.operands) != 1 or qnode.operands[0] is not qparams.operands[0]):
+    if (
+        qnode is None
+        or qparams is None
+        or qnode.op != AFFINE_QUANTIZE
+        or qparams.op != AFFINE_CHOOSE_QPARAMS
+        or zero_point.producer is not qparams
+        or len(qnode.operands) != 3
+        or qnode.operands[1] is not scale
+        or qnode.operands[2] is not zero_point
+        or len(qparams.operands) != 1
+        or qnode.operands[0] is not qparams.operands[0]
+    ):
         return ("value", id(x))
-    return ("per-token", id(qparams.operands[0]), _key(dict(qparams.attributes)), _key(dict(qnode.attributes)),
-            _key(dict(dq.attributes)))
+    return (
+        "per-token",
+        id(qparams.operands[0]),
+        _key(dict(qparams.attributes)),
+        _key(dict(qnode.attributes)),
+        _key(dict(dq.attributes)),
+    )
 
 
 def _heads(node: Node) -> tuple[int, ...] | None:
@@ -156,9 +187,9 @@ def _heads(node: Node) -> tuple[int, ...] | None:
         out = user.results[0].type if user.results else None
         if user.op != aten.view_copy or not isinstance(out, TensorType) or out.rank < result.rank + 1:
             return None
-        if any(str(a) != str(b) for a, b in zip(out.shape[:len(lead)], lead)):
+        if any(str(a) != str(b) for a, b in zip(out.shape[: len(lead)], lead)):
             return None
-        dims = tuple(out.shape[len(lead):])
+        dims = tuple(out.shape[len(lead) :])
         if not all(isinstance(d, int) for d in dims) or inner not in (None, dims):
             return None
         inner = dims
@@ -197,34 +228,55 @@ def _fuse(rewriter: Rewriter, members: list[Node], split_last_dim: bool) -> str 
     if rest is None and not split_last_dim:
         return "their results are not all read as heads of one size (and split_last_dim is false)"
     if weight.is_constant:
-        stacked = rewriter.add_constant(f"{weight.name or 'weight'}_stacked", TensorType(weight.dtype, (sum(widths), weight.type.shape[1])),
-                                        torch.cat([m.operands[1].data for m in members]).contiguous())
+        stacked = rewriter.add_constant(
+            f"{weight.name or 'weight'}_stacked",
+            TensorType(weight.dtype, (sum(widths), weight.type.shape[1])),
+            torch.cat([m.operands[1].data for m in members]).contiguous(),
+        )
     else:
         parts = [m.operands[1].producer.operands for m in members]
         constants = []
         for i, label in enumerate(("data", "scale", "zero_point")):
             values = [p[i] for p in parts]
             data = torch.cat([v.data for v in values]).contiguous()
-            constants.append(rewriter.add_constant(f"{values[0].name or label}_stacked", TensorType(values[0].dtype, tuple(data.shape)), data))
+            constants.append(
+                rewriter.add_constant(
+                    f"{values[0].name or label}_stacked", TensorType(values[0].dtype, tuple(data.shape)), data
+                )
+            )
         dq = rewriter.create(torchao.dequantize_affine, constants, attributes=dict(weight.producer.attributes))
         stacked = rewriter.insert_before(first, dq).result
     operands = [x, stacked]
     if len(first.operands) == 3:
         bias = first.operands[2]
         data = torch.cat([m.operands[2].data for m in members]).contiguous()
-        operands.append(rewriter.add_constant(f"{bias.name or 'bias'}_stacked", TensorType(bias.dtype, tuple(data.shape)), data))
-    fused = rewriter.insert_before(first, rewriter.create(
-        first.op, operands, [TensorType(out.dtype, (*out.shape[:-1], sum(widths)))])).result
+        operands.append(
+            rewriter.add_constant(f"{bias.name or 'bias'}_stacked", TensorType(bias.dtype, tuple(data.shape)), data)
+        )
+    fused = rewriter.insert_before(
+        first, rewriter.create(first.op, operands, [TensorType(out.dtype, (*out.shape[:-1], sum(widths)))])
+    ).result
     if rest is not None:
         lead = len(out.shape) - 1  # (the heads' dim in the views)
         counts = [inner[0] for inner in inners]
-        model = next(v for m, inner in zip(members, inners) if inner[1:] == rest for v in m.result.users
-                     if not v.result.is_unused())
+        model = next(
+            v
+            for m, inner in zip(members, inners)
+            if inner[1:] == rest
+            for v in m.result.users
+            if not v.result.is_unused()
+        )
         size = list(model.attributes["size"])
         size[lead] = sum(counts)
-        by_heads = rewriter.insert_before(first, rewriter.create(
-            aten.view_copy, [fused], [TensorType(out.dtype, (*out.shape[:-1], sum(counts), *rest))],
-            attributes={"size": size})).result
+        by_heads = rewriter.insert_before(
+            first,
+            rewriter.create(
+                aten.view_copy,
+                [fused],
+                [TensorType(out.dtype, (*out.shape[:-1], sum(counts), *rest))],
+                attributes={"size": size},
+            ),
+        ).result
         for member, count, start, inner in zip(members, counts, _starts(counts), inners):
             piece = _slice(rewriter, first, by_heads, lead, start, start + count)
             for view in list(member.result.users):

@@ -32,8 +32,10 @@ def layer_norm_in_fp32(node: Node, rewriter: Rewriter) -> bool:
     if any(not v.is_constant or v.data is None for v in node.operands[1:]):
         return rewriter.notify_match_failure(node, "its weight or bias is not a constant with data")
     wide_x = rewriter.insert_before(node, rewriter.create(CONVERT, [x], attributes={"dtype": DType.f32}))
-    operands = [wide_x.result] + [rewriter.add_constant(f"{v.name}_f32", v.type.with_dtype(DType.f32), v.data.float().contiguous())
-                                  for v in node.operands[1:]]
+    operands = [wide_x.result] + [
+        rewriter.add_constant(f"{v.name}_f32", v.type.with_dtype(DType.f32), v.data.float().contiguous())
+        for v in node.operands[1:]
+    ]
     norm = rewriter.insert_before(node, rewriter.create(node.op, operands, attributes=dict(node.attributes)))
     narrow = rewriter.insert_before(node, rewriter.create(CONVERT, [norm.results[0]], attributes={"dtype": x.dtype}))
     rewriter.replace_node(node, [narrow.result, None, None])

@@ -12,12 +12,12 @@ from xir.ops import aten
 from ..rules import MAX_RANK, QUANTIZE_OPS, dequantized_source
 from ._base import DelegatedDtypeRewrite, RunStateRule, _float_constant
 
-
 MAX_MATMUL_COLS = 16384  # (XNNPACK packs a [cols, 1] weight into a full column tile: 16 x cols floats)
 
 
-def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None, matmul: bool = True,
-                        linear: bool = True) -> bool:
+def mean_over_last_dims(
+    node: Node, rewriter: Rewriter, made: dict | None = None, matmul: bool = True, linear: bool = True
+) -> bool:
     """A mean over the trailing dims of x (RMSNorm's and a decomposed layer norm's ``mean(-1,
     keepdim=True)``), as XNNPACK can run it:
 
@@ -58,15 +58,17 @@ def mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = None
         return rewriter.notify_match_failure(node, "two or more symbolic dims in the result (a view infers one)")
     if rows is None and cols == 0:
         return rewriter.notify_match_failure(node, "symbolic rows of an empty reduction (-1 would be ambiguous)")
-    rows_dim = rows if rows is not None else symbolic_product(x.shape[:x.rank - len(dims)])
+    rows_dim = rows if rows is not None else symbolic_product(x.shape[: x.rank - len(dims)])
     if matmul and x.dtype is DType.f32 and 0 < cols <= MAX_MATMUL_COLS and not _quantized(node):
         return _as_matmul(node, rewriter, {} if made is None else made, rows_dim, cols, back, linear)
     square_type = TensorType(x.dtype, (1, rows_dim, 1, cols))
-    square = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [square_type],
-                                                          {"size": [1, -1 if rows is None else rows, 1, cols]})).result
+    square = rewriter.insert_before(
+        node, rewriter.create(aten.view_copy, [x], [square_type], {"size": [1, -1 if rows is None else rows, 1, cols]})
+    ).result
     mean_type = TensorType(x.dtype, (1, square_type.shape[1], 1, 1))
-    mean = rewriter.insert_before(node, rewriter.create(aten.mean.dim, [square], [mean_type],
-                                                        {"dim": [2, 3], "keepdim": True})).result
+    mean = rewriter.insert_before(
+        node, rewriter.create(aten.mean.dim, [square], [mean_type], {"dim": [2, 3], "keepdim": True})
+    ).result
     view = rewriter.create(aten.view_copy, [mean], [result], {"size": back})
     rewriter.replace_node(node, [rewriter.insert_before(node, view).result])
     return True
@@ -96,7 +98,9 @@ def _keeps_linear(rewriter: Rewriter, made: dict) -> bool:
     return made["keeps linear"]
 
 
-def _as_matmul(node: Node, rewriter: Rewriter, made: dict, rows, cols: int, back: list[int], linear: bool = True) -> bool:
+def _as_matmul(
+    node: Node, rewriter: Rewriter, made: dict, rows, cols: int, back: list[int], linear: bool = True
+) -> bool:
     """view (rows, cols) -> mm with the (cols, 1) column of 1/cols -> view to the result (``rows``
     an int, or a symbol written -1; ``back``: the result's view size); or, over one trailing dim
     of a program that keeps linears (and ``linear``), ``linear`` with the (1, cols) row of 1/cols
@@ -105,17 +109,30 @@ def _as_matmul(node: Node, rewriter: Rewriter, made: dict, rows, cols: int, back
     if linear and 2 <= x.rank <= MAX_RANK and x.type.shape[-1] == cols and _keeps_linear(rewriter, made):
         key = ("row", cols)
         if key not in made:
-            made[key] = _float_constant(rewriter, f"mean_row_{cols}", TensorType(DType.f32, (1, cols)), 1.0 / cols, (1, cols))
+            made[key] = _float_constant(
+                rewriter, f"mean_row_{cols}", TensorType(DType.f32, (1, cols)), 1.0 / cols, (1, cols)
+            )
         mean = rewriter.op_before(node, aten.linear, [x, made[key]])
         if mean.type.shape != result.shape:
-            mean = rewriter.insert_before(node, rewriter.create(aten.view_copy, [mean], [result], {"size": back})).result
+            mean = rewriter.insert_before(
+                node, rewriter.create(aten.view_copy, [mean], [result], {"size": back})
+            ).result
         rewriter.replace_node(node, [mean])
         return True
     if x.type.shape != (rows, cols):
-        x = rewriter.insert_before(node, rewriter.create(aten.view_copy, [x], [TensorType(DType.f32, (rows, cols))],
-                                                         {"size": [rows if isinstance(rows, int) else -1, cols]})).result
+        x = rewriter.insert_before(
+            node,
+            rewriter.create(
+                aten.view_copy,
+                [x],
+                [TensorType(DType.f32, (rows, cols))],
+                {"size": [rows if isinstance(rows, int) else -1, cols]},
+            ),
+        ).result
     if cols not in made:
-        made[cols] = _float_constant(rewriter, f"mean_weight_{cols}", TensorType(DType.f32, (cols, 1)), 1.0 / cols, (cols, 1))
+        made[cols] = _float_constant(
+            rewriter, f"mean_weight_{cols}", TensorType(DType.f32, (cols, 1)), 1.0 / cols, (cols, 1)
+        )
     mean = rewriter.op_before(node, aten.mm, [x, made[cols]])
     if mean.type.shape != result.shape:
         mean = rewriter.insert_before(node, rewriter.create(aten.view_copy, [mean], [result], {"size": back})).result

@@ -41,18 +41,36 @@ from passes.common_subexpressions import _key
 from passes.pass_base import Pass
 from passes.rewriter import KeepsStats, Rewriter, RewriteStats
 from xir import Graph, Node, TensorType, Value
-from xir.types import Symbol
 from xir.ops import aten, xir_ops
+from xir.types import Symbol
 
 from ..capability.linears import same_dim
 from .slices_as_xir_slices import slice_op
 
 # ops computed independently per position of every dim but the ones their attributes name
-_ELEMENTWISE = frozenset(str(op) for op in (
-    aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.rsqrt, aten.sqrt, aten.neg,
-    aten.sigmoid, aten.tanh, aten.exp, aten.relu, aten.abs, aten.reciprocal, aten.clamp, aten.hardtanh,
-    aten.pow.Tensor_Scalar, aten.square, xir_ops.convert,
-))
+_ELEMENTWISE = frozenset(
+    str(op)
+    for op in (
+        aten.add.Tensor,
+        aten.sub.Tensor,
+        aten.mul.Tensor,
+        aten.div.Tensor,
+        aten.rsqrt,
+        aten.sqrt,
+        aten.neg,
+        aten.sigmoid,
+        aten.tanh,
+        aten.exp,
+        aten.relu,
+        aten.abs,
+        aten.reciprocal,
+        aten.clamp,
+        aten.hardtanh,
+        aten.pow.Tensor_Scalar,
+        aten.square,
+        xir_ops.convert,
+    )
+)
 _ALONG_A_DIM = frozenset(str(op) for op in (aten.cat, aten.slice_copy.Tensor, xir_ops.slice))
 _VIEW, _LINEAR, _MM = str(aten.view_copy), str(aten.linear), str(aten.mm)
 _XIR_SLICE, _SLICE_COPY = str(xir_ops.slice), str(aten.slice_copy.Tensor)
@@ -63,8 +81,13 @@ ROWS = "rows"  # the layout of a value whose rows are the chain's leading dims (
 def _equal_constants(a: Value, b: Value) -> bool:
     import torch
 
-    return (a.type == b.type and isinstance(a.data, torch.Tensor) and isinstance(b.data, torch.Tensor)
-            and a.data.dtype == b.data.dtype and bool(torch.equal(a.data, b.data)))
+    return (
+        a.type == b.type
+        and isinstance(a.data, torch.Tensor)
+        and isinstance(b.data, torch.Tensor)
+        and a.data.dtype == b.data.dtype
+        and bool(torch.equal(a.data, b.data))
+    )
 
 
 def _per_head(value: Value, out: TensorType, heads: int, dim: int) -> Any:
@@ -78,7 +101,7 @@ def _per_head(value: Value, out: TensorType, heads: int, dim: int) -> Any:
     rest = out.rank - 1 - dim  # dims after the head dim
     shape = tuple(value.type.shape)
     inner = shape[-rest:] if rest else ()
-    if len(shape) > rest and any(d != 1 for d in shape[:len(shape) - rest]):
+    if len(shape) > rest and any(d != 1 for d in shape[: len(shape) - rest]):
         return None
     inner = (1,) * (rest - len(inner)) + tuple(inner)
     return value.data.reshape((1,) + inner).expand((heads,) + inner)
@@ -130,7 +153,7 @@ class MergeHeadChains(KeepsStats, Pass):
             return "one is computed from the other"
         position = {id(v): order[id(v.producer)] if v.producer is not None else -1 for v in (a0, b0)}
         place = max(position.values())  # -1: both are graph inputs
-        for node in nodes[min(position.values()) + 1:]:
+        for node in nodes[min(position.values()) + 1 :]:
             if node.is_return or not any(id(v) in chains.pair for v in node.operands):
                 continue
             if chains.match(node):
@@ -173,8 +196,11 @@ class MergeHeadChains(KeepsStats, Pass):
             joined = put(aten.cat, [a0, b0], TensorType(a0.dtype, tuple(both)), dim=dim)
         elif not isinstance(joined, Value):  # (a slice of their source: its heads of both, no copy of each)
             source, start, end = joined
-            joined = (put(xir_ops.slice, [source], dim=dim, start=start, end=end) if str(a0.producer.op) == _XIR_SLICE
-                      else put(aten.slice_copy.Tensor, [source], dim=dim, start=start, end=end, step=1))
+            joined = (
+                put(xir_ops.slice, [source], dim=dim, start=start, end=end)
+                if str(a0.producer.op) == _XIR_SLICE
+                else put(aten.slice_copy.Tensor, [source], dim=dim, start=start, end=end, step=1)
+            )
         made = {id(a0): joined}
         for node, other in matched:
             operands = []
@@ -192,15 +218,16 @@ class MergeHeadChains(KeepsStats, Pass):
                 attributes["size"] = size
             shape = list(node.result.type.shape)
             if chains.layout[id(node.result)] == ROWS:
-                shape[0] = _rows(both[:dim + 1])
+                shape[0] = _rows(both[: dim + 1])
             else:
                 shape[dim] = heads_a + heads_b
             result_type = TensorType(node.result.dtype, tuple(shape))
             made[id(node.result)] = put(node.op, operands, result_type, **attributes)
         for node, value, offset in exits:
             merged_value = made[id(node.result)]
-            op, bounds = slice_op(merged_value.type, dim, offset, offset + value.type.shape[dim],
-                                  enable_bf16=self.enable_bf16)
+            op, bounds = slice_op(
+                merged_value.type, dim, offset, offset + value.type.shape[dim], enable_bf16=self.enable_bf16
+            )
             rewriter.replace_all_uses(value, put(op, [merged_value], **bounds))
         for node, other in reversed(matched):
             for dead in (other, node):
@@ -266,8 +293,13 @@ def _candidates(graph: Graph) -> list[tuple[Value, Value]]:
             continue
         key = (str(node.op) if node is not None else "input", value.dtype, value.rank)
         groups.setdefault(key, []).append(value)
-    return [(a, b) for values in groups.values() for i, a in enumerate(values) for b in values[i + 1:]
-            if sum(not same_dim(x, y) for x, y in zip(a.type.shape, b.type.shape)) <= 1]
+    return [
+        (a, b)
+        for values in groups.values()
+        for i, a in enumerate(values)
+        for b in values[i + 1 :]
+        if sum(not same_dim(x, y) for x, y in zip(a.type.shape, b.type.shape)) <= 1
+    ]
 
 
 @attrs.define
@@ -300,9 +332,16 @@ class _Chains:
             return False
         second = {id(v) for v in self.pair.values()}
         for other in self.pair[id(ins[0])].readers:
-            if (id(other) in self.taken or other is node or other.op != node.op or len(other.operands) != len(node.operands)
-                    or len(other.results) != 1 or not isinstance(other.result.type, TensorType)
-                    or not self._same_attributes(node, other, layout) or not self._same_type(node, other, layout)):
+            if (
+                id(other) in self.taken
+                or other is node
+                or other.op != node.op
+                or len(other.operands) != len(node.operands)
+                or len(other.results) != 1
+                or not isinstance(other.result.type, TensorType)
+                or not self._same_attributes(node, other, layout)
+                or not self._same_type(node, other, layout)
+            ):
                 continue
             if self._operands_match(node, other, second, layout):
                 self.matched.append((node, other))
@@ -319,16 +358,29 @@ class _Chains:
         if layout == ROWS:
             if op in _ELEMENTWISE or (op in (_MM, _LINEAR) and all(v.is_constant for v in node.operands[1:])):
                 return ROWS if out.rank == 2 else None
-            if op == _VIEW and out.rank > dim and out.shape[dim] == heads_a and all(
-                    same_dim(x, y) for x, y in zip(out.shape[:dim], self.a0.type.shape[:dim])):
+            if (
+                op == _VIEW
+                and out.rank > dim
+                and out.shape[dim] == heads_a
+                and all(same_dim(x, y) for x, y in zip(out.shape[:dim], self.a0.type.shape[:dim]))
+            ):
                 return "dim"  # the rows unflattened: the chain's leading dims again
             return None
         x = next(v for v in node.operands if id(v) in self.pair)
         if op == _VIEW:
-            if out.rank > dim and out.shape[dim] == heads_a and all(same_dim(a, b) for a, b in zip(out.shape[:dim], x.type.shape[:dim])):
+            if (
+                out.rank > dim
+                and out.shape[dim] == heads_a
+                and all(same_dim(a, b) for a, b in zip(out.shape[:dim], x.type.shape[:dim]))
+            ):
                 return "dim"  # only the dims after the heads reshaped
-            rest = TensorType(x.dtype, x.type.shape[dim + 1:]).numel()
-            if out.rank == 2 and rest is not None and out.shape[1] == rest and node.attributes.get("size", [None])[0] == -1:
+            rest = TensorType(x.dtype, x.type.shape[dim + 1 :]).numel()
+            if (
+                out.rank == 2
+                and rest is not None
+                and out.shape[1] == rest
+                and node.attributes.get("size", [None])[0] == -1
+            ):
                 return ROWS  # the leading dims (heads included) flattened into rows
             return None
         if out.rank != x.rank or out.shape[dim] != heads_a:  # (a broadcast to more dims would move the heads)
@@ -347,7 +399,12 @@ class _Chains:
         if str(node.op) == _VIEW and layout != ROWS:
             heads_a, heads_b = self.a0.type.shape[self.dim], self.b0.type.shape[self.dim]
             size_a, size_b = list(a.pop("size", [])), list(b.pop("size", []))
-            if len(size_a) != len(size_b) or len(size_a) <= self.dim or size_a[self.dim] != heads_a or size_b[self.dim] != heads_b:
+            if (
+                len(size_a) != len(size_b)
+                or len(size_a) <= self.dim
+                or size_a[self.dim] != heads_a
+                or size_b[self.dim] != heads_b
+            ):
                 return False
             size_a[self.dim] = size_b[self.dim] = None
             if size_a != size_b:
@@ -362,7 +419,8 @@ class _Chains:
             return same_dim(out_a.shape[-1], out_b.shape[-1])
         dim = self.dim
         return out_b.shape[dim] == self.b0.type.shape[dim] and all(
-            same_dim(x, y) for i, (x, y) in enumerate(zip(out_a.shape, out_b.shape)) if i != dim)
+            same_dim(x, y) for i, (x, y) in enumerate(zip(out_a.shape, out_b.shape)) if i != dim
+        )
 
     def _operands_match(self, node: Node, other: Node, second: set[int], layout: Any) -> bool:
         """Whether each operand of ``other`` is the counterpart of ``node``'s: the second chain's value
@@ -402,7 +460,9 @@ class _Chains:
         return aligned < 0 or x.type.shape[aligned] == 1
 
 
-def _heads_constant(rewriter: Rewriter, x: Value, y: Value, out: TensorType, heads_a: int, heads_b: int, dim: int) -> Value:
+def _heads_constant(
+    rewriter: Rewriter, x: Value, y: Value, out: TensorType, heads_a: int, heads_b: int, dim: int
+) -> Value:
     """One constant of ``heads_a`` rows of ``x`` and ``heads_b`` rows of ``y``, along the head dim."""
     import torch
 

@@ -48,7 +48,6 @@ from ._base import _TORCH_DTYPES, RunStateRule
 from .rope_as_pair_swap import write_swap_rotation
 from .rotate_half_sign import last_dim_slice
 
-
 # the head's pieces: slice_copy, or xir.slice as xnnpack.slices-as-xir-slices (before this pass) writes them
 SLICES = (aten.slice_copy.Tensor, xir_ops.slice)
 
@@ -68,9 +67,14 @@ def _swapped(value: Value, a: Value) -> bool:
     doubled, start, end = piece
     cat = doubled.producer
     width = a.type.shape[-1]
-    return (cat is not None and cat.op == aten.cat and len(cat.operands) == 2 and all(v is a for v in cat.operands)
-            and cat.attributes.get("dim", 0) % doubled.rank == doubled.rank - 1
-            and (start, end) == (width // 2, width // 2 + width))
+    return (
+        cat is not None
+        and cat.op == aten.cat
+        and len(cat.operands) == 2
+        and all(v is a for v in cat.operands)
+        and cat.attributes.get("dim", 0) % doubled.rank == doubled.rank - 1
+        and (start, end) == (width // 2, width // 2 + width)
+    )
 
 
 def partial_rotary_whole_head(node: Node, rewriter: Rewriter, made: dict | None = None) -> bool:
@@ -111,8 +115,13 @@ def partial_rotary_whole_head(node: Node, rewriter: Rewriter, made: dict | None 
         return rewriter.notify_match_failure(node, "not x[..., :R] * c + cat([x[..., :R]] * 2)[..., R/2:3R/2] * s")
     c, s = found
     for table in (c, s):
-        if (not isinstance(table.type, TensorType) or table.dtype is not y.dtype or table.rank == 0
-                or table.rank > x.rank or table.type.shape[-1] != r):
+        if (
+            not isinstance(table.type, TensorType)
+            or table.dtype is not y.dtype
+            or table.rank == 0
+            or table.rank > x.rank
+            or table.type.shape[-1] != r
+        ):
             return rewriter.notify_match_failure(node, "a table is not of the head's dtype with R as its last dim")
     if any(view_size(v.type.shape) is None for v in (x, c, s)):
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view could not be written)")
@@ -135,8 +144,11 @@ def _swap_matrix(rewriter: Rewriter, width: int, r: int, dtype, made: dict) -> V
         swap = torch.zeros(width, width)
         for j in range(h):
             swap[j + h, j] = swap[j, j + h] = 1.0
-        made[key] = rewriter.add_constant(f"partial_rotary_swap_{r}_of_{width}", TensorType(dtype, (width, width)),
-                                          swap.to(getattr(torch, _TORCH_DTYPES[dtype])))
+        made[key] = rewriter.add_constant(
+            f"partial_rotary_swap_{r}_of_{width}",
+            TensorType(dtype, (width, width)),
+            swap.to(getattr(torch, _TORCH_DTYPES[dtype])),
+        )
     return made[key]
 
 
@@ -154,20 +166,37 @@ def _widened(rewriter: Rewriter, table: Value, width: int, fill: float, made: di
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
     if ("embed", r, width, dtype) not in made:
         made[("embed", r, width, dtype)] = rewriter.add_constant(
-            f"partial_rotary_embed_{r}_in_{width}", TensorType(dtype, (r, width)), torch.eye(r, width, dtype=torch_dtype))
+            f"partial_rotary_embed_{r}_in_{width}",
+            TensorType(dtype, (r, width)),
+            torch.eye(r, width, dtype=torch_dtype),
+        )
     lead = tuple(table.type.shape[:-1])
     rows = dims_product(lead)
-    nodes = [rewriter.create(aten.view_copy, [table], result_types=[TensorType(dtype, (rows, r))],
-                             attributes={"size": view_size((rows, r))})]
+    nodes = [
+        rewriter.create(
+            aten.view_copy,
+            [table],
+            result_types=[TensorType(dtype, (rows, r))],
+            attributes={"size": view_size((rows, r))},
+        )
+    ]
     nodes.append(rewriter.create(aten.mm, [nodes[-1].result, made[("embed", r, width, dtype)]]))
     shape = lead + (width,)
-    nodes.append(rewriter.create(aten.view_copy, [nodes[-1].result], result_types=[TensorType(dtype, shape)],
-                                 attributes={"size": view_size(shape)}))
+    nodes.append(
+        rewriter.create(
+            aten.view_copy,
+            [nodes[-1].result],
+            result_types=[TensorType(dtype, shape)],
+            attributes={"size": view_size(shape)},
+        )
+    )
     if fill:
         if ("fill", r, width, fill, dtype) not in made:
             made[("fill", r, width, fill, dtype)] = rewriter.add_constant(
-                f"partial_rotary_fill_{r}_in_{width}", TensorType(dtype, (width,)),
-                torch.cat([torch.zeros(r), torch.full((width - r,), fill)]).to(torch_dtype))
+                f"partial_rotary_fill_{r}_in_{width}",
+                TensorType(dtype, (width,)),
+                torch.cat([torch.zeros(r), torch.full((width - r,), fill)]).to(torch_dtype),
+            )
         nodes.append(rewriter.create(aten.add.Tensor, [nodes[-1].result, made[("fill", r, width, fill, dtype)]]))
     anchor = table.producer
     for node in nodes:
@@ -193,4 +222,3 @@ class PartialRotaryWholeHead(PatternRewritePass):
 
     def patterns(self):
         return (RunStateRule(partial_rotary_whole_head, aten.cat),)
-

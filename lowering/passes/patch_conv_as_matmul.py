@@ -43,7 +43,12 @@ def _problem(node: Node) -> str | None:
         return "transposed or grouped"
     if any(node.attribute("padding") or [0]) or any(d != 1 for d in node.attribute("dilation") or [1]):
         return "padded or dilated"
-    if not w.is_constant or w.data is None or w.rank != 4 or (bias is not None and (not bias.is_constant or bias.data is None)):
+    if (
+        not w.is_constant
+        or w.data is None
+        or w.rank != 4
+        or (bias is not None and (not bias.is_constant or bias.data is None))
+    ):
         return "weights (or bias) that are not constants"
     kh, kw = w.type.shape[2], w.type.shape[3]
     if list(node.attribute("stride") or []) != [kh, kw]:
@@ -78,8 +83,9 @@ def patch_conv_as_matmul(node: Node, rewriter: Rewriter) -> bool:
     patches = op(aten.view_copy, [x], (n, c, ho, kh, wo, kw), size=[n, c, ho, kh, wo, kw])
     patches = op(aten.permute_copy, [patches], (n, ho, wo, c, kh, kw), dims=[0, 2, 4, 1, 3, 5])
     patches = op(aten.view_copy, [patches], (rows, cols), size=[rows, cols])
-    weight = rewriter.add_constant(f"{w.name}_as_matrix", TensorType(DType.f32, (cols, o)),
-                                   w.data.detach().reshape(o, cols).t().contiguous())
+    weight = rewriter.add_constant(
+        f"{w.name}_as_matrix", TensorType(DType.f32, (cols, o)), w.data.detach().reshape(o, cols).t().contiguous()
+    )
     y = op(aten.mm, [patches, weight], (rows, o))
     if bias is not None:
         y = op(aten.add.Tensor, [y, bias], (rows, o))

@@ -31,8 +31,9 @@ KEEPS_VIEW = "a view of a decomposed linear (XNNPACK rebuilds the linear from it
 def next_to_decomposed_linear(node: Node) -> bool:
     """Whether ``node`` (a view) reads a decomposed linear's matrix multiply or is read by one."""
     producer = node.input.producer if node.operands else None
-    return (producer is not None and producer.op in DECOMPOSED_LINEAR_OPS) or \
-        any(user.op in DECOMPOSED_LINEAR_OPS for user in node.users)
+    return (producer is not None and producer.op in DECOMPOSED_LINEAR_OPS) or any(
+        user.op in DECOMPOSED_LINEAR_OPS for user in node.users
+    )
 
 
 def _identity_view_of_a_linear(node: Node) -> bool:
@@ -41,7 +42,11 @@ def _identity_view_of_a_linear(node: Node) -> bool:
 
 def _view_chain_of_a_linear(node: Node) -> bool:
     inner = node.input.producer
-    return inner is not None and inner.op in VIEW_OPS and (next_to_decomposed_linear(node) or next_to_decomposed_linear(inner))
+    return (
+        inner is not None
+        and inner.op in VIEW_OPS
+        and (next_to_decomposed_linear(node) or next_to_decomposed_linear(inner))
+    )
 
 
 class _KeepingLinearViews(RewritePattern):
@@ -82,5 +87,6 @@ class XnnpackRemoveNoOps(PatternRewritePass):
     linear from them), and dropping dim-order clones that keep their operand's dim order."""
 
     name = "xnnpack.remove-no-ops"
-    rules = tuple(_KeepingLinearViews(rule, _GUARDS[rule]) if rule in _GUARDS else rule
-                  for rule in RemoveNoOps.rules) + (drop_clone_keeping_dim_order,)
+    rules = tuple(
+        _KeepingLinearViews(rule, _GUARDS[rule]) if rule in _GUARDS else rule for rule in RemoveNoOps.rules
+    ) + (drop_clone_keeping_dim_order,)

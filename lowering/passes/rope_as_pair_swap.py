@@ -38,7 +38,8 @@ from typing import Callable
 import attrs
 
 from passes import PatternRewritePass, Rewriter
-from passes.remove_no_ops import CONVERT_OPS as CASTS, layout_change
+from passes.remove_no_ops import CONVERT_OPS as CASTS
+from passes.remove_no_ops import layout_change
 from passes.shape_ops_as_views import dims_product, view_to
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten, xir_ops
@@ -75,7 +76,11 @@ def _half(value: Value) -> tuple[Value, int] | None:
             return None
     elif node.op == aten.view_copy:
         inner = node.operands[0]
-        if inner.rank != value.rank + 1 or tuple(inner.type.shape[:-1]) != tuple(value.type.shape) or inner.type.shape[-1] != 1:
+        if (
+            inner.rank != value.rank + 1
+            or tuple(inner.type.shape[:-1]) != tuple(value.type.shape)
+            or inner.type.shape[-1] != 1
+        ):
             return None
     else:
         return None
@@ -99,8 +104,12 @@ def _unsqueezed(value: Value) -> Value | None:
     inner = node.operands[0]
     if node.op == aten.unsqueeze_copy and node.attributes.get("dim") in (inner.rank, -1):
         return inner
-    if (node.op == aten.view_copy and inner.rank + 1 == value.rank and value.type.shape[-1] == 1
-            and tuple(value.type.shape[:-1]) == tuple(inner.type.shape)):
+    if (
+        node.op == aten.view_copy
+        and inner.rank + 1 == value.rank
+        and value.type.shape[-1] == 1
+        and tuple(value.type.shape[:-1]) == tuple(inner.type.shape)
+    ):
         return inner
     return None
 
@@ -143,9 +152,14 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
     if any(p is None for p in parts):
         return rewriter.notify_match_failure(node, "a piece is not a value with a last dim of 1 added")
     first, second = parts
-    if (first.producer is None or second.producer is None or first.producer.op != aten.sub.Tensor
-            or second.producer.op != aten.add.Tensor or first.producer.attributes.get("alpha", 1) != 1
-            or second.producer.attributes.get("alpha", 1) != 1):
+    if (
+        first.producer is None
+        or second.producer is None
+        or first.producer.op != aten.sub.Tensor
+        or second.producer.op != aten.add.Tensor
+        or first.producer.attributes.get("alpha", 1) != 1
+        or second.producer.attributes.get("alpha", 1) != 1
+    ):
         return rewriter.notify_match_failure(node, "not (a - b, c + d)")
     if len(first.users) != 1 or len(second.users) != 1 or first.is_graph_output() or second.is_graph_output():
         return rewriter.notify_match_failure(node, "the rotated halves are read elsewhere too")
@@ -168,8 +182,12 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
         return rewriter.notify_match_failure(node, "not r*s + i*c with the same c and s")
     half = r.type.shape[-1]
     for table in (c, s):
-        if (not isinstance(table.type, TensorType) or table.dtype is not DType.f32 or table.rank > r.rank
-                or table.type.shape[-1] != half):
+        if (
+            not isinstance(table.type, TensorType)
+            or table.dtype is not DType.f32
+            or table.rank > r.rank
+            or table.type.shape[-1] != half
+        ):
             return rewriter.notify_match_failure(node, "c or s is not fp32 with the pair count as its last dim")
     if x5.dtype is not DType.f32:
         return rewriter.notify_match_failure(node, "not fp32")
@@ -184,11 +202,14 @@ def rope_as_pair_swap(node: Node, rewriter: Rewriter, made: dict | None = None) 
     if c5 is None or s5 is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims in c or s")
     p, sign = _constants(rewriter, width, {} if made is None else made)
-    return write_swap_rotation(rewriter, node, x5, flat, p, c5, lambda: rewriter.op_before(node, aten.mul.Tensor, [s5, sign]))
+    return write_swap_rotation(
+        rewriter, node, x5, flat, p, c5, lambda: rewriter.op_before(node, aten.mul.Tensor, [s5, sign])
+    )
 
 
-def write_swap_rotation(rewriter: Rewriter, node: Node, x: Value, flat: Value, swap: Value, cos: Value,
-                        sin: Value | Callable[[], Value]) -> bool:
+def write_swap_rotation(
+    rewriter: Rewriter, node: Node, x: Value, flat: Value, swap: Value, cos: Value, sin: Value | Callable[[], Value]
+) -> bool:
     """Replace ``node`` by ``x * cos + view(flat @ swap, x's type) * sin``, the ops placed before it
     (``flat``: x viewed as rows of the swapped width; ``sin``: a value, or a function that makes it
     after the swap). Shared by ``xnnpack.rope-as-pair-swap`` and ``xnnpack.partial-rotary-whole-head``."""
@@ -196,8 +217,14 @@ def write_swap_rotation(rewriter: Rewriter, node: Node, x: Value, flat: Value, s
     # x @ P swaps)
     swapped = view_to(rewriter, node, rewriter.op_before(node, aten.mm, [flat, swap]), x.type)
     sin = sin() if callable(sin) else sin
-    rotated = rewriter.op_before(node, aten.add.Tensor, [rewriter.op_before(node, aten.mul.Tensor, [x, cos]),
-                                                         rewriter.op_before(node, aten.mul.Tensor, [swapped, sin])])
+    rotated = rewriter.op_before(
+        node,
+        aten.add.Tensor,
+        [
+            rewriter.op_before(node, aten.mul.Tensor, [x, cos]),
+            rewriter.op_before(node, aten.mul.Tensor, [swapped, sin]),
+        ],
+    )
     y = node.result
     if tuple(rotated.type.shape) != tuple(y.type.shape):
         raise AssertionError(f"{node.op} rewritten as a swap rotation of {rotated.type} for {y.type}")
@@ -213,8 +240,10 @@ def _constants(rewriter: Rewriter, width: int, made: dict) -> tuple[Value, Value
         swap = torch.zeros(width, width)
         for k in range(0, width, 2):
             swap[k, k + 1] = swap[k + 1, k] = 1.0
-        made[width] = (rewriter.add_constant(f"rope_pair_swap_{width}", TensorType(DType.f32, (width, width)), swap),
-                       rewriter.add_constant(f"rope_pair_sign_{width}", TensorType(DType.f32, (2,)), torch.tensor([-1.0, 1.0])))
+        made[width] = (
+            rewriter.add_constant(f"rope_pair_swap_{width}", TensorType(DType.f32, (width, width)), swap),
+            rewriter.add_constant(f"rope_pair_sign_{width}", TensorType(DType.f32, (2,)), torch.tensor([-1.0, 1.0])),
+        )
     return made[width]
 
 

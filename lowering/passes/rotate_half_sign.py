@@ -85,8 +85,11 @@ def rotate_half_sign_in_sin(node: Node, rewriter: Rewriter, made: dict | None = 
         if user.op != aten.mul.Tensor or len(user.operands) != 2 or sum(v is y for v in user.operands) != 1:
             return rewriter.notify_match_failure(node, f"read by {user.op}, not only by products with a table")
         table = user.operands[1] if user.operands[0] is y else user.operands[0]
-        if (not isinstance(table.type, TensorType) or table.dtype is not y.dtype
-                or (table.rank and table.type.shape[-1] not in (1, width))):
+        if (
+            not isinstance(table.type, TensorType)
+            or table.dtype is not y.dtype
+            or (table.rank and table.type.shape[-1] not in (1, width))
+        ):
             return rewriter.notify_match_failure(node, "a product's table is not of the same dtype and head width")
     doubled = rewriter.op_before(node, aten.cat, [x, x], dim=dim)
     op, bounds = slice_op(doubled.type, y.rank - 1, h, h + width, enable_bf16=enable_bf16)

@@ -60,7 +60,9 @@ def safe_softmax(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.op_before(node, name, operands, **attributes)
 
     finite = op(aten.clamp, [x], min=float(info.min), max=None)
-    new_softmax = op(aten._softmax, [finite], dim=softmax.attribute("dim"), half_to_float=softmax.attribute("half_to_float"))
+    new_softmax = op(
+        aten._softmax, [finite], dim=softmax.attribute("dim"), half_to_float=softmax.attribute("half_to_float")
+    )
     half = op(aten.mul.Tensor, [x, _float_constant(rewriter, "softmax_half", x.type, 0.5)])
     shifted = op(aten.add.Tensor, [half, _float_constant(rewriter, "softmax_highest", x.type, float(info.max))])
     keep = op(aten.clamp, [shifted], min=0.0, max=1.0)

@@ -10,8 +10,12 @@ from xir.ops import aten
 
 from ._base import _TORCH_DTYPES
 
-_SCALAR_TO_TENSOR = {aten.mul.Scalar: aten.mul.Tensor, aten.add.Scalar: aten.add.Tensor,
-                     aten.sub.Scalar: aten.sub.Tensor, aten.div.Scalar: aten.div.Tensor}
+_SCALAR_TO_TENSOR = {
+    aten.mul.Scalar: aten.mul.Tensor,
+    aten.add.Scalar: aten.add.Tensor,
+    aten.sub.Scalar: aten.sub.Tensor,
+    aten.div.Scalar: aten.div.Tensor,
+}
 
 
 @rewrite_pattern(*_SCALAR_TO_TENSOR)
@@ -26,8 +30,9 @@ def scalar_operand_as_constant(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, f"the scalar {other!r} is not a number")
     alpha = node.attributes.get("alpha", 1)
     value = other * alpha  # x + alpha * other, folded
-    constant = rewriter.add_constant("scalar", TensorType(x.dtype, ()),
-                                     torch.tensor(value, dtype=getattr(torch, _TORCH_DTYPES[x.dtype])))
+    constant = rewriter.add_constant(
+        "scalar", TensorType(x.dtype, ()), torch.tensor(value, dtype=getattr(torch, _TORCH_DTYPES[x.dtype]))
+    )
     rewriter.replace_node(node, [rewriter.op_before(node, _SCALAR_TO_TENSOR[node.op], [x, constant])])
     return True
 
@@ -45,8 +50,9 @@ def alpha_as_multiply(node: Node, rewriter: Rewriter) -> bool:
     x, y = node.input, node.other  # (None when other is a number given as an attribute)
     if y is None or not isinstance(y.type, TensorType) or y.dtype not in _TORCH_DTYPES or node.result.dtype != y.dtype:
         return rewriter.notify_match_failure(node, "not a float tensor operand")
-    scale = rewriter.add_constant("alpha", TensorType(y.dtype, ()),
-                                  torch.tensor(alpha, dtype=getattr(torch, _TORCH_DTYPES[y.dtype])))
+    scale = rewriter.add_constant(
+        "alpha", TensorType(y.dtype, ()), torch.tensor(alpha, dtype=getattr(torch, _TORCH_DTYPES[y.dtype]))
+    )
     scaled = rewriter.op_before(node, aten.mul.Tensor, [y, scale])
     rewriter.replace_node(node, [rewriter.op_before(node, node.op, [x, scaled])])
     return True

@@ -26,11 +26,15 @@ def select_as_slice(node: Node, rewriter: Rewriter) -> bool:
     if not isinstance(x, TensorType) or not isinstance(result, TensorType) or x.dtype not in FLOATS:
         return rewriter.notify_match_failure(node, "not a float tensor (XNNPACK would not take it)")
     if not 2 <= x.rank <= MAX_RANK:
-        return rewriter.notify_match_failure(node, f"{x.rank}-D: the slice would stay outside XNNPACK, or its view be 0-D")
+        return rewriter.notify_match_failure(
+            node, f"{x.rank}-D: the slice would stay outside XNNPACK, or its view be 0-D"
+        )
     dim = node.attribute("dim") % x.rank
     size, index = x.shape[dim], node.attribute("index")
     if not isinstance(size, int) or not isinstance(index, int):
-        return rewriter.notify_match_failure(node, "a symbolic dim or index (the slice's offset would be computed at run time)")
+        return rewriter.notify_match_failure(
+            node, "a symbolic dim or index (the slice's offset would be computed at run time)"
+        )
     if view_size(result.shape) is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view infers one)")
     start = index % size

@@ -30,7 +30,9 @@ def slice_as_xir_slice(node: Node, rewriter: Rewriter) -> bool:
 
     x, result = node.input.type, node.result.type
     if not isinstance(x, TensorType) or not isinstance(result, TensorType) or x.is_static:
-        return rewriter.notify_match_failure(node, "not a tensor with a symbolic dim (stock's slice takes static shapes)")
+        return rewriter.notify_match_failure(
+            node, "not a tensor with a symbolic dim (stock's slice takes static shapes)"
+        )
     if x.dtype not in FLOATS or not 1 <= x.rank <= MAX_RANK:
         return rewriter.notify_match_failure(node, f"{x.dtype} {x.rank}-D: XNNPACK would not take it")
     if node.attributes.get("step", 1) != 1:

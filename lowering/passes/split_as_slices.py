@@ -37,8 +37,12 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
         if result.is_unused():
             pieces.append(None)
         else:
-            piece = rewriter.create(aten.slice_copy.Tensor, [x], [result.type],
-                                    attributes={"dim": dim, "start": start, "end": start + size, "step": 1})
+            piece = rewriter.create(
+                aten.slice_copy.Tensor,
+                [x],
+                [result.type],
+                attributes={"dim": dim, "start": start, "end": start + size, "step": 1},
+            )
             pieces.append(rewriter.insert_before(node, piece).result)
         start += size
     rewriter.replace_node(node, pieces)

@@ -44,8 +44,9 @@ def step_slice_as_view(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "a symbolic sliced dim or bound")
     start = min(max(start + size if start < 0 else start, 0), size)
     if length == 0 or (start + length * step > size and (size % step or start // step + length > size // step)):
-        return rewriter.notify_match_failure(node, f"{length} positions of step {step} from {start} do not fit a whole "
-                                                   f"block of the dim's {size}")
+        return rewriter.notify_match_failure(
+            node, f"{length} positions of step {step} from {start} do not fit a whole block of the dim's {size}"
+        )
     if view_size(x.shape) is None:
         return rewriter.notify_match_failure(node, "two or more symbolic dims (a view infers one)")
     blocks, offset = divmod(start, step)
@@ -56,7 +57,7 @@ def step_slice_as_view(node: Node, rewriter: Rewriter) -> bool:
         # the positions from ``start`` on, a whole number of blocks: position 0 of each
         op, attributes = slice_op(x, dim, start, start + length * step)
         block, block_range, offset = rewriter.op_before(node, op, [node.input], **attributes), (0, length, length), 0
-    split_shape = (*x.shape[:dim], block_range[2], step, *x.shape[dim + 1:])
+    split_shape = (*x.shape[:dim], block_range[2], step, *x.shape[dim + 1 :])
     split = view_to(rewriter, node, block, TensorType(x.dtype, split_shape))
     if block_range[:2] != (0, block_range[2]):
         op, attributes = slice_op(split.type, dim, *block_range[:2])

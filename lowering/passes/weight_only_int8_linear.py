@@ -77,10 +77,18 @@ def weight_only_int8_linear(node: Node, rewriter: Rewriter) -> bool:
     if isinstance(data, str):
         return rewriter.notify_match_failure(node, data)
     scale = rewriter.add_constant("weight_scales", TensorType(DType.f32, (channels,)), data.clone())
-    zero = rewriter.add_constant("weight_zero_points", TensorType(DType.i64, (channels,)),
-                                 torch.zeros(channels, dtype=torch.int64))
-    dequantized = rewriter.op_before(linear, quantized_decomposed.dequantize_per_channel, [weight, scale, zero],
-                                     axis=0, quant_min=QMIN, quant_max=QMAX, dtype=DType.i8)
+    zero = rewriter.add_constant(
+        "weight_zero_points", TensorType(DType.i64, (channels,)), torch.zeros(channels, dtype=torch.int64)
+    )
+    dequantized = rewriter.op_before(
+        linear,
+        quantized_decomposed.dequantize_per_channel,
+        [weight, scale, zero],
+        axis=0,
+        quant_min=QMIN,
+        quant_max=QMAX,
+        dtype=DType.i8,
+    )
     rewriter.set_operand(linear, 1, dequantized)
     rewriter.replace_node(node, [linear_out])
     return True

@@ -45,15 +45,54 @@ DQ = "quantized_decomposed.dequantize_per_tensor"
 DQ_CHANNEL = "quantized_decomposed.dequantize_per_channel"
 
 FLOAT_KINDS = (
-    "unary", "binary", "linear", "conv", "permute", "view", "unsqueeze", "softmax", "mean", "cat", "opaque",
-    "cumsum", "trap", "cross", "maxpool", "batchnorm", "to_copy", "scalar",
+    "unary",
+    "binary",
+    "linear",
+    "conv",
+    "permute",
+    "view",
+    "unsqueeze",
+    "softmax",
+    "mean",
+    "cat",
+    "opaque",
+    "cumsum",
+    "trap",
+    "cross",
+    "maxpool",
+    "batchnorm",
+    "to_copy",
+    "scalar",
 )
-QUANT_KINDS = ("q_unary", "q_binary", "q_linear", "q_conv", "q_permute", "q_view", "q_cat", "q_maxpool", "q_mean",
-               "q_softmax", "dyn_linear", "q_trap", "q_trap")
+QUANT_KINDS = (
+    "q_unary",
+    "q_binary",
+    "q_linear",
+    "q_conv",
+    "q_permute",
+    "q_view",
+    "q_cat",
+    "q_maxpool",
+    "q_mean",
+    "q_softmax",
+    "dyn_linear",
+    "q_trap",
+    "q_trap",
+)
 KINDS = FLOAT_KINDS + QUANT_KINDS
 
-UNARY = ("aten.relu", "aten.neg", "aten.sigmoid", "aten.tanh", "aten.abs", "aten.hardtanh", "aten.exp", "aten.gelu",
-         "aten.leaky_relu", "aten.clamp")
+UNARY = (
+    "aten.relu",
+    "aten.neg",
+    "aten.sigmoid",
+    "aten.tanh",
+    "aten.abs",
+    "aten.hardtanh",
+    "aten.exp",
+    "aten.gelu",
+    "aten.leaky_relu",
+    "aten.clamp",
+)
 BINARY = ("aten.add.Tensor", "aten.mul.Tensor", "aten.sub.Tensor", "aten.div.Tensor", "aten.maximum")
 REJECTED_UNARY = ("aten.cumsum", "custom.thing")
 
@@ -194,8 +233,14 @@ class Builder:
             while k > 1 and d + 2 * padding - (k - 1) < 1:
                 k -= 1
             kernel.append(k)
-        attrs = {"stride": [1] * spatial, "padding": [padding] * spatial, "dilation": [1] * spatial,
-                 "transposed": False, "output_padding": [0] * spatial, "groups": groups}
+        attrs = {
+            "stride": [1] * spatial,
+            "padding": [padding] * spatial,
+            "dilation": [1] * spatial,
+            "transposed": False,
+            "output_padding": [0] * spatial,
+            "groups": groups,
+        }
         return (out, channels // groups, *kernel), attrs
 
     def op_conv(self, x: Value, r):
@@ -224,10 +269,10 @@ class Builder:
             i = r[2] % len(shape)
             d = shape[i]
             f = next((f for f in (2, 3) if d % f == 0), 1)
-            shape[i:i + 1] = [f, d // f]
+            shape[i : i + 1] = [f, d // f]
         elif how == 1 and len(shape) > 1:  # merge two neighbours (rank - 1)
             i = r[2] % (len(shape) - 1)
-            shape[i:i + 2] = [shape[i] * shape[i + 1]]
+            shape[i : i + 2] = [shape[i] * shape[i + 1]]
         elif how == 2:  # flatten with -1
             shape = [-1]
         else:  # insert a 1 (rank + 1)
@@ -251,8 +296,13 @@ class Builder:
     def op_cat(self, x: Value, r, pool=None):
         pool = self.floats if pool is None else pool
         dim = r[1] % x.rank
-        same = [v for v in pool if v.dtype == x.dtype and v.rank == x.rank
-                and all(a == b for j, (a, b) in enumerate(zip(v.shape, x.shape)) if j != dim)]
+        same = [
+            v
+            for v in pool
+            if v.dtype == x.dtype
+            and v.rank == x.rank
+            and all(a == b for j, (a, b) in enumerate(zip(v.shape, x.shape)) if j != dim)
+        ]
         others = [pick(same, r[2])] + ([pick(same, r[3])] if r[4] % 2 else [])
         return self.node("aten.cat", [x, *others], {"dim": dim - x.rank if r[5] % 2 else dim})
 
@@ -329,12 +379,15 @@ class Builder:
         if x.rank < 2:
             return
         c = x.shape[1]
-        stats = [self.constant(n, x.dtype, (c,), InputKind.parameter if n in ("g", "beta") else InputKind.buffer)
-                 for n in ("g", "beta", "mean", "var")]
+        stats = [
+            self.constant(n, x.dtype, (c,), InputKind.parameter if n in ("g", "beta") else InputKind.buffer)
+            for n in ("g", "beta", "mean", "var")
+        ]
         if r[2] % 4 == 3:
             stats[2] = self.user_input(x.dtype, (c,))  # statistics not constants
-        node = self.node("aten._native_batch_norm_legit_no_training", [x, *stats], {"momentum": 0.1, "eps": 1e-5},
-                         track=False)
+        node = self.node(
+            "aten._native_batch_norm_legit_no_training", [x, *stats], {"momentum": 0.1, "eps": 1e-5}, track=False
+        )
         if node is not None:
             self.floats.append(node.results[0])
             self.values.append(node.results[0])
@@ -417,8 +470,12 @@ class Builder:
         if how == 1:
             scales = self.constant("scales", DType.f32, (stored[0],), InputKind.buffer)
             zeros = self.constant("zeros", DType.i64, (stored[0],), InputKind.buffer)
-            dq = self.node(DQ_CHANNEL, [w, scales, zeros],
-                           {"axis": 0, "quant_min": -127, "quant_max": 127, "dtype": DType.i8}, track=False).result
+            dq = self.node(
+                DQ_CHANNEL,
+                [w, scales, zeros],
+                {"axis": 0, "quant_min": -127, "quant_max": 127, "dtype": DType.i8},
+                track=False,
+            ).result
         else:
             dq = self.node(DQ, [w], {**qparams(1), "quant_min": -127}, track=False).result
         if transposed:
@@ -476,8 +533,11 @@ class Builder:
             node = self.op_view(self.quantize(x, r[2]), r)
         elif kind == "q_cat":
             dim = r[1] % x.rank
-            same = [v for v in f32 if v.rank == x.rank
-                    and all(a == b for j, (a, b) in enumerate(zip(v.shape, x.shape)) if j != dim)]
+            same = [
+                v
+                for v in f32
+                if v.rank == x.rank and all(a == b for j, (a, b) in enumerate(zip(v.shape, x.shape)) if j != dim)
+            ]
             pool = [self.quantize(v, r[2] + i) for i, v in enumerate([pick(same, r[3]), pick(same, r[4])])]
             node = self.op_cat(self.quantize(x, r[2]), r, pool=pool)
         elif kind == "q_maxpool":
@@ -498,11 +558,16 @@ class Builder:
             return
         a = pick(f32, r[0])
         if r[1] % 2:  # a comes out of a quantized op
-            a = self.dequantize(self.node(Q, [self.node("aten.relu", [self.quantize(a, r[2])]).result],
-                                          qparams(0)).result)
+            a = self.dequantize(
+                self.node(Q, [self.node("aten.relu", [self.quantize(a, r[2])]).result], qparams(0)).result
+            )
         middle_input = self.quantize(a, r[3]) if r[4] % 2 else a
-        middle = self.node(REJECTED_UNARY[r[5] % 2], [middle_input], {"dim": 0} if r[5] % 2 == 0 else {},
-                           result_types=[middle_input.type]).result
+        middle = self.node(
+            REJECTED_UNARY[r[5] % 2],
+            [middle_input],
+            {"dim": 0} if r[5] % 2 == 0 else {},
+            result_types=[middle_input.type],
+        ).result
         operands = [self.quantize(a, r[2] + 1), self.quantize(middle, r[3])]
         if r[4] // 2 % 2:
             operands.reverse()
@@ -514,13 +579,19 @@ class Builder:
             return
         x = pick(f32, r[0])
         qp = {"quant_min": -128, "quant_max": 127}
-        choose = self.node("quantized_decomposed.choose_qparams.tensor", [x], {**qp, "eps": 1e-5, "dtype": DType.i8},
-                           track=False)
+        choose = self.node(
+            "quantized_decomposed.choose_qparams.tensor", [x], {**qp, "eps": 1e-5, "dtype": DType.i8}, track=False
+        )
         scale, zero = choose.results
-        q = self.node("quantized_decomposed.quantize_per_tensor.tensor", [x, scale, zero], {**qp, "dtype": DType.i8},
-                      track=False).result
-        dq = self.node("quantized_decomposed.dequantize_per_tensor.tensor", [q, scale, zero], {**qp, "dtype": DType.i8},
-                       track=False).result
+        q = self.node(
+            "quantized_decomposed.quantize_per_tensor.tensor", [x, scale, zero], {**qp, "dtype": DType.i8}, track=False
+        ).result
+        dq = self.node(
+            "quantized_decomposed.dequantize_per_tensor.tensor",
+            [q, scale, zero],
+            {**qp, "dtype": DType.i8},
+            track=False,
+        ).result
         n = 1 + r[1] % 4
         w = self.quantized_constant((n, x.shape[-1]), (1, 1, 0, 3)[r[2] % 4])
         self.op_linear(dq, w, [], {})
@@ -528,24 +599,25 @@ class Builder:
 
 # ----------------------------------------------------------------------------- strategies
 
+
 def shape_of(n: int) -> tuple[int, ...]:
     """A shape of rank 1..8 with dims 1..4 from one integer (0 is [1]; the rank is n mod 8)."""
     rank, n = 1 + n % 8, n // 8
-    return tuple(1 + n // 4 ** i % 4 for i in range(rank))
+    return tuple(1 + n // 4**i % 4 for i in range(rank))
 
 
 def digits(n: int) -> tuple[int, ...]:
     """Six base-12 digits, least significant first."""
-    return tuple(n // 12 ** i % 12 for i in range(6))
+    return tuple(n // 12**i % 12 for i in range(6))
 
 
 def steps(kinds) -> st.SearchStrategy:
     """One step (kind, six digits) from one integer: drawing is what costs, so one draw a step."""
     n = len(kinds)
-    return st.integers(0, n * 12 ** 6 - 1).map(lambda v: (kinds[v % n], digits(v // n)))
+    return st.integers(0, n * 12**6 - 1).map(lambda v: (kinds[v % n], digits(v // n)))
 
 
-shapes = st.integers(0, 8 * 4 ** 8 - 1).map(shape_of)
+shapes = st.integers(0, 8 * 4**8 - 1).map(shape_of)
 
 
 @functools.lru_cache(maxsize=None)
@@ -556,7 +628,8 @@ def programs(bf16: bool | None = None, kinds=KINDS, max_steps: int = 12, shared_
     arguments (building one on every draw costs as much as the draw)."""
     flag = lambda value: st.booleans() if value is None else st.just(value)  # noqa: E731
     inputs = st.tuples(flag(bf16), st.lists(st.tuples(st.booleans(), shapes), min_size=1, max_size=3)).map(
-        lambda drawn: [(DType.bf16 if drawn[0] and wants else DType.f32, shape) for wants, shape in drawn[1]])
+        lambda drawn: [(DType.bf16 if drawn[0] and wants else DType.f32, shape) for wants, shape in drawn[1]]
+    )
     body = st.lists(steps(tuple(kinds)), max_size=max_steps)
     outputs = st.lists(st.integers(0, 40), min_size=1, max_size=3)
     return st.tuples(inputs, body, outputs, flag(shared_dq))

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from xir_tools.harness import lower, reference
 
-DTYPES = {"float32": 1e-5, "bfloat16": 2 ** -6}
+DTYPES = {"float32": 1e-5, "bfloat16": 2**-6}
 
 
 def lowered(module, inputs, dtype_name):
@@ -44,8 +44,14 @@ def test_masked_softmax_with_a_fully_masked_row_runs_inside(dtype_name):
     assert bool((expected[0][..., -1, :] == 0).all())  # the fully masked row
     assert ours.delegates == 1, ours.partitioner.report()
     assert ours.delegated["aten._softmax"] == 1 and ours.delegated["aten.clamp"] == 2
-    assert not {"aten.where.self", "aten.any.dim", "aten.logical_not", "aten.eq.Scalar", "aten.full_like",
-                "aten._softmax"} & set(ours.outside), dict(ours.outside)
+    assert not {
+        "aten.where.self",
+        "aten.any.dim",
+        "aten.logical_not",
+        "aten.eq.Scalar",
+        "aten.full_like",
+        "aten._softmax",
+    } & set(ours.outside), dict(ours.outside)
 
 
 class GroupedQueryAttention(torch.nn.Module):
@@ -57,7 +63,7 @@ class GroupedQueryAttention(torch.nn.Module):
         groups = q.shape[1] // kv_heads
         k = k[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
         v = v[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
-        scores = torch.softmax(q @ k.transpose(-1, -2) * dim ** -0.5, dim=-1)
+        scores = torch.softmax(q @ k.transpose(-1, -2) * dim**-0.5, dim=-1)
         return scores @ v, k
 
 
@@ -79,13 +85,16 @@ class RepeatedHeadsAttention(torch.nn.Module):
         groups = q.shape[1] // kv_heads
         k = k[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
         v = v[:, :, None].expand(batch, kv_heads, groups, length, dim).reshape(batch, kv_heads * groups, length, dim)
-        scores = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * dim ** -0.5, dim=-1)
+        scores = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * dim**-0.5, dim=-1)
         return torch.matmul(scores, v).transpose(1, 2).contiguous()
 
 
 @pytest.mark.parametrize("dtype_name", DTYPES)
-@pytest.mark.parametrize("heads, kv_heads, queries", [(6, 2, 3), (4, 1, 1), (4, 2, 1), (2, 2, 4)],
-                         ids=["gqa-prefill", "mqa-decode", "gqa-decode", "mha"])
+@pytest.mark.parametrize(
+    "heads, kv_heads, queries",
+    [(6, 2, 3), (4, 1, 1), (4, 2, 1), (2, 2, 4)],
+    ids=["gqa-prefill", "mqa-decode", "gqa-decode", "mha"],
+)
 def test_repeated_kv_heads_are_not_copied(dtype_name, heads, kv_heads, queries):
     """xnnpack.fold-repeat-into-bmm: the query heads of a group are rows of one bmm with the group's K/V,
     so neither the repeat nor its multiply by ones is left, inside or outside."""

@@ -76,7 +76,12 @@ def test_elementwise_linear_and_shape_ops_are_light(dynamic):
     assert partitioner.all_passes_reasons == {}
     inside = delegated_ops(edge)
     # (the mean is a linear with a 1/32 row: xnnpack.mean-over-last-dims, in a program with a linear)
-    assert inside["aten.linear"] == 2 and "aten.mm" not in inside and inside["aten._softmax"] == 1 and inside["aten.cat"] == 1
+    assert (
+        inside["aten.linear"] == 2
+        and "aten.mm" not in inside
+        and inside["aten._softmax"] == 1
+        and inside["aten.cat"] == 1
+    )
     if dynamic:
         _, method = load_method(to_buffer(edge))
         for length in (1, 17):
@@ -120,12 +125,16 @@ class ChannelsLastInput(torch.nn.Module):
         return self.linear(x.to(torch.float, memory_format=torch.channels_last))
 
 
-@pytest.mark.parametrize("module, inputs, reason", [
-    (WithRelu(), (torch.randn(2, 16),), "aten.relu"),  # fused into the linear before it
-    (WithConv(), (torch.randn(1, 3, 8, 8),), "aten.convolution"),  # channels-last layout
-    (LongCat(), (torch.randn(2, 4),), "a concatenation of 6 tensors"),  # split into two
-    (ChannelsLastInput(), (torch.randint(0, 10, (1, 3, 3, 3), dtype=torch.int16),), "not in contiguous dim order"),
-], ids=["relu", "conv", "cat6", "channels-last-input"])
+@pytest.mark.parametrize(
+    "module, inputs, reason",
+    [
+        (WithRelu(), (torch.randn(2, 16),), "aten.relu"),  # fused into the linear before it
+        (WithConv(), (torch.randn(1, 3, 8, 8),), "aten.convolution"),  # channels-last layout
+        (LongCat(), (torch.randn(2, 4),), "a concatenation of 6 tensors"),  # split into two
+        (ChannelsLastInput(), (torch.randint(0, 10, (1, 3, 3, 3), dtype=torch.int16),), "not in contiguous dim order"),
+    ],
+    ids=["relu", "conv", "cat6", "channels-last-input"],
+)
 def test_ops_a_pass_rewrites_get_all_passes(module, inputs, reason):
     ep = torch.export.export(module.eval(), inputs)
     edge, partitioner = check(ep, inputs, light=[False])
@@ -143,8 +152,11 @@ def test_external_constant_tag_gets_all_passes():
     assert "meta['custom']" in why_all_passes(graph.nodes)
 
 
-@pytest.mark.parametrize("dtype, scheme", [(torch.float32, None), (torch.bfloat16, None), (torch.float32, "8da4w")],
-                         ids=["fp32", "bf16", "8da4w"])
+@pytest.mark.parametrize(
+    "dtype, scheme",
+    [(torch.float32, None), (torch.bfloat16, None), (torch.float32, "8da4w")],
+    ids=["fp32", "bf16", "8da4w"],
+)
 def test_decoders_are_light(dtype, scheme):
     """A 1-layer Llama decode step (transformers' static export): every delegate light, the same
     bytes as with all passes, the logits at position 0 as eager's."""
@@ -223,7 +235,8 @@ def test_a_patch_embedding_is_a_matrix_product_and_light(dtype):
     passes, eager's numbers on the runtime."""
     x = torch.randn(1, 3, 16, 16, dtype=dtype)
     ep = torch.export.export(PatchEmbedding().eval().to(dtype), (x,))
-    edge, partitioner = check(ep, (x,), kind="bf16" if dtype == torch.bfloat16 else "fp32", light=[True],
-                              enable_bf16=dtype == torch.bfloat16)
+    edge, partitioner = check(
+        ep, (x,), kind="bf16" if dtype == torch.bfloat16 else "fp32", light=[True], enable_bf16=dtype == torch.bfloat16
+    )
     inside = delegated_ops(edge)
     assert "aten.convolution" not in inside and inside["aten.mm"] >= 1 and not _outside(edge), (inside, _outside(edge))

@@ -7,14 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from xir_tools.examples import EXAMPLES, LinearBatchNorm3d, export_example
 from xir_tools.harness import lower, reference
-from xir_tools.examples import EXAMPLES, export_example, LinearBatchNorm3d
 
 BF16 = torch.bfloat16
 
 
 def bf16_tolerance(ref):
-    return 2 ** -6 * max(1.0, max(t.abs().max().item() for t in ref))  # a few bf16 ulps at the output's magnitude
+    return 2**-6 * max(1.0, max(t.abs().max().item() for t in ref))  # a few bf16 ulps at the output's magnitude
 
 
 class DefinableInBf16(torch.nn.Module):
@@ -33,19 +33,48 @@ class DefinableInBf16(torch.nn.Module):
         b = torch.minimum(a, y) + torch.maximum(a, x) + a.abs().neg() + a.ceil() + a.floor()
         c = torch.sqrt(a.abs() + 1) + torch.rsqrt(a.abs() + 1) + torch.exp(-a.abs()) + torch.log(a.abs() + 1)
         d = torch.sin(c) + torch.cos(c) + torch.sigmoid(c) + torch.tanh(c) + F.relu(b)
-        e = F.hardtanh(d) + F.leaky_relu(d, 0.1) + F.gelu(d) + F.hardswish(d) + torch.clamp(d, -1, 1) + d ** 2
+        e = F.hardtanh(d) + F.leaky_relu(d, 0.1) + F.gelu(d) + F.hardswish(d) + torch.clamp(d, -1, 1) + d**2
         f = self.fc(e) + torch.mm(e, self.w)
         g = torch.cat([f, e], 1)[:, 3:11].permute(1, 0).reshape(4, -1)
         h = F.pad(self.prelu(image), (1, 1, 1, 1), value=0.5)
         return g, self.bn(self.fc2(f)), h, torch.unsqueeze(f, -1)
 
 
-DEFINABLE_OPS = {"aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten.minimum", "aten.maximum",
-                 "aten.abs", "aten.neg", "aten.ceil", "aten.floor", "aten.sqrt", "aten.rsqrt", "aten.exp", "aten.log",
-                 "aten.sin", "aten.cos", "aten.sigmoid", "aten.tanh", "aten.relu", "aten.hardtanh", "aten.leaky_relu",
-                 "aten.gelu", "aten.hardswish", "aten.clamp", "aten.pow.Tensor_Scalar", "aten.linear", "aten.mm",
-                 "aten.cat", "aten.slice_copy.Tensor", "aten.permute_copy", "aten.view_copy", "aten.prelu",
-                 "aten.constant_pad_nd"}  # (and unsqueeze, which shape-ops-as-views makes a view_copy)
+DEFINABLE_OPS = {
+    "aten.add.Tensor",
+    "aten.sub.Tensor",
+    "aten.mul.Tensor",
+    "aten.div.Tensor",
+    "aten.minimum",
+    "aten.maximum",
+    "aten.abs",
+    "aten.neg",
+    "aten.ceil",
+    "aten.floor",
+    "aten.sqrt",
+    "aten.rsqrt",
+    "aten.exp",
+    "aten.log",
+    "aten.sin",
+    "aten.cos",
+    "aten.sigmoid",
+    "aten.tanh",
+    "aten.relu",
+    "aten.hardtanh",
+    "aten.leaky_relu",
+    "aten.gelu",
+    "aten.hardswish",
+    "aten.clamp",
+    "aten.pow.Tensor_Scalar",
+    "aten.linear",
+    "aten.mm",
+    "aten.cat",
+    "aten.slice_copy.Tensor",
+    "aten.permute_copy",
+    "aten.view_copy",
+    "aten.prelu",
+    "aten.constant_pad_nd",
+}  # (and unsqueeze, which shape-ops-as-views makes a view_copy)
 
 
 def test_every_op_xnnpack_defines_in_bf16_is_delegated_and_loads():
@@ -113,8 +142,10 @@ def test_ops_xnnpack_cannot_define_in_bf16_run_in_fp32_inside_xnnpack():
     for op in FP32_ONLY:  # (the softmax follows an upsample, channels-last inside XNNPACK: it is in
         # a delegate of its own, where it reads the upsample's output contiguous)
         assert ours.delegated[op] >= 1 and ours.outside[op] == 0, op
-    assert any(g.ops() == ["aten._softmax"] or ("aten._softmax" in g.ops() and "aten.upsample_bilinear2d.vec" not in g.ops())
-               for g in ours.partitioner.last_plan.groups)
+    assert any(
+        g.ops() == ["aten._softmax"] or ("aten._softmax" in g.ops() and "aten.upsample_bilinear2d.vec" not in g.ops())
+        for g in ours.partitioner.last_plan.groups
+    )
     assert ours.delegated["xir.convert"] >= 2
 
 
@@ -125,8 +156,12 @@ class Matmuls(torch.nn.Module):
 
 def test_bf16_bmm_runs_in_xnnpack_as_fp32_output_plus_convert():
     torch.manual_seed(0)
-    inputs = (torch.randn(3, 17, 64, dtype=BF16), torch.randn(3, 64, 9, dtype=BF16),
-              torch.randn(2, 2, 5, 16, dtype=BF16), torch.randn(2, 2, 16, 7, dtype=BF16))
+    inputs = (
+        torch.randn(3, 17, 64, dtype=BF16),
+        torch.randn(3, 64, 9, dtype=BF16),
+        torch.randn(2, 2, 5, 16, dtype=BF16),
+        torch.randn(2, 2, 16, 7, dtype=BF16),
+    )
     ep = torch.export.export(Matmuls(), inputs)
     stock, ours = lower(ep, inputs, "stock", enable_bf16=True), lower(ep, inputs, "xir", enable_bf16=True)
     assert not stock.ran and "load failed" in stock.error  # a bf16-output BMM XNNPACK cannot create
@@ -150,8 +185,13 @@ def test_bf16_attention_block(pipeline):
     pipeline) or, by default, in XNNPACK in fp32 between converts."""
     example = EXAMPLES["attention-bf16"]
     ep, inputs = export_example(example), example.example_inputs()
-    options = {} if pipeline == "default" else {
-        "pipeline": "remove-no-ops,fold-batch-norm,xnnpack.bf16-bmm-f32-output,xnnpack.layer-norm-in-fp32,dead-code-elimination"}
+    options = (
+        {}
+        if pipeline == "default"
+        else {
+            "pipeline": "remove-no-ops,fold-batch-norm,xnnpack.bf16-bmm-f32-output,xnnpack.layer-norm-in-fp32,dead-code-elimination"
+        }
+    )
     stock, ours = lower(ep, inputs, "stock", enable_bf16=True), lower(ep, inputs, "xir", enable_bf16=True, **options)
     assert not stock.ran
     assert ours.ran, ours.error
@@ -209,7 +249,12 @@ def lowered_bn(name, dtype):
     module = make().eval().to(dtype)
     inputs = (torch.randn(*shape, dtype=dtype),)
     ep = torch.export.export(module, inputs)
-    return ep, inputs, lower(ep, inputs, "stock", enable_bf16=dtype == BF16), lower(ep, inputs, "xir", enable_bf16=dtype == BF16)
+    return (
+        ep,
+        inputs,
+        lower(ep, inputs, "stock", enable_bf16=dtype == BF16),
+        lower(ep, inputs, "xir", enable_bf16=dtype == BF16),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, BF16], ids=["fp32", "bf16"])

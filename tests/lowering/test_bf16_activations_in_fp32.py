@@ -58,8 +58,11 @@ class Mlp(torch.nn.Module):
 CASES = {
     "cnn": (Cnn, [torch.randn(1, 3, 16, 16)], None),
     "attention": (Attention, [torch.randn(1, 7, 32)], None),
-    "mlp": (Mlp, [torch.randn(1, 7, 32), torch.randn(1, 1, 32), torch.randn(1, 12, 32)],
-            ({1: torch.export.Dim("seq", min=1, max=64)},)),
+    "mlp": (
+        Mlp,
+        [torch.randn(1, 7, 32), torch.randn(1, 1, 32), torch.randn(1, 12, 32)],
+        ({1: torch.export.Dim("seq", min=1, max=64)},),
+    ),
 }
 
 
@@ -101,7 +104,7 @@ def test_matches_eager_bf16_and_is_as_close_to_fp32(lowered):
         assert harness.max_error(outputs, eager) <= harness.allowed_error(eager, "bf16")
         # the fp32 computation on bf16 inputs and weights: no further from the fp32 model than
         # eager bf16 is (up to the last rounding to bf16 of each output)
-        ulp = max(t.float().abs().max().item() for t in fp32) * 2 ** -8
+        ulp = max(t.float().abs().max().item() for t in fp32) * 2**-8
         assert harness.max_error(outputs, fp32) <= harness.max_error(eager, fp32) + ulp
 
 
@@ -112,8 +115,12 @@ def test_the_option_needs_enable_bf16_and_is_placed_after_the_converts():
         lowering.XnnpackPartitioner(bf16_activations_in_fp32=True)
     names = [p.name for p in lowering.XnnpackPartitioner(enable_bf16=True, bf16_activations_in_fp32=True).pipeline]
     at = names.index("xnnpack.bf16-activations-in-fp32")
-    assert at > max(names.index(n) for n in ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.layer-norm-in-fp32"))
-    assert "xnnpack.bf16-activations-in-fp32" not in [p.name for p in lowering.XnnpackPartitioner(enable_bf16=True).pipeline]
+    assert at > max(
+        names.index(n) for n in ("xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.layer-norm-in-fp32")
+    )
+    assert "xnnpack.bf16-activations-in-fp32" not in [
+        p.name for p in lowering.XnnpackPartitioner(enable_bf16=True).pipeline
+    ]
 
 
 class TiedHead(torch.nn.Module):
@@ -127,7 +134,7 @@ class TiedHead(torch.nn.Module):
         self.head = torch.nn.Linear(dim, vocab, bias=False)
         self.head.weight = self.emb.weight
         with torch.no_grad():
-            self.big.weight[0, 0] = 2.0 ** 17  # (fp16 holds up to 65504)
+            self.big.weight[0, 0] = 2.0**17  # (fp16 holds up to 65504)
 
     def forward(self, tokens, x):
         y = self.proj(x + self.emb(tokens))
@@ -151,8 +158,10 @@ def test_linear_weights_stored_in_fp16_at_the_boundaries():
     outputs, sizes = {}, {}
     for f16 in (True, False):
         partitioner = lowering.XnnpackPartitioner(enable_bf16=True, bf16_activations_in_fp32=True)
-        partitioner.pipeline = [attrs.evolve(p, f16_weights=f16) if p.name == "xnnpack.bf16-activations-in-fp32" else p
-                                for p in partitioner.pipeline]
+        partitioner.pipeline = [
+            attrs.evolve(p, f16_weights=f16) if p.name == "xnnpack.bf16-activations-in-fp32" else p
+            for p in partitioner.pipeline
+        ]
         edge, _ = harness.lower_edge(ep, partitioner=partitioner)
         inside = harness.delegated_ops(edge)
         if f16:
@@ -166,7 +175,7 @@ def test_linear_weights_stored_in_fp16_at_the_boundaries():
         outputs[f16] = harness.run_method(method, [tokens, x])
     eager = harness.as_list(model(tokens, x))
     assert harness.max_error(outputs[True], eager) <= harness.allowed_error(eager, "bf16")
-    ulp = max(t.float().abs().max().item() for t in eager) * 2 ** -8
+    ulp = max(t.float().abs().max().item() for t in eager) * 2**-8
     assert harness.max_error(outputs[True], outputs[False]) <= ulp
     fp16_weights = model.proj.weight.numel() + model.head.weight.numel()
     assert sizes[False] - sizes[True] >= 2 * fp16_weights * 0.95

@@ -28,22 +28,35 @@ def qwen3_program():
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, head_dim=16, max_position_embeddings=64)
+    config = Qwen3Config(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=64,
+    )
     model = AutoModelForCausalLM.from_config(config).eval().to(torch.bfloat16)
-    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
-                                               cache_config={"batch_size": 1, "max_cache_len": CACHE})
+    model.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static", cache_config={"batch_size": 1, "max_cache_len": CACHE}
+    )
     wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=CACHE)
     seq = Dim("seq_length_dim", max=CACHE - 1)
-    return wrapper.export(input_ids=torch.tensor([[1, 2, 3]]), cache_position=torch.arange(EXAMPLE),
-                          dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}})
+    return wrapper.export(
+        input_ids=torch.tensor([[1, 2, 3]]),
+        cache_position=torch.arange(EXAMPLE),
+        dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}},
+    )
 
 
 @pytest.fixture(scope="module")
 def lowered():
-    import lowering
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as Stock
     from executorch.exir import to_edge_transform_and_lower
+
+    import lowering
 
     ep = qwen3_program()
     eager = copy.deepcopy(ep.module())  # (its own KV cache)
@@ -60,8 +73,11 @@ def test_lowered_with_the_rewrites_of_symbolic_slices(lowered):
     graph = lowered["partitioner"].last_graph
     assert not any(node.op == "aten.neg" for node in graph.nodes)  # (rotate_half's negation is in the sine table)
     # the slices made on the symbolic length: bf16 slice_copy (xir.slice has no kernel outside XNNPACK)
-    made = [n for n in lowered["ours"].exported_program().graph.nodes
-            if n.meta.get("xir_origin") and "slice" in str(n.target)]
+    made = [
+        n
+        for n in lowered["ours"].exported_program().graph.nodes
+        if n.meta.get("xir_origin") and "slice" in str(n.target)
+    ]
     assert made and all("slice_copy" in str(n.target) and n.meta["val"].dtype == torch.bfloat16 for n in made), made
     assert all(any(not isinstance(d, int) for d in n.meta["val"].shape) for n in made)  # (of the symbolic length)
 
@@ -89,4 +105,4 @@ def test_runs_at_other_lengths_as_eager(lowered, length):
     (got,) = harness.run_method(lowered["method"], [ids, position])
     assert tuple(got.shape) == (1, length, 128)
     error = (got.float() - expected.float()).abs().max().item()
-    assert error <= 2 ** -6 * max(1.0, expected.float().abs().max().item()), error
+    assert error <= 2**-6 * max(1.0, expected.float().abs().max().item()), error

@@ -48,9 +48,16 @@ def _lowered():
     seq = torch.export.Dim("seq", min=1, max=32)
     ep = torch.export.export(module, (tokens, x), dynamic_shapes=({1: seq}, {1: seq}))
     edge, partitioner = lower_edge(ep, enable_bf16=True, bf16_linears_as_f16=True)
-    seen = {"linears": delegated_linear_dtypes(edge), "outside": outside_ops(edge), "delegates": delegate_count(edge),
-            "embedding tables": [n.args[0].meta["val"].dtype for n in edge.exported_program().graph.nodes
-                                 if n.op == "call_function" and "embedding" in str(n.target)]}
+    seen = {
+        "linears": delegated_linear_dtypes(edge),
+        "outside": outside_ops(edge),
+        "delegates": delegate_count(edge),
+        "embedding tables": [
+            n.args[0].meta["val"].dtype
+            for n in edge.exported_program().graph.nodes
+            if n.op == "call_function" and "embedding" in str(n.target)
+        ],
+    }
     return module, seen, partitioner, to_buffer(edge)  # (to_buffer turns the edge program into ExecuTorch's)
 
 
@@ -82,8 +89,8 @@ def test_matches_eager_bf16_and_fp32_at_several_lengths(length):
         assert out.dtype is BF16 and out.shape == ref.shape
         scale = max(1.0, ref.float().abs().max().item())
         # within a few bf16 ulps of eager's bf16, and no further from the fp32 model than eager's bf16 is (+1 ulp)
-        assert (out.float() - ref.float()).abs().max().item() <= 2 ** -6 * scale
-        assert (out.float() - truth).abs().max().item() <= (ref.float() - truth).abs().max().item() + 2 ** -7 * scale
+        assert (out.float() - ref.float()).abs().max().item() <= 2**-6 * scale
+        assert (out.float() - truth).abs().max().item() <= (ref.float() - truth).abs().max().item() + 2**-7 * scale
 
 
 def test_tied_weight_is_converted_once_and_the_bf16_table_stays_for_the_embedding():
@@ -93,7 +100,9 @@ def test_tied_weight_is_converted_once_and_the_bf16_table_stays_for_the_embeddin
     rewrite = next(p for p in partitioner.pipeline if p.name == "xnnpack.bf16-linear-as-f16")
     assert rewrite.last_stats.fired["bf16_linear_as_f16"] == 5
     graph = partitioner.last_graph  # the program xir handed back: one fp16 copy of the tied table
-    f16_tables = [v for v in graph.inputs if v.is_constant and v.dtype.name == "f16" and tuple(v.type.shape) == (64, 32)]
+    f16_tables = [
+        v for v in graph.inputs if v.is_constant and v.dtype.name == "f16" and tuple(v.type.shape) == (64, 32)
+    ]
     assert len(f16_tables) == 1, [v.name for v in f16_tables]
 
 
@@ -113,7 +122,7 @@ def test_a_weight_beyond_fp16_range_stays_a_bf16_linear_and_runs():
     assert delegated_linear_dtypes(edge) == [(BF16, BF16)]
     out = run_pte(to_buffer(edge), (x,))[0]
     ref = linear(x)
-    assert (out.float() - ref.float()).abs().max().item() <= 2 ** -6 * ref.float().abs().max().item()
+    assert (out.float() - ref.float()).abs().max().item() <= 2**-6 * ref.float().abs().max().item()
     stats = next(p for p in partitioner.pipeline if p.name == "xnnpack.bf16-linear-as-f16").last_stats
     assert any("beyond fp16's range" in reason for reasons in stats.declined.values() for reason in reasons)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from executorch.examples.models.llama.norm import RMSNorm
+
 from tests.lowering.with_and_without import Lowered, pipeline_without
 
 torch.manual_seed(0)
@@ -96,8 +96,9 @@ def test_equals_eager_bf16_to_the_bit(lowered):
 
 def test_without_the_pass_xnnpack_reads_the_product_unrounded():
     module = Products().to(torch.bfloat16).eval()
-    without = Lowered(module, _inputs(2, 8, 1), None, pipeline=pipeline_without("xnnpack.bf16-rounded-arithmetic"),
-                      enable_bf16=True)
+    without = Lowered(
+        module, _inputs(2, 8, 1), None, pipeline=pipeline_without("xnnpack.bf16-rounded-arithmetic"), enable_bf16=True
+    )
     assert without.delegates == 1 and "xir.convert" not in without.inside, without.inside
     mismatched = _mismatched(without, _inputs(2, 8, 10))
     assert mismatched > 8 * WIDTH // 10, mismatched

@@ -6,17 +6,20 @@ import pytest
 import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from xir_tools.harness import lower, reference
-from xir_tools.examples import quantize_module
 from lowering.quantizer import make_quantizer
 from passes import PassManager, VerifyEach
 from xir import parse_graph, print_graph
+from xir_tools.examples import quantize_module
+from xir_tools.harness import lower, reference
 
 
-@pytest.mark.parametrize("padding, stride, dilation", [
-    ((1, 1, 1), (1, 1, 1), 1),
-    ((2, 0, 1), (1, 2, 1), (2, 1, 1)),
-])
+@pytest.mark.parametrize(
+    "padding, stride, dilation",
+    [
+        ((1, 1, 1), (1, 1, 1), 1),
+        ((2, 0, 1), (1, 2, 1), (2, 1, 1)),
+    ],
+)
 def test_float_conv3d_runs_in_xnnpack(padding, stride, dilation):
     torch.manual_seed(0)
     module = torch.nn.Conv3d(2, 4, 3, padding=padding, stride=stride, dilation=dilation).eval()

@@ -18,9 +18,19 @@ from xir_tools.harness import lower
 
 CACHE = 16
 # what stays outside: embedding, the KV-cache updates, position and mask arithmetic (int64, bool)
-ALLOWED_OUTSIDE = {"aten.embedding", "aten.index_put", "aten.arange.start_step", "aten.add.Tensor", "aten.select_copy.int",
-                   "aten.copy", "aten.le.Tensor", "aten.where.self", "aten.scalar_tensor", "aten.view_copy",
-                   "dim_order_ops._to_dim_order_copy"}
+ALLOWED_OUTSIDE = {
+    "aten.embedding",
+    "aten.index_put",
+    "aten.arange.start_step",
+    "aten.add.Tensor",
+    "aten.select_copy.int",
+    "aten.copy",
+    "aten.le.Tensor",
+    "aten.where.self",
+    "aten.scalar_tensor",
+    "aten.view_copy",
+    "dim_order_ops._to_dim_order_copy",
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,11 +40,19 @@ def decoder(dtype_name: str):
 
     torch.manual_seed(0)
     dtype = getattr(torch, dtype_name)
-    config = Qwen2Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    config = Qwen2Config(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     model = Qwen2ForCausalLM(config).eval().to(dtype)
-    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
-                                               cache_config={"batch_size": 1, "max_cache_len": CACHE})
+    model.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static", cache_config={"batch_size": 1, "max_cache_len": CACHE}
+    )
     wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=CACHE)
     ids, position = torch.tensor([[7]]), torch.tensor([3])
     ep = wrapper.export(input_ids=ids, cache_position=position)
@@ -48,12 +66,21 @@ def test_one_layer_decoder_step(dtype_name):
     assert ours.ran, ours.error
     error = (ours.outputs[0].float() - reference.float()).abs().max().item()
     scale = max(1.0, reference.float().abs().max().item())
-    assert error <= (1e-5 if dtype_name == "float32" else 2 ** -6) * scale
+    assert error <= (1e-5 if dtype_name == "float32" else 2**-6) * scale
     # stock: 9 delegates in fp32 and 17 in bf16 for this model (measured). xir: one before the KV-cache
     # update (norm, q/k/v projections, rotary embeddings), one after it (attention, MLP, final norm, head)
     assert ours.delegates == 2, ours.partitioner.report()
-    for op in ("aten.unsqueeze_copy", "aten.mean.dim", "aten.mul.Scalar", "aten.rsqrt", "aten.bmm", "aten.linear",
-               "aten.addmm", "aten.mm", "aten._softmax"):
+    for op in (
+        "aten.unsqueeze_copy",
+        "aten.mean.dim",
+        "aten.mul.Scalar",
+        "aten.rsqrt",
+        "aten.bmm",
+        "aten.linear",
+        "aten.addmm",
+        "aten.mm",
+        "aten._softmax",
+    ):
         assert op not in ours.outside, (op, dict(ours.outside))
     # two RMSNorms in the layer, one before the head: their fp32 means are linears with a 1/width row
     # (besides q/k/v as one linear on their stacked weights: xnnpack.fuse-sibling-linears; o, gate,
@@ -61,7 +88,9 @@ def test_one_layer_decoder_step(dtype_name):
     assert ours.delegated["aten.linear"] == 6 + 3 and "aten.mean.dim" not in ours.delegated
     assert "aten.mm" not in ours.delegated
     assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE
-    assert ours.outside["dim_order_ops._to_dim_order_copy"] == 1  # the int64 -> f32 position cast of the rotary embedding
+    assert (
+        ours.outside["dim_order_ops._to_dim_order_copy"] == 1
+    )  # the int64 -> f32 position cast of the rotary embedding
     # xnnpack.fold-repeat-into-bmm: the two KV heads are not repeated for the four query heads (no expand, no multiply by ones)
     graph = ours.partitioner.last_graph
     assert not any(node.op == "aten.expand_copy" for node in graph.nodes)
@@ -90,17 +119,24 @@ def other_decoder(name: str, dtype_name: str, partial_rotary_factor: float | Non
     return reference, lower(ep, (ids, position), "xir", enable_bf16=dtype_name == "bfloat16")
 
 
-@pytest.mark.parametrize("name, dtype_name, passes", [
-    ("gemma", "float32", "multi-query attention (one K/V head); RMSNorm's 1 + weight folds (fold-constants)"),
-    ("phi3", "float32", "fused QKV and gate/up projections split (xnnpack.split-as-slices); rotary cat of an "
-                        "empty pass-through part (remove-no-ops)"),
-    ("phi3", "bfloat16", "the same in bf16"),
-])
+@pytest.mark.parametrize(
+    "name, dtype_name, passes",
+    [
+        ("gemma", "float32", "multi-query attention (one K/V head); RMSNorm's 1 + weight folds (fold-constants)"),
+        (
+            "phi3",
+            "float32",
+            "fused QKV and gate/up projections split (xnnpack.split-as-slices); rotary cat of an "
+            "empty pass-through part (remove-no-ops)",
+        ),
+        ("phi3", "bfloat16", "the same in bf16"),
+    ],
+)
 def test_other_decoder_families_in_two_delegates(name, dtype_name, passes):
     reference, ours = other_decoder(name, dtype_name)
     assert ours.ran, ours.error
     error = (ours.outputs[0].float() - reference.float()).abs().max().item()
-    assert error <= (1e-5 if dtype_name == "float32" else 2 ** -6) * max(1.0, reference.float().abs().max().item())
+    assert error <= (1e-5 if dtype_name == "float32" else 2**-6) * max(1.0, reference.float().abs().max().item())
     assert ours.delegates == 2, ours.partitioner.report()
     assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE
 
@@ -115,7 +151,7 @@ def test_phi3_partial_rotary_over_the_whole_head(dtype_name):
     reference, ours = other_decoder("phi3", dtype_name, partial_rotary_factor=0.5)
     assert ours.ran, ours.error
     error = (ours.outputs[0].float() - reference.float()).abs().max().item()
-    assert error <= (1e-5 if dtype_name == "float32" else 2 ** -6) * max(1.0, reference.float().abs().max().item())
+    assert error <= (1e-5 if dtype_name == "float32" else 2**-6) * max(1.0, reference.float().abs().max().item())
     assert ours.delegates == 2, ours.partitioner.report()
     assert set(ours.outside) <= ALLOWED_OUTSIDE, set(ours.outside) - ALLOWED_OUTSIDE
     assert ours.delegated["aten.cat"] == 1 and "aten.neg" not in ours.delegated, ours.delegated

@@ -25,10 +25,9 @@ from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPr
 from executorch.exir import EdgeCompileConfig, to_edge
 
 import lowering
-from xir_tools.harness import lower
 from lowering.partition import NotLowerable
-from xir_tools.harness import max_error, run_pte
 from lowering.quantizer import quantize_pt2e
+from xir_tools.harness import lower, max_error, run_pte
 
 VIAS = ("etal", "backend")
 MATMULS = ("aten.linear", "aten.addmm", "aten.mm")
@@ -101,9 +100,12 @@ def _assert_matches(result, ep, inputs: tuple, dynamic_shapes, atol: float, dtyp
 
 # ----------------------------------------------------------------------------------- fp32
 
+
 @pytest.mark.parametrize("via", VIAS)
-@pytest.mark.parametrize("rows,in_channels,out_channels,bias,batch_dims", [
-    (3, 4, 4, True, 1), (3, 4, 4, False, 2), (4, 37, 17, True, 2), (4, 37, 17, False, 1)])
+@pytest.mark.parametrize(
+    "rows,in_channels,out_channels,bias,batch_dims",
+    [(3, 4, 4, True, 1), (3, 4, 4, False, 2), (4, 37, 17, True, 2), (4, 37, 17, False, 1)],
+)
 def test_fp32_linear_fused_relu(rows, in_channels, out_channels, bias, batch_dims, via):
     """test_fp32_linear_fused_relu: with 2 dynamic batch dims the views have symbolic sizes. (Before:
     xir delegated the matrix multiply without its views, and fold-constants transposed its weight:
@@ -155,6 +157,7 @@ def test_linear_on_a_1d_input_is_delegated_with_its_views(mode):
 
 # ------------------------------------------------------------------------- static quantized
 
+
 @functools.lru_cache(maxsize=None)
 def _static(kind: str, bias: bool, batch_dims: int, per_channel: bool):
     torch.manual_seed(0)
@@ -173,9 +176,11 @@ def _output_scale(ep) -> float:
 
 
 @pytest.mark.parametrize("via", VIAS)
-@pytest.mark.parametrize("kind,per_channel,bias,batch_dims", [
-    ("linear", False, True, 2), ("linear", False, False, 1), ("relu", False, False, 2), ("linear", True, True, 2)],
-    ids=["qs8-2-batch-dims", "qs8-no-bias", "qs8-relu-2-batch-dims", "qc8-2-batch-dims"])
+@pytest.mark.parametrize(
+    "kind,per_channel,bias,batch_dims",
+    [("linear", False, True, 2), ("linear", False, False, 1), ("relu", False, False, 2), ("linear", True, True, 2)],
+    ids=["qs8-2-batch-dims", "qs8-no-bias", "qs8-relu-2-batch-dims", "qc8-2-batch-dims"],
+)
 def test_statically_quantized_linear(kind, per_channel, bias, batch_dims, via):
     """test_qs8_linear, test_qs8_linear_fused_relu, test_qc8_linear: ``dequantize -> view -> addmm ->
     view -> quantize`` is one quantized linear (before: the views stayed outside, and the Q/DQ ran in
@@ -188,6 +193,7 @@ def test_statically_quantized_linear(kind, per_channel, bias, batch_dims, via):
 
 
 # ----------------------------------------------------------------------- dynamic quantized
+
 
 @functools.lru_cache(maxsize=None)
 def _dynamic(module_kind: str, dtype: torch.dtype, bias: bool):
@@ -204,11 +210,17 @@ def _dynamic(module_kind: str, dtype: torch.dtype, bias: bool):
 
 
 @pytest.mark.parametrize("via", VIAS)
-@pytest.mark.parametrize("module_kind,dtype,bias,per_op_mode", [
-    ("one-batch-dim", torch.float, False, True), ("one-batch-dim", torch.float, True, False),
-    ("one-batch-dim", torch.half, True, True), ("two-batch-dims", torch.float, False, False),
-    ("two-batch-dims", torch.half, True, True)],
-    ids=["qd8-f32-per-op", "qd8-f32-bias", "qd8-f16-bias-per-op", "qd8-f32-two-batch-dims", "qd8-f16-two-batch-dims"])
+@pytest.mark.parametrize(
+    "module_kind,dtype,bias,per_op_mode",
+    [
+        ("one-batch-dim", torch.float, False, True),
+        ("one-batch-dim", torch.float, True, False),
+        ("one-batch-dim", torch.half, True, True),
+        ("two-batch-dims", torch.float, False, False),
+        ("two-batch-dims", torch.half, True, True),
+    ],
+    ids=["qd8-f32-per-op", "qd8-f32-bias", "qd8-f16-bias-per-op", "qd8-f32-two-batch-dims", "qd8-f16-two-batch-dims"],
+)
 def test_dynamically_quantized_linear(module_kind, dtype, bias, per_op_mode, via):
     """test_qd8_f32/f16_per_channel_linear, test_qd8_per_channel_linear_with_two_batch: ``choose_qparams
     -> quantize -> dequantize -> view -> addmm/mm -> view`` is one dynamically quantized linear (the
@@ -239,8 +251,14 @@ def _int4_per_channel(in_channels: int, out_channels: int, bias: bool, dtype: to
     torch.manual_seed(0)
     inputs = (torch.randn(1, 2, in_channels).to(dtype),)
     dynamic = ({1: torch.export.Dim("batch", max=100)},)
-    converted = quantize_pt2e(Linear(in_channels, out_channels, bias, dtype).eval(), inputs, is_per_channel=True,
-                              is_dynamic=True, weight_qmin=-8, weight_qmax=7)
+    converted = quantize_pt2e(
+        Linear(in_channels, out_channels, bias, dtype).eval(),
+        inputs,
+        is_per_channel=True,
+        is_dynamic=True,
+        weight_qmin=-8,
+        weight_qmax=7,
+    )
     return _export(converted, inputs, dynamic), inputs, dynamic
 
 
@@ -264,8 +282,10 @@ def test_int4_per_channel_weight_with_odd_input_channels_stays_outside(via):
     right on every row count (1, 2, 5, 17 here)."""
     ep, inputs, _ = _int4_per_channel(63, 127, False)
     reference = ep.module()(*inputs)
-    stock, ours = lower(ep, inputs, "stock", via=via, config_precisions=DYNAMIC), \
-        lower(ep, inputs, "xir", via=via, config_precisions=DYNAMIC)
+    stock, ours = (
+        lower(ep, inputs, "stock", via=via, config_precisions=DYNAMIC),
+        lower(ep, inputs, "xir", via=via, config_precisions=DYNAMIC),
+    )
     assert stock.ran and stock.delegates == 1
     assert stock.err([reference]) > 0.2 * reference.abs().max().item()
     assert ours.ran, ours.error
@@ -294,8 +314,11 @@ def test_fp16_int4_per_channel_weight_with_odd_input_channels_is_not_lowerable(v
     assert stock.ran and stock.delegates == 1
     assert stock.err([reference]) > 0.2 * reference.abs().max().item()  # 2 rows: wrong
     partitioner = lowering.XnnpackPartitioner(config_precisions=DYNAMIC)
-    with pytest.raises(NotLowerable, match=r"odd number of input channels \(63\).*choose_qparams kernel takes an fp32 "
-                                           r"input, this one is f16"):
+    with pytest.raises(
+        NotLowerable,
+        match=r"odd number of input channels \(63\).*choose_qparams kernel takes an fp32 "
+        r"input, this one is f16",
+    ):
         if via == "etal":
             lowering.to_edge_transform_and_lower(ep, partitioner=[partitioner])
         else:
@@ -305,8 +328,17 @@ def test_fp16_int4_per_channel_weight_with_odd_input_channels_is_not_lowerable(v
 
 # ---------------------------------------------------------------- torchao group-wise int4
 
-def _groupwise(in_rows: int, in_channels: int, out_channels: int, group: int, bias: bool, rank: int = 3,
-               dtype=torch.float, **weight_options):
+
+def _groupwise(
+    in_rows: int,
+    in_channels: int,
+    out_channels: int,
+    group: int,
+    bias: bool,
+    rank: int = 3,
+    dtype=torch.float,
+    **weight_options,
+):
     from torchao.quantization.granularity import PerGroup
     from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.utils import unwrap_tensor_subclass
@@ -314,25 +346,36 @@ def _groupwise(in_rows: int, in_channels: int, out_channels: int, group: int, bi
     torch.manual_seed(0)
     module = Linear(in_channels, out_channels, bias, dtype).eval()
     inputs = (torch.randn([1] * (rank - 2) + [in_rows, in_channels]).to(dtype),)
-    quantize_(module, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(group),
-                                                            **weight_options))
+    quantize_(
+        module,
+        Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=torch.int4, weight_granularity=PerGroup(group), **weight_options
+        ),
+    )
     unwrap_tensor_subclass(module)
     return _export(module, inputs), inputs
 
 
-@pytest.mark.parametrize("rows,in_channels,group,out_channels,bias,rank,dtype,atol", [
-    (17, 64, 32, 92, True, 3, torch.float, 5e-3), (31, 128, 64, 128, False, 2, torch.float, 5e-3),
-    (2, 32, 32, 17, False, 2, torch.half, 1e-2), (17, 64, 32, 92, True, 3, torch.half, 1e-2),
-    (31, 128, 64, 128, True, 3, torch.bfloat16, 8e-2)],
-    ids=["f32-3d", "f32-2d-groups-of-64", "f16-2d", "f16-3d", "bf16-3d"])
+@pytest.mark.parametrize(
+    "rows,in_channels,group,out_channels,bias,rank,dtype,atol",
+    [
+        (17, 64, 32, 92, True, 3, torch.float, 5e-3),
+        (31, 128, 64, 128, False, 2, torch.float, 5e-3),
+        (2, 32, 32, 17, False, 2, torch.half, 1e-2),
+        (17, 64, 32, 92, True, 3, torch.half, 1e-2),
+        (31, 128, 64, 128, True, 3, torch.bfloat16, 8e-2),
+    ],
+    ids=["f32-3d", "f32-2d-groups-of-64", "f16-2d", "f16-3d", "bf16-3d"],
+)
 def test_groupwise_int4_linear(rows, in_channels, group, out_channels, bias, rank, dtype, atol):
     """test_linear_qd8_{f32,f16,bf16}_per_token_weight_per_channel_group_int4: torchao's
     choose_qparams_affine -> quantize_affine -> dequantize_affine (per token) and dequantize_affine of
     the int4 weight (groups of input channels) are one linear in one delegate. (Before: the affine
     ops were opaque to xir; left outside, a program with them has no kernel for them.)"""
     ep, inputs = _groupwise(rows, in_channels, out_channels, group, bias, rank, dtype)
-    result = lower(ep, inputs, "xir", via="etal", per_op_mode=True, config_precisions=DYNAMIC,
-                   enable_bf16=dtype is torch.bfloat16)
+    result = lower(
+        ep, inputs, "xir", via="etal", per_op_mode=True, config_precisions=DYNAMIC, enable_bf16=dtype is torch.bfloat16
+    )
     _assert_linear_delegated(result)
     assert not result.outside, result.outside
     expected = ep.module()(*inputs)

@@ -159,7 +159,7 @@ class MaskedAttention(torch.nn.Module):
         super().__init__()
         self.heads, self.repeats, self.kv_shape = heads, heads // kv_heads, (1, kv_heads, cache, WIDTH // heads)
         mask = torch.zeros(128, cache)
-        mask[:, cache // 2:] = float("-inf")
+        mask[:, cache // 2 :] = float("-inf")
         mask[0] = float("-inf")  # (a fully masked row: the first query sees nothing)
         self.register_buffer("mask", mask)
 
@@ -422,7 +422,10 @@ def test_slices_at_the_boundaries(lowered):
     assert not program.outside, program.outside
     assert program.inside["xir.slice"] == 3 and harness.delegate_count(program.edge) == 1
     assert sorted(_slices_written(program.edge)) == [
-        ([0, 0, 0], [0, 1, 0]), ([0, 0, 8], [0, 0, 16]), ([0, 0, WIDTH - 8], [0, 0, 8])]
+        ([0, 0, 0], [0, 1, 0]),
+        ([0, 0, 8], [0, 0, 16]),
+        ([0, 0, WIDTH - 8], [0, 0, 8]),
+    ]
 
 
 def test_grouped_query_attention_of_a_symbolic_length_is_inside(lowered):

@@ -14,10 +14,10 @@ from xir_tools import harness
 class Scalars(torch.nn.Module):
     def forward(self, x, z):
         s = x.sum()
-        a = s / 2.0 / 3.0                # a chain of two promoted ops: bf16 in eager
-        b = s.float() + 2.0              # the user's own cast: fp32 in eager too
-        c = s * torch.tensor(2.0)        # a 0-D fp32 tensor the user wrote: fp32 in eager too
-        d = torch.relu(z * (s - 0.5))    # read on by a bf16 tensor op, inside the delegate
+        a = s / 2.0 / 3.0  # a chain of two promoted ops: bf16 in eager
+        b = s.float() + 2.0  # the user's own cast: fp32 in eager too
+        c = s * torch.tensor(2.0)  # a 0-D fp32 tensor the user wrote: fp32 in eager too
+        d = torch.relu(z * (s - 0.5))  # read on by a bf16 tensor op, inside the delegate
         return a, b, c, d
 
 
@@ -39,8 +39,11 @@ def test_xir_keeps_eagers_dtype_and_value(case, via):
     # (outside: the sum, and the casts: the rounding's, and the promotion's, 0-D, which XNNPACK converts only from 1-D)
     assert set(harness.outside_ops(edge)) == {"aten.sum.dim_IntList", "dim_order_ops._to_dim_order_copy"}
     outputs = harness.run_method(harness.load_method(harness.to_buffer(edge))[1], inputs)
-    assert [t.dtype for t in outputs] == [t.dtype for t in eager] == [torch.bfloat16, torch.float32, torch.float32,
-                                                                     torch.bfloat16]
+    assert (
+        [t.dtype for t in outputs]
+        == [t.dtype for t in eager]
+        == [torch.bfloat16, torch.float32, torch.float32, torch.bfloat16]
+    )
     for ours, theirs in zip(outputs, eager):
         assert torch.equal(ours, theirs)
 
@@ -55,11 +58,11 @@ def test_stocks_program_returns_fp32(case):
 
 class Numbers(torch.nn.Module):
     def forward(self, x):
-        a = x * 1.7                 # a number bf16 cannot hold: eager multiplies by it in fp32
-        b = (x / 3.3 + 0.1) * x     # eager divides by 3.3 itself but adds 0.1 rounded to bf16, as
-                                    # ExecuTorch's cast does; each result read on inside the delegate
-        c = x * 0.5                 # a bf16 number: the cast rounded nothing, nothing to repair
-        d = a * x + a               # the repaired product is a graph output and has several readers
+        a = x * 1.7  # a number bf16 cannot hold: eager multiplies by it in fp32
+        b = (x / 3.3 + 0.1) * x  # eager divides by 3.3 itself but adds 0.1 rounded to bf16, as
+        # ExecuTorch's cast does; each result read on inside the delegate
+        c = x * 0.5  # a bf16 number: the cast rounded nothing, nothing to repair
+        d = a * x + a  # the repaired product is a graph output and has several readers
         return a, b, c, d
 
 
@@ -96,11 +99,11 @@ def test_stock_rounds_the_number_first(numbers):
 
 class TwoScalars(torch.nn.Module):
     def forward(self, x, z):
-        s = x @ x                       # a dot product: a 0-D bf16 tensor
-        a = s + 0.25 * s                # the product is rounded, then the sum of two bf16 scalars
-        b = s * 0.5 + s * 0.75          # two rounded products: fp32 in the edge program, bf16 in eager
-        c = torch.relu(z * a)           # the rounded sum read on by a bf16 tensor op
-        d = torch.exp(b * 0.1)          # an elementwise op of a rounded value: bf16 in eager too
+        s = x @ x  # a dot product: a 0-D bf16 tensor
+        a = s + 0.25 * s  # the product is rounded, then the sum of two bf16 scalars
+        b = s * 0.5 + s * 0.75  # two rounded products: fp32 in the edge program, bf16 in eager
+        c = torch.relu(z * a)  # the rounded sum read on by a bf16 tensor op
+        d = torch.exp(b * 0.1)  # an elementwise op of a rounded value: bf16 in eager too
         return a, b, c, d
 
 

@@ -18,8 +18,9 @@ def siglip(dtype_name: str):
 
     torch.manual_seed(0)
     dtype = getattr(torch, dtype_name)
-    config = SiglipVisionConfig(image_size=32, patch_size=8, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                                num_attention_heads=4)
+    config = SiglipVisionConfig(
+        image_size=32, patch_size=8, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4
+    )
 
     class Tower(torch.nn.Module):
         def __init__(self):
@@ -34,7 +35,7 @@ def siglip(dtype_name: str):
     return reference(ep, inputs)[0], lower(ep, inputs, "xir", enable_bf16=dtype is torch.bfloat16)
 
 
-@pytest.mark.parametrize("dtype_name, tolerance", [("float32", 1e-5), ("bfloat16", 2 ** -5)])
+@pytest.mark.parametrize("dtype_name, tolerance", [("float32", 1e-5), ("bfloat16", 2**-5)])
 def test_siglip_encoder_is_one_delegate(dtype_name, tolerance):
     expected, ours = siglip(dtype_name)
     assert ours.ran, ours.error
@@ -107,8 +108,14 @@ def dynamic_bert():
     from xir_tools.harness import delegate_count, delegated_ops, load_method, lower_edge, to_buffer
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     module = FillMask(BertForMaskedLM(config).eval())
     length = BERT_LENGTHS[-1]
     inputs = (torch.randint(3, 100, (1, length)), torch.ones(1, length, dtype=torch.long))
@@ -117,8 +124,14 @@ def dynamic_bert():
         ep = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=True)
     edge, partitioner = lower_edge(ep, "xir")
     graph = edge.exported_program().graph
-    outside = [n for n in graph.nodes if n.op == "call_function" and "executorch_call_delegate" not in str(n.target)
-               and "getitem" not in str(n.target) and isinstance(n.meta.get("val"), torch.Tensor)]
+    outside = [
+        n
+        for n in graph.nodes
+        if n.op == "call_function"
+        and "executorch_call_delegate" not in str(n.target)
+        and "getitem" not in str(n.target)
+        and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
     _, method = load_method(to_buffer(edge))
     return module, method, delegate_count(edge), delegated_ops(edge), outside, partitioner
 
@@ -145,7 +158,7 @@ def test_dynamic_bert_runs_every_length_and_matches_eager(dynamic_bert, length):
     generator = torch.Generator().manual_seed(length)
     ids = torch.randint(3, 100, (1, length), generator=generator)
     mask = torch.ones(1, length, dtype=torch.long)
-    mask[0, length // 2 + 1:] = 0  # padding at the end: the mask path matters
+    mask[0, length // 2 + 1 :] = 0  # padding at the end: the mask path matters
     with torch.no_grad():
         expected = module(ids, mask)
     (actual,) = run_method(method, (ids, mask))

@@ -11,7 +11,9 @@ import json
 import pytest
 import torch
 
-model_explorer = pytest.importorskip("model_explorer", reason="Model Explorer is not installed (pip install 'xir[explorer]')")
+model_explorer = pytest.importorskip(
+    "model_explorer", reason="Model Explorer is not installed (pip install 'xir[explorer]')"
+)
 
 
 class Block(torch.nn.Module):
@@ -55,8 +57,15 @@ def converted(model):
     manager.load_extensions()
     ours = [e for e in manager.extensions if e.metadata.id == "xir_xnnpack_partition"]
     assert len(ours) == 1 and ours[0].type == "adapter" and "pt2" in ours[0].metadata.fileExts
-    response = manager.run_cmd({"extensionId": "xir_xnnpack_partition", "cmdId": "convert", "modelPath": str(model),
-                                "settings": {}, "deleteAfterConversion": False})
+    response = manager.run_cmd(
+        {
+            "extensionId": "xir_xnnpack_partition",
+            "cmdId": "convert",
+            "modelPath": str(model),
+            "settings": {},
+            "deleteAfterConversion": False,
+        }
+    )
     return json.loads(json.dumps(response))  # JSON, as the server sends it
 
 
@@ -88,7 +97,8 @@ def test_nodes_and_edges(converted):
     (edge,) = cumsum["incomingEdges"]
     assert nodes[edge["sourceNodeId"]]["namespace"] == "blocks.1/norm"  # the last layer norm's last op
     assert [e["sourceNodeId"] for e in nodes["out"]["incomingEdges"]] == [
-        n["id"] for n in ops if n["label"] == "linear" and n["namespace"] == ""]  # the head
+        n["id"] for n in ops if n["label"] == "linear" and n["namespace"] == ""
+    ]  # the head
 
 
 def test_namespaces_are_the_modules(converted):
@@ -99,9 +109,13 @@ def test_namespaces_are_the_modules(converted):
     made = [n for n in graph["nodes"] if any(a["key"] == "created by" for a in n["attrs"])]
     assert made
     assert {dict((a["key"], a["value"]) for a in n["attrs"])["created by"] for n in made} >= {
-        "pass xnnpack.decompose-layer-norm"}
-    assert all(n["namespace"].endswith("/norm") for n in made
-               if dict((a["key"], a["value"]) for a in n["attrs"])["created by"] == "pass xnnpack.decompose-layer-norm")
+        "pass xnnpack.decompose-layer-norm"
+    }
+    assert all(
+        n["namespace"].endswith("/norm")
+        for n in made
+        if dict((a["key"], a["value"]) for a in n["attrs"])["created by"] == "pass xnnpack.decompose-layer-norm"
+    )
     attributes = graph["groupNodeAttributes"]
     assert attributes[""]["delegates"] == "2" and "cumsum" in attributes[""]["outside, by op"]
     assert attributes["blocks.1"]["ops outside"] == "0"
@@ -147,9 +161,11 @@ def test_ir_text_files_too(tmp_path):
     from xir_tools.explorer.main import XirAdapter
 
     path = tmp_path / "m.xir"
-    path.write_text("graph @forward {\n  param %w: f32[4,8]\n  input %x: f32[2,8]\n"
-                    "  %0: f32[2,4] = aten.linear(%x, %w)\n  %1: f32[2,4] = aten.cumsum(%0) {dim=1}\n"
-                    "  %2: f32[2,4] = aten.relu(%1)\n  return %2\n}\n")
+    path.write_text(
+        "graph @forward {\n  param %w: f32[4,8]\n  input %x: f32[2,8]\n"
+        "  %0: f32[2,4] = aten.linear(%x, %w)\n  %1: f32[2,4] = aten.cumsum(%0) {dim=1}\n"
+        "  %2: f32[2,4] = aten.relu(%1)\n  return %2\n}\n"
+    )
     (graph,) = XirAdapter().convert(str(path), {})["graphs"]
     assert graph.id == "forward (xir, as written)"
     labels = {n.label: n for n in graph.nodes}

@@ -24,7 +24,7 @@ WITHOUT = pipeline_without("xnnpack.fuse-sibling-linears")
 
 
 def rotate_half(t):
-    return torch.cat([-t[..., HEAD_DIM // 2:], t[..., :HEAD_DIM // 2]], -1)
+    return torch.cat([-t[..., HEAD_DIM // 2 :], t[..., : HEAD_DIM // 2]], -1)
 
 
 class Attention(torch.nn.Module):
@@ -83,9 +83,14 @@ def test_q_k_and_v_are_one_linear_in_one_delegate(programs, variant):
     assert "xnnpack.fuse-sibling-linears" in fused.partitioner.rewrites_applied
     assert fused.delegates == 1 and not fused.outside, fused.outside
     # (plus RMSNorm's mean, a linear with a 1/64 row: xnnpack.mean-over-last-dims)
-    assert without.inside["aten.linear"] == 3 + 1 and fused.inside["aten.linear"] == 1 + 1, (fused.inside, without.inside)
+    assert without.inside["aten.linear"] == 3 + 1 and fused.inside["aten.linear"] == 1 + 1, (
+        fused.inside,
+        without.inside,
+    )
     if variant == "8da4w":  # one per-token quantization of the activation where there were three
-        assert without.inside["torchao.choose_qparams_affine"] == 3 and fused.inside["torchao.choose_qparams_affine"] == 1
+        assert (
+            without.inside["torchao.choose_qparams_affine"] == 3 and fused.inside["torchao.choose_qparams_affine"] == 1
+        )
     # q's and k's heads adjacent in the stacked output: their rotation reads one slice, no concatenation of heads
     assert fused.inside["aten.cat"] < without.inside["aten.cat"], (fused.inside, without.inside)
 

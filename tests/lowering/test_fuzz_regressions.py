@@ -71,7 +71,9 @@ def test_bf16_conv3d_is_decomposed_and_runs():
     assert ours.ran, ours.error
     ref = reference(ep, inputs)
     for out, expected in zip(ours.outputs, ref):
-        assert (out.float() - expected.float()).abs().max().item() <= 2 ** -5 * max(1.0, expected.float().abs().max().item())
+        assert (out.float() - expected.float()).abs().max().item() <= 2**-5 * max(
+            1.0, expected.float().abs().max().item()
+        )
     assert ours.delegated["aten.convolution"] == 2 and "aten.convolution" not in ours.outside  # two depth taps, in fp32
 
 
@@ -94,7 +96,9 @@ def test_views_of_a_linear_decomposed_by_to_backend_are_kept(dtype):
     # 2-D input with a 4-D output ("Size needs to be equal to the number of dimensions") at run time
     assert ours.ran, ours.error
     ref = reference(ep, inputs)[0].float()
-    assert (ours.outputs[0].float() - ref).abs().max().item() <= (1e-5 if dtype is torch.float32 else 2 ** -6) * max(1.0, ref.abs().max().item())
+    assert (ours.outputs[0].float() - ref).abs().max().item() <= (1e-5 if dtype is torch.float32 else 2**-6) * max(
+        1.0, ref.abs().max().item()
+    )
     assert ours.delegated["aten.addmm"] == 1 and ours.delegated["aten.mm"] == 1 and not ours.outside
 
 
@@ -115,7 +119,9 @@ def test_batch_norm_without_weight_and_bias(mode):
 
 def test_quantized_reshape_with_different_qparams_stays_outside():
     inputs = R.quantized_linear_after_slice_and_unsqueeze_inputs()
-    ep = torch.export.export(quantize_module(R.QuantizedLinearAfterSliceAndUnsqueeze().eval(), inputs, mode="static"), inputs)
+    ep = torch.export.export(
+        quantize_module(R.QuantizedLinearAfterSliceAndUnsqueeze().eval(), inputs, mode="static"), inputs
+    )
     ours = lower(ep, inputs, "xir", via="backend")
     # before: the unsqueeze (made a view) was delegated as a quantized reshape whose input and output
     # are quantized differently: "Failed to create squeeze node" at load
@@ -166,8 +172,12 @@ def test_a_bf16_upcast_whose_result_leaves_xnnpack_stays_a_cast(returned):
     # output came back as garbage (max error 1e38)
     assert ours.ran, ours.error
     for out, expected in zip(ours.outputs, reference(ep, inputs)):
-        assert (out.float() - expected.float()).abs().max().item() <= 2 ** -6 * max(1.0, expected.float().abs().max().item())
-    assert ours.outside["dim_order_ops._to_dim_order_copy"] >= 1 and ours.delegated["xir.bmm_f32out"] == 1  # the upcast stays a cast
+        assert (out.float() - expected.float()).abs().max().item() <= 2**-6 * max(
+            1.0, expected.float().abs().max().item()
+        )
+    assert (
+        ours.outside["dim_order_ops._to_dim_order_copy"] >= 1 and ours.delegated["xir.bmm_f32out"] == 1
+    )  # the upcast stays a cast
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, BF16])
@@ -180,7 +190,9 @@ def test_transposed_conv_with_output_padding_at_stride_1_stays_outside(dtype):
     ours = lower(ep, inputs, "xir", enable_bf16=dtype is BF16)
     assert ours.ran, ours.error
     expected = reference(ep, inputs)[0]
-    assert (ours.outputs[0].float() - expected.float()).abs().max().item() <= 0.05 * max(1.0, expected.float().abs().max().item())
+    assert (ours.outputs[0].float() - expected.float()).abs().max().item() <= 0.05 * max(
+        1.0, expected.float().abs().max().item()
+    )
     assert "aten.convolution" in ours.outside and "aten.convolution" not in ours.delegated
     if dtype is torch.float32:  # (in bf16 it stays bf16: not wrapped in fp32 for a convolution XNNPACK refuses)
         assert "output_padding [1] not below its stride [1]" in ours.partitioner.report()
@@ -189,8 +201,9 @@ def test_transposed_conv_with_output_padding_at_stride_1_stays_outside(dtype):
 @pytest.mark.parametrize("via,per_op_mode", [("backend", True), ("backend", False), ("etal", False)])
 def test_a_linear_split_across_a_delegate_edge_is_not_rebuilt_by_xnnpack(via, per_op_mode):
     inputs = R.conv_then_linear_on_a_4d_view_inputs()
-    ep = torch.export.export(quantize_module(R.ConvThenLinearOnA4dView().eval(), inputs, mode="static",
-                                             per_channel=True), inputs)
+    ep = torch.export.export(
+        quantize_module(R.ConvThenLinearOnA4dView().eval(), inputs, mode="static", per_channel=True), inputs
+    )
     ours = lower(ep, inputs, "xir", via=via, per_op_mode=per_op_mode)
     # before (to_backend): the linear's input view stayed outside; XNNPACK's preprocessing rebuilt a
     # linear from the 3-D view to the 4-D output, and the program loaded, then failed at run time:
@@ -265,7 +278,9 @@ def test_a_pad_reading_a_dequantize_is_not_run_between_conversions():
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_dynamically_quantized_linear_after_a_conv_gets_its_own_delegate(via):
     inputs = R.conv_pad_linear_inputs()
-    ep = torch.export.export(quantize_module(R.ConvPadLinear().eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ep = torch.export.export(
+        quantize_module(R.ConvPadLinear().eval(), inputs, mode="dynamic", per_channel=True), inputs
+    )
     ours = lower(ep, inputs, "xir", via=via)
     # before: one delegate (as stock's); XNNPACK's channels-last pass kept the pad's output NHWC and
     # put a copy between the linear and its dynamic dequantize: "Weight and Input should both be quantized"
@@ -279,7 +294,9 @@ def test_a_dynamically_quantized_linear_after_a_conv_gets_its_own_delegate(via):
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_dynamically_quantized_conv_on_a_computed_activation_gets_its_own_delegate(via):
     inputs = R.linear_slice_conv_inputs()
-    ep = torch.export.export(quantize_module(R.LinearSliceConv().eval(), inputs, mode="dynamic", per_channel=True), inputs)
+    ep = torch.export.export(
+        quantize_module(R.LinearSliceConv().eval(), inputs, mode="dynamic", per_channel=True), inputs
+    )
     ours = lower(ep, inputs, "xir", via=via)
     # before: one delegate; XNNPACK's channels-last pass followed first arguments from the conv's
     # dequantize up through the slice and the linear to its 1-D bias, and tried to make that
@@ -328,7 +345,9 @@ def test_a_softmax_after_a_permuted_conv_output_runs_in_a_delegate_of_its_own(dt
     assert ours.ran and ours.err(ref) <= (1e-5 if dtype == torch.float32 else 0.02)
     assert not ours.outside and ours.delegated["aten._softmax"] == 1 and ours.delegated["aten.convolution"] == 1
     groups = [g.ops() for g in ours.partitioner.last_plan.groups]
-    assert len(groups) == ours.delegates >= 2 and any("aten._softmax" in g and "aten.convolution" not in g for g in groups)
+    assert len(groups) == ours.delegates >= 2 and any(
+        "aten._softmax" in g and "aten.convolution" not in g for g in groups
+    )
 
 
 @pytest.mark.parametrize("enable_bf16", [False, True])
@@ -356,9 +375,14 @@ def test_group_norms_are_decomposed_into_xnnpack_ops(via):
     assert not ours.outside and "aten.native_group_norm" not in ours.delegated, ours.outside
 
 
-@pytest.mark.parametrize("of_input,returned", [(True, False), (False, False), (False, True)],
-                         ids=["of-input", "of-computed", "of-computed-and-returned"])
-@pytest.mark.parametrize("dtype,via", [(torch.float32, "backend"), (torch.float32, "etal"), (BF16, "backend"), (BF16, "etal")])
+@pytest.mark.parametrize(
+    "of_input,returned",
+    [(True, False), (False, False), (False, True)],
+    ids=["of-input", "of-computed", "of-computed-and-returned"],
+)
+@pytest.mark.parametrize(
+    "dtype,via", [(torch.float32, "backend"), (torch.float32, "etal"), (BF16, "backend"), (BF16, "etal")]
+)
 def test_a_bmm_reading_one_permute_twice_reads_two(dtype, via, of_input, returned):
     inputs = R.bmm_of_one_permute_inputs(dtype)
     ep = torch.export.export(R.BmmOfOnePermute(of_input, returned).eval(), inputs)
@@ -375,8 +399,11 @@ def test_a_bmm_reading_one_permute_twice_reads_two(dtype, via, of_input, returne
     assert ours.outside == {}, ours.outside
 
 
-@pytest.mark.parametrize("module,size", [(R.LinearsOfOneInput, 20), (R.LinearThenVectorMatmul, 5)],
-                         ids=["three-linears-of-one-input", "matmul-of-a-linear-result"])
+@pytest.mark.parametrize(
+    "module,size",
+    [(R.LinearsOfOneInput, 20), (R.LinearThenVectorMatmul, 5)],
+    ids=["three-linears-of-one-input", "matmul-of-a-linear-result"],
+)
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_1d_dynamically_quantized_linears_are_recognised_after_write_back(via, module, size):
     inputs = R.vector_input(size)
@@ -428,7 +455,9 @@ def test_a_grouped_dynamically_quantized_conv_is_delegated(via, cin, cout, group
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_pad_with_a_nonzero_value_runs_between_conversions(via):
     inputs = R.pad_with_a_value_after_quantized_linear_inputs()
-    ep = torch.export.export(quantize_module(R.PadWithAValueAfterQuantizedLinear().eval(), inputs, mode="static"), inputs)
+    ep = torch.export.export(
+        quantize_module(R.PadWithAValueAfterQuantizedLinear().eval(), inputs, mode="static"), inputs
+    )
     ref = reference(ep, inputs)
     ours = lower(ep, inputs, "xir", via=via)
     # before: every pad reading a dequantize stayed outside, as XNNPACK's preprocessing quantizes the
@@ -443,7 +472,9 @@ def test_a_pad_with_a_nonzero_value_runs_between_conversions(via):
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_zero_pad_whose_output_is_quantized_runs_between_conversions(via, returned):
     inputs = R.zero_pad_before_quantized_linear_inputs()
-    ref, ours = lower_quantized(R.ZeroPadBeforeQuantizedLinear(returned).eval(), inputs, "static", via, per_channel=False)
+    ref, ours = lower_quantized(
+        R.ZeroPadBeforeQuantizedLinear(returned).eval(), inputs, "static", via, per_channel=False
+    )
     # before: the pad stayed outside (two delegates), as every zero pad reading a dequantize did; XNNPACK's
     # preprocessing leaves a pad whose output a quantize reads alone, and stock delegates it and is right
     assert ours.ran, ours.error
@@ -456,8 +487,9 @@ def test_a_zero_pad_whose_output_is_quantized_runs_between_conversions(via, retu
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_matmul_of_a_dequantized_activation_and_a_float_parameter_runs_in_fp32(via, variant):
     inputs = R.matmul_of_quantized_activation_and_parameter_inputs()
-    ref, ours = lower_quantized(R.MatmulOfQuantizedActivationAndParameter(variant).eval(), inputs, "static", via,
-                                per_channel=False)
+    ref, ours = lower_quantized(
+        R.MatmulOfQuantizedActivationAndParameter(variant).eval(), inputs, "static", via, per_channel=False
+    )
     # before: the product stayed outside ("only one of input and weight is quantized"); stock delegates
     # it in fp32, the dequantize beside it as a conversion, and is right
     assert ours.ran, ours.error
@@ -470,7 +502,9 @@ def test_a_matmul_of_a_dequantized_activation_and_a_float_parameter_runs_in_fp32
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_quantized_output_returned_and_split_is_delegated_whole(via, conv):
     inputs = R.returned_and_split_quantized_output_inputs(conv)
-    ref, ours = lower_quantized(R.ReturnedAndSplitQuantizedOutput(conv).eval(), inputs, "static", via, per_channel=False)
+    ref, ours = lower_quantized(
+        R.ReturnedAndSplitQuantizedOutput(conv).eval(), inputs, "static", via, per_channel=False
+    )
     # before: the dequantize the output and the split shared stayed outside (folded into the split's
     # slices, XNNPACK would hand the output the int8 tensor), and a slice with it: 8 delegates, 3 ops
     # outside. The output now reads a dequantize of its own (xnnpack.dequantize-per-float-reader)
@@ -539,8 +573,11 @@ def test_a_softmax_after_an_amax_left_outside_is_delegated(via):
     assert ours.delegated.get("aten._softmax") == 1, ours.delegated
 
 
-@pytest.mark.parametrize("shared,returned", [(False, False), (True, False), (False, True), (True, True)],
-                         ids=["alone", "dequantize-shared", "result-returned", "shared-and-returned"])
+@pytest.mark.parametrize(
+    "shared,returned",
+    [(False, False), (True, False), (False, True), (True, True)],
+    ids=["alone", "dequantize-shared", "result-returned", "shared-and-returned"],
+)
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_float_conv_on_a_statically_quantized_input_runs_between_conversions(via, shared, returned):
     # (the quantizer leaves a conv reading the graph input itself all float: the cat makes its input quantized)
@@ -565,7 +602,9 @@ def test_ops_a_rewrite_writes_after_a_decomposed_linear_are_not_part_of_it(via):
     assert ours.ran, ours.error
     assert ours.err(ref) <= 1e-5
     assert not ours.outside, ours.outside
-    assert ours.delegated.get("aten.tanh") == 1 and ours.delegated.get("quantized_decomposed.choose_qparams.tensor") == 1
+    assert (
+        ours.delegated.get("aten.tanh") == 1 and ours.delegated.get("quantized_decomposed.choose_qparams.tensor") == 1
+    )
 
 
 @pytest.mark.parametrize("padding", [0, 1])
@@ -585,8 +624,9 @@ def test_a_quantized_hardtanh_with_other_output_qparams_runs_in_fp32(via, paddin
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_float_conv1d_reading_a_dequantize_gets_it_as_an_fp32_delegate_input(via, first, matmul):
     inputs = R.grouped_conv_transpose1d_on_quantized_input_inputs()
-    ref, ours = lower_quantized(R.GroupedConvTranspose1dOnQuantizedInput(first, matmul).eval(), inputs,
-                                "static", via, per_channel=False)
+    ref, ours = lower_quantized(
+        R.GroupedConvTranspose1dOnQuantizedInput(first, matmul).eval(), inputs, "static", via, per_channel=False
+    )
     # before: the dequantize shared the conv's delegate, XNNPACK's Conv1dUnsqueezePass quantized
     # again after its unsqueeze, and the conv, now reading a dequantize, failed to lower (stock
     # fails so; it delegates the dequantize of a graph input apart from the conv, and is right)
@@ -618,8 +658,9 @@ def test_a_0d_delegate_input_is_quantized_outside(via, source, conv):
 @pytest.mark.parametrize("via", ["backend", "etal"])
 def test_a_float_conv1d_with_a_fused_activation_keeps_its_quantize_outside(via, act, returned):
     inputs = R.grouped_conv_transpose1d_activation_linear_inputs()
-    ref, ours = lower_quantized(R.GroupedConvTranspose1dActivationLinear(act, returned).eval(), inputs,
-                                "static", via, per_channel=False)
+    ref, ours = lower_quantized(
+        R.GroupedConvTranspose1dActivationLinear(act, returned).eval(), inputs, "static", via, per_channel=False
+    )
     # before: the quantize after the activation was in the conv's delegate; XNNPACK fused the
     # activation into the conv, whose only reader was then that quantize, and its Conv1dUnsqueezePass
     # gave the fp32 deconvolution an int8 output: "Failed to create deconvolution node" (stock's

@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
 from executorch.examples.models.llama.norm import RMSNorm
+
 from tests.lowering.with_and_without import Lowered, pipeline_without
 from xir_tools import harness
 
@@ -48,14 +48,20 @@ def programs(request):
     module = LayerThenLastRow().to(dtype).eval()
     options = {"enable_bf16": True} if dtype is torch.bfloat16 else {}
     sample, dynamic = [_input(8, 1, dtype)], ({1: SEQ},)
-    return (request.param, Lowered(module, sample, dynamic, **options),
-            Lowered(module, sample, dynamic, pipeline=pipeline_without("hoist-row-select"), **options))
+    return (
+        request.param,
+        Lowered(module, sample, dynamic, **options),
+        Lowered(module, sample, dynamic, pipeline=pipeline_without("hoist-row-select"), **options),
+    )
 
 
 def _linear_rows(graph) -> dict[str, object]:
     """The rows dim of each 3-D linear's result in xir's graph, by its weight's name."""
-    return {node.operands[1].name: node.results[0].type.shape[1] for node in graph
-            if node.op == "aten.linear" and node.results[0].type.rank == 3}
+    return {
+        node.operands[1].name: node.results[0].type.shape[1]
+        for node in graph
+        if node.op == "aten.linear" and node.results[0].type.rank == 3
+    }
 
 
 def test_the_rows_after_the_mixing_are_one_and_match_eager(programs):
@@ -71,8 +77,10 @@ def test_the_rows_after_the_mixing_are_one_and_match_eager(programs):
     # outside: the picks of the last row (fp32: the input's, read by q and the residual; bf16: also
     # the second matmul's), where the one select was
     picks = 1 if recipe == "fp32" else 2
-    assert hoisted.outside == {"aten.select_copy.int": picks} and without.outside == {"aten.select_copy.int": 1}, \
-        (hoisted.outside, without.outside)
+    assert hoisted.outside == {"aten.select_copy.int": picks} and without.outside == {"aten.select_copy.int": 1}, (
+        hoisted.outside,
+        without.outside,
+    )
     # fp32: the layer and the head in one delegate (the head was a second one)
     assert (hoisted.delegates, without.delegates) == ((1, 2) if recipe == "fp32" else (2, 2))
     assert hoisted.inside["aten.linear"] == without.inside["aten.linear"], (hoisted.inside, without.inside)

@@ -32,14 +32,21 @@ def screenshot(page: Path, png: Path, fragment: str = "", size: str = "1600,1000
 
 # ------------------------------------------------------------------------------ models
 
+
 class SmallCNN(torch.nn.Module):
     """conv, batch norm, relu, max pool, conv, relu, mean, linear; and a cumulative sum, which
     XNNPACK has no op for (left outside, between two delegates)."""
 
     def __init__(self):
         super().__init__()
-        self.features = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-                                            torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU())
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 16, 3, padding=1),
+            torch.nn.ReLU(),
+        )
         self.head = torch.nn.Linear(16, 10)
 
     def forward(self, x):
@@ -84,8 +91,8 @@ def folder(tmp_path_factory) -> Path:
 
 def check_page(dom: Element, partitioner) -> list[Element]:
     """The DOM against the plan: every IR node once, delegate colours, reasons of the nodes outside."""
-    from xir_tools.html_report import color_of
     from lowering.report import is_compute
+    from xir_tools.html_report import color_of
 
     graph, plan = partitioner.last_graph, partitioner.last_plan
     nodes = list(graph)
@@ -128,14 +135,18 @@ def visible(element: Element) -> bool:
 
 # -------------------------------------------------------------------------------- tests
 
+
 def test_cnn_page(folder):
     page, partitioner = cnn_report(folder)
     plan = partitioner.last_plan
     assert len(plan.groups) == 2  # cumsum splits the network
     assert [r.node.op for r in plan.rejected if r.node.op == "aten.cumsum"] == ["aten.cumsum"]
     text = page.read_text()
-    assert "<script src" not in text and "<link" not in text and "http://" not in text.replace(
-        "http://www.w3.org/2000/svg", "")  # self-contained: nothing to fetch
+    assert (
+        "<script src" not in text
+        and "<link" not in text
+        and "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+    )  # self-contained: nothing to fetch
     dom = dump_dom(page)
     elements = check_page(dom, partitioner)
     assert all(visible(e) for e in elements)  # a small graph opens expanded
@@ -201,6 +212,7 @@ def test_large_graphs_open_with_repeated_blocks_collapsed(folder):
     """A 40-block MLP (~250 nodes with its module boxes): the page opens with most blocks collapsed
     into boxes (each with its node count), one element per IR node still in the DOM; a search opens
     the box that holds the match."""
+
     class Block(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -244,8 +256,8 @@ def test_a_2000_node_graph_stays_readable(folder):
 
     import xir
     from lowering.capability import Options
-    from xir_tools.html_report import write_html
     from lowering.partition import plan_partition
+    from xir_tools.html_report import write_html
 
     lines = ["graph @forward {", "  param %w: f32[16,16]", "  input %x: f32[2,16]"]
     previous, index = "%x", 0
@@ -262,8 +274,11 @@ def test_a_2000_node_graph_stays_readable(folder):
     graph = xir.parse_graph("\n".join(lines) + "\n")
     plan = plan_partition(graph, Options())
     for position, node in enumerate(graph):  # the modules, as torch.export records them
-        stack = {"L__self__": ("", "Net"), "L__self___blocks": ("blocks", "ModuleList"),
-                 f"L__self___blocks_{position // 17}": (f"blocks.{position // 17}", "model.Block")}
+        stack = {
+            "L__self__": ("", "Net"),
+            "L__self___blocks": ("blocks", "ModuleList"),
+            f"L__self___blocks_{position // 17}": (f"blocks.{position // 17}", "model.Block"),
+        }
         node.fx_node = types.SimpleNamespace(meta={"nn_module_stack": stack})
     page = write_html(folder / "big.html", graph, plan, None, passes_recorded=False)
     dom = dump_dom(page)

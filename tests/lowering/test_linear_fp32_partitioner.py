@@ -22,21 +22,25 @@ import pytest
 import torch
 from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
 
-from xir_tools.harness import lower
-from xir_tools.harness import max_error, run_pte
 from lowering.quantizer import quantize_pt2e
+from xir_tools.harness import lower, max_error, run_pte
 
 FP32 = ConfigPrecisionType.FP32
 QUANT_TYPES = ("per_tensor", "per_channel", "per_channel_dynamic")  # qs8, qc8, qd8
 SHAPES = ((3, 4, 4), (4, 37, 17))  # (batch, in, out), two of the op test's
 OUTSIDE = {  # the Q/DQ of the op test's quant_node_checks (dynamic: with its choose_qparams)
     "per_tensor": {"quantized_decomposed.quantize_per_tensor": 2, "quantized_decomposed.dequantize_per_tensor": 3},
-    "per_channel": {"quantized_decomposed.quantize_per_tensor": 2, "quantized_decomposed.dequantize_per_tensor": 2,
-                    "quantized_decomposed.dequantize_per_channel": 1},
-    "per_channel_dynamic": {"quantized_decomposed.choose_qparams.tensor": 1,
-                            "quantized_decomposed.quantize_per_tensor.tensor": 1,
-                            "quantized_decomposed.dequantize_per_tensor.tensor": 1,
-                            "quantized_decomposed.dequantize_per_channel": 1},
+    "per_channel": {
+        "quantized_decomposed.quantize_per_tensor": 2,
+        "quantized_decomposed.dequantize_per_tensor": 2,
+        "quantized_decomposed.dequantize_per_channel": 1,
+    },
+    "per_channel_dynamic": {
+        "quantized_decomposed.choose_qparams.tensor": 1,
+        "quantized_decomposed.quantize_per_tensor.tensor": 1,
+        "quantized_decomposed.dequantize_per_tensor.tensor": 1,
+        "quantized_decomposed.dequantize_per_channel": 1,
+    },
 }
 
 
@@ -46,8 +50,9 @@ def _program(quant_type: str, shape: tuple, bias: bool):
     batch, in_size, out_size = shape
     module = torch.nn.Linear(in_size, out_size, bias=bias).eval()
     inputs = (torch.randn(batch, in_size),)
-    converted = quantize_pt2e(module, inputs, is_per_channel="per_channel" in quant_type,
-                              is_dynamic="dynamic" in quant_type)
+    converted = quantize_pt2e(
+        module, inputs, is_per_channel="per_channel" in quant_type, is_dynamic="dynamic" in quant_type
+    )
     return converted, inputs
 
 

@@ -60,8 +60,17 @@ def test_builder_gets_xir_rewrites():
 # ------------------------------------------------------------------ python -m lowering.llm, end to end
 
 # the smallest config the flow exports as it does an LLM: 2 layers, KV cache, custom SDPA, dynamic shapes
-TINY_PARAMS = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=256, multiple_of=32, norm_eps=1e-5,
-                   rope_theta=500000.0, use_scaled_rope=True)
+TINY_PARAMS = dict(
+    dim=64,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    vocab_size=256,
+    multiple_of=32,
+    norm_eps=1e-5,
+    rope_theta=500000.0,
+    use_scaled_rope=True,
+)
 TINY_SEQ_LEN = 32
 TINY_YAML = """\
 base:
@@ -89,8 +98,16 @@ QUANTIZATION_8DA4W = "quantization:\n  qmode: 8da4w\n  group_size: 32\n"
 STOCK_DELEGATES = 24
 # outside xir's delegates (in the ExecuTorch program: out variants, views as memory.view), besides
 # the embedding, the custom ops, memory planning and symbolic-size arithmetic
-EXPECTED_OUTSIDE = ("aten.embedding.", "llama.custom_sdpa.", "llama.update_cache.", "executorch.exir.memory.",
-                    "executorch_prim.", "aten._local_scalar_dense", "aten.sym_constrain_range", "aten._assert_scalar")
+EXPECTED_OUTSIDE = (
+    "aten.embedding.",
+    "llama.custom_sdpa.",
+    "llama.update_cache.",
+    "executorch.exir.memory.",
+    "executorch_prim.",
+    "aten._local_scalar_dense",
+    "aten.sym_constrain_range",
+    "aten._assert_scalar",
+)
 # and what XNNPACK's slice cannot take, its offset computed at run time: the rope tables' rows at
 # input_pos (a slice each of cos and sin), the last token's row (a select at -1 of the symbolic
 # length, of the last attention's output and of its residual input), the input_pos scalar picks
@@ -101,9 +118,9 @@ KNOWN_OUTSIDE = ("aten.slice_copy.", "aten.select_copy.")
 def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     """``python -m lowering.llm --config tiny.yaml`` as export_llm takes it: the flow's .pte,
     lowered by xir alone, loads on the runtime and matches eager at prefill lengths 1 and 7."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama::custom_sdpa, update_cache)
-    import executorch.kernels.quantized  # noqa: F401
 
     from bench.llm_flow import write_checkpoint
     from lowering.llm import parse_args, run
@@ -121,8 +138,10 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     delegates, outside = delegate_count(builder.edge_manager), outside_ops(builder.edge_manager)
     unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
     with capsys.disabled():
-        print(f"\nlowering.llm on the tiny Llama 3: {delegates} delegates (stock {STOCK_DELEGATES}); outside: "
-              + ", ".join(f"{op} x{n}" for op, n in sorted(outside.items())))
+        print(
+            f"\nlowering.llm on the tiny Llama 3: {delegates} delegates (stock {STOCK_DELEGATES}); outside: "
+            + ", ".join(f"{op} x{n}" for op, n in sorted(outside.items()))
+        )
     # a layer in at most two delegates (before and after the custom SDPA and cache update), the
     # final norm and head in the last
     assert delegates <= 2 * TINY_PARAMS["n_layers"] < STOCK_DELEGATES
@@ -162,12 +181,15 @@ def _prefills(eager, buffer: bytes, lengths=(1, 7)):
     from xir_tools.harness import load_method
 
     for length in lengths:
-        tokens = torch.randint(0, TINY_PARAMS["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
+        tokens = torch.randint(
+            0, TINY_PARAMS["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length)
+        )
         pos = torch.tensor([0], dtype=torch.long)
         with torch.no_grad():
             expected = copy.deepcopy(eager)(tokens, {"input_pos": pos})
         _, method = load_method(buffer)
         yield length, method.execute([tokens, pos]), expected
+
 
 def _flow_argv(tmp_path, params: dict, *, bf16: bool = False, edit=lambda yaml: yaml, extra: str = "") -> list[str]:
     """``--config tiny.yaml`` for the flow on a seeded checkpoint of ``params`` (the tiny config;
@@ -204,7 +226,12 @@ def _check_calls(eager, buffer: bytes, calls, tolerance: float):
     for step, (ids, position) in enumerate(calls):
         with torch.no_grad():
             expected = stateful(ids, {"input_pos": torch.tensor([position])})
-        _close(method.execute([ids, torch.tensor([position])])[0], expected, tolerance, f"call {step} at position {position}")
+        _close(
+            method.execute([ids, torch.tensor([position])])[0],
+            expected,
+            tolerance,
+            f"call {step} at position {position}",
+        )
 
 
 def _check_generation(eager, buffer: bytes, params: dict, tolerance: float):
@@ -216,7 +243,6 @@ def _check_generation(eager, buffer: bytes, params: dict, tolerance: float):
     tokens = torch.randint(0, params["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(7))
     calls = [(tokens, 0)] + [(torch.tensor([[token]]), 7 + i) for i, token in enumerate((3, 11, 5))]
     _check_calls(eager, buffer, calls, tolerance)
-
 
 
 def _inside_outside(builder, delegates: int):
@@ -244,8 +270,13 @@ def _one_layer_in_two_delegates(builder):
 
 def _tensor_ops(ops: dict) -> dict:
     """``ops`` (op name: count) without memory planning and the symbolic-size arithmetic."""
-    scalar = ("executorch.exir.memory.", "executorch_prim.", "aten._local_scalar_dense", "aten.sym_constrain_range",
-              "aten._assert_scalar")
+    scalar = (
+        "executorch.exir.memory.",
+        "executorch_prim.",
+        "aten._local_scalar_dense",
+        "aten.sym_constrain_range",
+        "aten._assert_scalar",
+    )
     return {op: n for op, n in ops.items() if not op.startswith(scalar)}
 
 
@@ -268,8 +299,10 @@ def test_unsupported_option_is_named(tmp_path, monkeypatch):
 
 
 # each of xir's bf16 options in the flow: (linear, weight) dtypes inside the delegates
-BF16_OPTIONS = {"bf16_linears_as_f16": (torch.float16, torch.float16),
-                "bf16_activations_in_fp32": (torch.float32, torch.float16)}
+BF16_OPTIONS = {
+    "bf16_linears_as_f16": (torch.float16, torch.float16),
+    "bf16_activations_in_fp32": (torch.float32, torch.float16),
+}
 
 
 @pytest.mark.parametrize("option", sorted(BF16_OPTIONS))
@@ -280,9 +313,9 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     no bf16 op inside but converts), loaded on the runtime, within bf16's tolerance of the eager bf16
     model (``_check_generation``: prefills of 1, 7 and 20 tokens, a prefill of 7 then three decode
     steps); refused for stock's partitioners."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import UnsupportedOption, export_llama, parse_args, run
     from xir_tools.harness import delegate_count, delegated_bf16_ops, delegated_linear_dtypes, outside_ops
@@ -312,7 +345,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     assert next(eager.parameters()).dtype is torch.bfloat16
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
-    _check_generation(eager, buffer, TINY_PARAMS, tolerance=2 ** -5)
+    _check_generation(eager, buffer, TINY_PARAMS, tolerance=2**-5)
 
 
 def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
@@ -325,9 +358,9 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     of 1, 7 and 20 tokens and a prefill of 7 then three decode steps, equal to the eager bf16 model's
     logits."""
 
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
 
@@ -370,24 +403,32 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
     (``config_precisions=DYNAMIC_QUANT``): none of its passes that make ops only XNNPACK runs
     (``xir.slice``, ...) may run then, or the program could not be lowered."""
 
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
-    argv = _flow_argv(tmp_path, params, extra=QUANTIZATION_8DA4W,
-                      edit=lambda yaml: yaml.replace("extended_ops: true", f"extended_ops: {str(extended_ops).lower()}"))
+    argv = _flow_argv(
+        tmp_path,
+        params,
+        extra=QUANTIZATION_8DA4W,
+        edit=lambda yaml: yaml.replace("extended_ops: true", f"extended_ops: {str(extended_ops).lower()}"),
+    )
     builder = run(argv)
     edge = builder.edge_manager
     inside, outside = delegated_ops(edge), outside_ops(edge)
     if not extended_ops:  # q, k, v, o, w1, w2, w3 and the head, nothing else (and nothing fused)
         assert inside["torchao.choose_qparams_affine"] == 8 and inside["aten.linear"] == 8, (inside, outside)
-        assert set(inside) <= {"aten.linear", "torchao.choose_qparams_affine", "torchao.quantize_affine",
-                               "torchao.dequantize_affine"}, inside
+        assert set(inside) <= {
+            "aten.linear",
+            "torchao.choose_qparams_affine",
+            "torchao.quantize_affine",
+            "torchao.dequantize_affine",
+        }, inside
         assert not any(op.startswith("xir.") for op in outside), outside
     else:
         # the layer before the custom SDPA and cache update, and the layer after it with the final
@@ -419,18 +460,33 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
     the two tables widened by one mm each), no concatenation and no slice of the head's dims left
     inside, and one program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three
     decode steps against eager (bf16: within two bf16 ulps of the largest logit)."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
-    params = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, hidden_dim=128, vocab_size=256, norm_eps=1e-5,
-                  rope_theta=10000.0, use_scaled_rope=False, use_hf_rope=True, partial_rotary_factor=0.75,
-                  attention_qkv_bias=False)
-    argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16",
-                      edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: phi_4_mini"))
+    params = dict(
+        dim=64,
+        n_layers=1,
+        n_heads=4,
+        n_kv_heads=2,
+        hidden_dim=128,
+        vocab_size=256,
+        norm_eps=1e-5,
+        rope_theta=10000.0,
+        use_scaled_rope=False,
+        use_hf_rope=True,
+        partial_rotary_factor=0.75,
+        attention_qkv_bias=False,
+    )
+    argv = _flow_argv(
+        tmp_path,
+        params,
+        bf16=recipe == "bf16",
+        edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: phi_4_mini"),
+    )
     builder = run(argv)
     inside, outside = _one_layer_in_two_delegates(builder)
     # the swap of q's and k's heads, and each rope table widened from 12 to 16 dims
@@ -442,7 +498,7 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     assert next(eager.parameters()).dtype is (torch.bfloat16 if recipe == "bf16" else torch.float32)
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
-    _check_generation(eager, buffer, params, tolerance=2 ** -6 if recipe == "bf16" else 1e-5)
+    _check_generation(eager, buffer, params, tolerance=2**-6 if recipe == "bf16" else 1e-5)
 
 
 # what stays outside xir's delegates of a 1-layer program with the flow's attention in ATen ops
@@ -452,9 +508,18 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
 # tables and of the mask at input_pos (slice_copy with a bound computed at run time); the
 # input_pos picks and the last token's row (select_copy: hoist-row-select picks it where its walk up
 # from the flow's select stops)
-ATEN_SDPA_OUTSIDE = {"aten.embedding.out": 1, "aten.index_put.out": 2, "aten.copy_": 2, "aten.arange.start_out": 1,
-                     "aten.add.out": 1, "aten._to_copy.out": 1, "aten.scalar_tensor.out": 1, "aten.where.self_out": 1,
-                     "aten.slice_copy.Tensor_out": 3, "aten.select_copy.int_out": 4}
+ATEN_SDPA_OUTSIDE = {
+    "aten.embedding.out": 1,
+    "aten.index_put.out": 2,
+    "aten.copy_": 2,
+    "aten.arange.start_out": 1,
+    "aten.add.out": 1,
+    "aten._to_copy.out": 1,
+    "aten.scalar_tensor.out": 1,
+    "aten.where.self_out": 1,
+    "aten.slice_copy.Tensor_out": 3,
+    "aten.select_copy.int_out": 4,
+}
 
 
 @pytest.mark.parametrize("recipe", ["fp32", "bf16", "8da4w"])
@@ -466,17 +531,22 @@ def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
     runs inside (two bmm without repeating K and V: xnnpack.fold-repeat-into-bmm; the masked
     softmax: xnnpack.safe-softmax), nothing of float arithmetic stays outside, and one program
     runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three decode steps against eager."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
     quantized = QUANTIZATION_8DA4W if recipe == "8da4w" else ""
-    argv = _flow_argv(tmp_path, params, bf16=recipe == "bf16", extra=quantized,
-                      edit=lambda yaml: yaml.replace("use_sdpa_with_kv_cache: true", "use_sdpa_with_kv_cache: false"))
+    argv = _flow_argv(
+        tmp_path,
+        params,
+        bf16=recipe == "bf16",
+        extra=quantized,
+        edit=lambda yaml: yaml.replace("use_sdpa_with_kv_cache: true", "use_sdpa_with_kv_cache: false"),
+    )
     builder = run(argv)
     inside, outside = _inside_outside(builder, delegates=3)
     tensor_ops_outside = _tensor_ops(outside)
@@ -490,14 +560,27 @@ def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
-    tolerance = {"fp32": 1e-5, "bf16": 2 ** -6, "8da4w": 0.02}[recipe]
+    tolerance = {"fp32": 1e-5, "bf16": 2**-6, "8da4w": 0.02}[recipe]
     _check_generation(eager, buffer, params, tolerance=tolerance)
 
 
 # Qwen3 in the flow, tiny: q/k RMSNorm before the Hugging Face rope (model_class qwen3_0_6b)
-TINY_QWEN3_PARAMS = dict(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=32, hidden_dim=128, vocab_size=256,
-                         norm_eps=1e-6, rope_theta=1000000.0, use_scaled_rope=False, use_hf_rope=True,
-                         attention_qkv_bias=False, use_qk_norm=True, qk_norm_before_rope=True)
+TINY_QWEN3_PARAMS = dict(
+    dim=64,
+    n_layers=1,
+    n_heads=4,
+    n_kv_heads=2,
+    head_dim=32,
+    hidden_dim=128,
+    vocab_size=256,
+    norm_eps=1e-6,
+    rope_theta=1000000.0,
+    use_scaled_rope=False,
+    use_hf_rope=True,
+    attention_qkv_bias=False,
+    use_qk_norm=True,
+    qk_norm_before_rope=True,
+)
 
 
 @pytest.mark.parametrize("recipe", ["fp32", "8da4w"])
@@ -510,17 +593,21 @@ def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
     rotation one doubled concatenation and its slice (xnnpack.rotate-half-sign-in-sin); and one
     program runs prefills of 1, 7 and 20 tokens and a prefill of 7 then three decode steps against
     eager."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = TINY_QWEN3_PARAMS
     quantized = QUANTIZATION_8DA4W if recipe == "8da4w" else ""
-    argv = _flow_argv(tmp_path, params, extra=quantized,
-                      edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: qwen3_0_6b"))
+    argv = _flow_argv(
+        tmp_path,
+        params,
+        extra=quantized,
+        edit=lambda yaml: yaml.replace("model_class: llama3", "model_class: qwen3_0_6b"),
+    )
     builder = run(argv)
     inside, outside = _one_layer_in_two_delegates(builder)
     assert outside["aten.slice_copy.Tensor_out"] == 2, outside  # the rope tables' rows at input_pos
@@ -544,27 +631,37 @@ def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
     embedding, the rope tables' rows at input_pos (``index``), the input_pos pick, the custom SDPA
     and the cache updates; and one program decodes six tokens one by one from position 0 on its own
     KV cache, each step's logits against eager's."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
-    argv = _flow_argv(tmp_path, params,
-                      edit=lambda yaml: yaml.replace("enable_dynamic_shape: true", "enable_dynamic_shape: false"))
+    argv = _flow_argv(
+        tmp_path, params, edit=lambda yaml: yaml.replace("enable_dynamic_shape: true", "enable_dynamic_shape: false")
+    )
     builder = run(argv)
     inside, outside = _inside_outside(builder, delegates=2)
     tensor_ops_outside = _tensor_ops(outside)
-    assert tensor_ops_outside == {"aten.embedding.out": 1, "aten.index.Tensor_out": 2, "aten.select_copy.int_out": 1,
-                                  "llama.update_cache.out": 2, "llama.custom_sdpa.out": 1}, tensor_ops_outside
+    assert tensor_ops_outside == {
+        "aten.embedding.out": 1,
+        "aten.index.Tensor_out": 2,
+        "aten.select_copy.int_out": 1,
+        "llama.update_cache.out": 2,
+        "llama.custom_sdpa.out": 1,
+    }, tensor_ops_outside
     assert "aten.mean.dim" not in inside and "aten.cat" not in inside, inside
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
-    _check_calls(eager, buffer, [(torch.tensor([[token]]), position) for position, token in enumerate((5, 17, 3, 200, 42, 9))],
-                 tolerance=1e-5)
+    _check_calls(
+        eager,
+        buffer,
+        [(torch.tensor([[token]]), position) for position, token in enumerate((5, 17, 3, 200, 42, 9))],
+        tolerance=1e-5,
+    )
 
 
 # What the flow's stock stages ([XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner]) make of
@@ -580,9 +677,9 @@ def test_export_llm_command_two_xir_stages_one_layer(tmp_path, monkeypatch, caps
     second (issue 54: it refused the program); no xir op is left outside, no linear either, the
     delegates are at most stock's two stages', and one program runs prefills of 1, 7 and 20 tokens
     and a prefill of 7 then three decode steps against eager."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
-    import executorch.kernels.quantized  # noqa: F401
 
     from lowering.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, outside_ops
@@ -594,10 +691,14 @@ def test_export_llm_command_two_xir_stages_one_layer(tmp_path, monkeypatch, caps
     edge = builder.edge_manager
     inside, outside = delegated_ops(edge), outside_ops(edge)
     with capsys.disabled():
-        print(f"\nxir-dq+xir on the 1-layer tiny Llama 3, {recipe}: {delegate_count(edge)} delegates "
-              f"(stock's two stages {STOCK_ONE_LAYER_DELEGATES[recipe]})")
+        print(
+            f"\nxir-dq+xir on the 1-layer tiny Llama 3, {recipe}: {delegate_count(edge)} delegates "
+            f"(stock's two stages {STOCK_ONE_LAYER_DELEGATES[recipe]})"
+        )
     assert not any(op.startswith("xir.") for op in outside), outside
-    assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm", "torchao.")) for op in outside), outside
+    assert not any(op.startswith(("aten.linear", "aten.mm", "aten.bmm", "aten.addmm", "torchao.")) for op in outside), (
+        outside
+    )
     unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
     assert not unexpected, f"ops outside xir's delegates beyond the known ones: {unexpected}"
     assert 2 <= delegate_count(edge) <= STOCK_ONE_LAYER_DELEGATES[recipe], (inside, outside)
@@ -611,4 +712,4 @@ def test_export_llm_command_two_xir_stages_one_layer(tmp_path, monkeypatch, caps
 
     eager = flow._prepare_for_llama_export(parse_args(argv)[0]).model.eval()
     buffer = open(builder.get_saved_pte_filename(), "rb").read()
-    _check_generation(eager, buffer, params, tolerance={"fp32": 1e-5, "bf16": 2 ** -6, "8da4w": 0.02}[recipe])
+    _check_generation(eager, buffer, params, tolerance={"fp32": 1e-5, "bf16": 2**-6, "8da4w": 0.02}[recipe])

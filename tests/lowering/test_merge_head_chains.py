@@ -34,7 +34,7 @@ class HeadNorm(torch.nn.Module):
 
 
 def rotate_half(t):
-    return torch.cat([-t[..., HEAD_DIM // 2:], t[..., :HEAD_DIM // 2]], -1)
+    return torch.cat([-t[..., HEAD_DIM // 2 :], t[..., : HEAD_DIM // 2]], -1)
 
 
 class QKNormRope(torch.nn.Module):
@@ -145,8 +145,12 @@ class RandomChains(torch.nn.Module):
         self.steps = [self.STEPS[int(i)] for i in torch.randint(len(self.STEPS), (6,), generator=rng)]
         self.wq = torch.nn.Linear(WIDTH, HEADS * HEAD_DIM, bias=False)
         self.wk = torch.nn.Linear(WIDTH, KV_HEADS * HEAD_DIM, bias=False)
-        self.q_weights = torch.nn.ParameterList(torch.nn.Parameter(1 + 0.2 * torch.randn(HEAD_DIM, generator=rng)) for _ in self.steps)
-        self.k_weights = torch.nn.ParameterList(torch.nn.Parameter(1 + 0.2 * torch.randn(HEAD_DIM, generator=rng)) for _ in self.steps)
+        self.q_weights = torch.nn.ParameterList(
+            torch.nn.Parameter(1 + 0.2 * torch.randn(HEAD_DIM, generator=rng)) for _ in self.steps
+        )
+        self.k_weights = torch.nn.ParameterList(
+            torch.nn.Parameter(1 + 0.2 * torch.randn(HEAD_DIM, generator=rng)) for _ in self.steps
+        )
         self.shift = torch.nn.Parameter(torch.randn(HEAD_DIM, generator=rng))
 
     def chain(self, t, weights, table):

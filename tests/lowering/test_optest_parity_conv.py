@@ -27,9 +27,8 @@ import pytest
 import torch
 from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
 
-from xir_tools.harness import lower
-from xir_tools.harness import max_error, run_pte
 from lowering.quantizer import quantize_pt2e
+from xir_tools.harness import lower, max_error, run_pte
 
 VIAS = ("etal", "backend")
 QDQ = ("quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor")
@@ -45,6 +44,7 @@ def _output_scale(ep) -> float:
 
 
 # ---------------------------------------------------------- static: even kernel, 'same' padding
+
 
 class SamePadFlatten(torch.nn.Module):  # test_conv2d.py's EvenSamePadFlatten
     def __init__(self):
@@ -77,8 +77,17 @@ def _same_pad_program(name: str):
     return converted, inputs
 
 
-@pytest.mark.parametrize("name, via", [("conv2d", "etal"), ("conv2d", "backend"), ("conv2d-no-bias", "backend"),
-                                       ("depthwise", "etal"), ("flatten", "backend"), ("conv1d", "etal")])
+@pytest.mark.parametrize(
+    "name, via",
+    [
+        ("conv2d", "etal"),
+        ("conv2d", "backend"),
+        ("conv2d-no-bias", "backend"),
+        ("depthwise", "etal"),
+        ("flatten", "backend"),
+        ("conv1d", "etal"),
+    ],
+)
 def test_quantized_even_kernel_same_padding(name, via):
     converted, inputs = _same_pad_program(name)
     ep = _export(converted, inputs)
@@ -107,11 +116,14 @@ PAD_IR = """graph @g {{
 """
 
 
-@pytest.mark.parametrize("pad, value, padded, out, where", [
-    ([1, 2, 1, 2], 0.0, "[1,2,11,11]", "8,8", "with-the-conv"),
-    ([1, 2, 1, 2], 0.5, "[1,2,11,11]", "8,8", "between-conversions"),  # pads with 0.5, not the zero point
-    ([1, 2, 1, 2, 1, 0], 0.0, "[1,3,11,11]", "8,8", "outside"),  # pads the channels too
-])
+@pytest.mark.parametrize(
+    "pad, value, padded, out, where",
+    [
+        ([1, 2, 1, 2], 0.0, "[1,2,11,11]", "8,8", "with-the-conv"),
+        ([1, 2, 1, 2], 0.5, "[1,2,11,11]", "8,8", "between-conversions"),  # pads with 0.5, not the zero point
+        ([1, 2, 1, 2, 1, 0], 0.0, "[1,3,11,11]", "8,8", "outside"),  # pads the channels too
+    ],
+)
 def test_pad_goes_with_the_quantized_conv_only_when_it_pads_spatial_dims_with_zero(pad, value, padded, out, where):
     """The rule (IR level): the pad joins the quantized conv only as stock's ConvolutionConfig takes
     it (value 0, spatial dims, no negative amounts); otherwise the conv stays outside, no Q/DQ
@@ -142,6 +154,7 @@ def test_pad_goes_with_the_quantized_conv_only_when_it_pads_spatial_dims_with_ze
 
 
 # ------------------------------------------------------------ dynamic: transposed convolutions
+
 
 class TransposedSeq(torch.nn.Module):  # test_conv2d.py's Conv2dDQSeq(transpose=True)
     def __init__(self):
@@ -183,16 +196,25 @@ def _transposed_program(name: str):
     return quantize_pt2e(module.eval(), inputs, is_per_channel=True, is_dynamic=True), inputs, convs
 
 
-@pytest.mark.parametrize("name, per_op_mode, via", [("single", True, "etal"), ("single", True, "backend"),
-                                                    ("strided", False, "etal"), ("seq", True, "backend"),
-                                                    ("seq", False, "etal"), ("parallel", True, "etal")])
+@pytest.mark.parametrize(
+    "name, per_op_mode, via",
+    [
+        ("single", True, "etal"),
+        ("single", True, "backend"),
+        ("strided", False, "etal"),
+        ("seq", True, "backend"),
+        ("seq", False, "etal"),
+        ("parallel", True, "etal"),
+    ],
+)
 def test_dynamically_quantized_transposed_conv(name, per_op_mode, via):
     converted, inputs, convs = _transposed_program(name)
     ep = _export(converted, inputs)
     expected = ep.module()(*inputs)
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-    result = lower(ep, inputs, "xir", via=via, per_op_mode=per_op_mode,
-                   config_precisions=ConfigPrecisionType.DYNAMIC_QUANT)
+    result = lower(
+        ep, inputs, "xir", via=via, per_op_mode=per_op_mode, config_precisions=ConfigPrecisionType.DYNAMIC_QUANT
+    )
     assert result.ran, result.error
     assert result.delegated["aten.convolution"] == convs and not result.outside, (result.delegated, result.outside)
     assert result.delegates == (convs if per_op_mode else 1)
@@ -202,6 +224,7 @@ def test_dynamically_quantized_transposed_conv(name, per_op_mode, via):
 
 
 # ------------------------------------------------ fp32 partitioner on a quantized conv (conv1d)
+
 
 @functools.lru_cache(maxsize=None)
 def _conv1d_quantized():
@@ -246,6 +269,7 @@ def test_fp32_partitioner_leaves_a_conv_with_a_dequantized_weight_outside():
 
 
 # -------------------------------------------------------- per-channel quantized slice_copy
+
 
 class PerChannelSlice(torch.nn.Module):
     """test_qs8_per_channel_slice_copy_matching_distinct_constant_qparams's module (input and output

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from lowering.capability import Options
-from xir_tools.harness import lower, reference
 from lowering.partition import plan_partition
 from xir import parse_graph
+from xir_tools.harness import lower, reference
 
 CLONE = "dim_order_ops._clone_dim_order"
 TO_COPY = "dim_order_ops._to_dim_order_copy"
@@ -126,7 +126,8 @@ def test_a_softmax_after_a_channels_last_op_is_planned_in_a_group_of_its_own(ret
 def test_a_softmax_after_a_layout_reset_shares_the_group():
     """After a view, the tensor is contiguous again in XNNPACK: one group for all."""
     text = SOFTMAX_AFTER_MAX.format(between="abs", returned="%4").replace(
-        "%2: f32[2,3,1,7] = aten.abs(%0)", "%2: f32[2,3,1,7] = aten.view_copy(%0) {size=[2,3,1,7]}")
+        "%2: f32[2,3,1,7] = aten.abs(%0)", "%2: f32[2,3,1,7] = aten.view_copy(%0) {size=[2,3,1,7]}"
+    )
     plan = plan_partition(parse_graph(text), Options())
     assert [g.ops() for g in plan.groups] == [["aten.max.dim", "aten.view_copy", "aten._softmax", "aten.relu"]]
 

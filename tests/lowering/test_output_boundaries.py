@@ -10,10 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xir_tools.harness import lower, reference
-from xir_tools.examples import quantize_module
-
 from tests.lowering.test_bf16 import _randomize, bf16_tolerance
+from xir_tools.examples import quantize_module
+from xir_tools.harness import lower, reference
 
 BF16 = torch.bfloat16
 DTYPES = pytest.mark.parametrize("dtype", [torch.float32, BF16], ids=["fp32", "bf16"])
@@ -46,8 +45,13 @@ def assert_matches(result, ref, tol):
 
 
 def stock_matches(stock, ref, tol) -> bool:
-    return stock.ran and len(stock.outputs) == len(ref) and all(
-        o.shape == e.shape and (o.float() - e.float()).abs().max().item() <= tol for o, e in zip(stock.outputs, ref))
+    return (
+        stock.ran
+        and len(stock.outputs) == len(ref)
+        and all(
+            o.shape == e.shape and (o.float() - e.float()).abs().max().item() <= tol for o, e in zip(stock.outputs, ref)
+        )
+    )
 
 
 def assert_stock(stock, ref, tol, expected):
@@ -106,9 +110,14 @@ BN_CASES = {
 # into a conv/linear with another user; it delegates the batch norm alone, correct in all three.
 # In bf16 the runtime refuses the delegate: "Failed to create convolution node" (conv2d) or
 # "Failed to create depthwise convolution node" (the standalone batch norm after a linear).
-STOCK_BN = {("conv2d", "fp32"): "matches", ("conv2d", "bf16"): "load failed",
-            ("linear-2d", "fp32"): "matches", ("linear-2d", "bf16"): "load failed",
-            ("linear-3d", "fp32"): "matches", ("linear-3d", "bf16"): "load failed"}
+STOCK_BN = {
+    ("conv2d", "fp32"): "matches",
+    ("conv2d", "bf16"): "load failed",
+    ("linear-2d", "fp32"): "matches",
+    ("linear-2d", "bf16"): "load failed",
+    ("linear-3d", "fp32"): "matches",
+    ("linear-3d", "bf16"): "load failed",
+}
 
 
 def dtype_id(dtype):
@@ -166,8 +175,10 @@ def _forward(module, x):
     return y, x
 
 
-QUANT_CASES = {"conv": (QuantConv, (1, 3, 8, 8), ("aten.convolution",)),
-               "linear": (QuantLinear, (4, 8), ("aten.linear", "aten.addmm", "aten.mm"))}
+QUANT_CASES = {
+    "conv": (QuantConv, (1, 3, 8, 8), ("aten.convolution",)),
+    "linear": (QuantLinear, (4, 8), ("aten.linear", "aten.addmm", "aten.mm")),
+}
 
 
 @pytest.mark.parametrize("variant", ["relu", "chained", "twice", "input"])
@@ -260,7 +271,9 @@ def test_max_pool_indices_are_an_output(indices, dtype):
     errors = output_errors(ours, ref)
     assert errors[0] <= tol, f"values: max error {errors[0]} > {tol}"
     if indices:
-        assert torch.equal(ours.outputs[1], ref[1]), f"indices differ at {(ours.outputs[1] != ref[1]).sum().item()} places"
+        assert torch.equal(ours.outputs[1], ref[1]), (
+            f"indices differ at {(ours.outputs[1] != ref[1]).sum().item()} places"
+        )
         assert sum(ours.outside[op] for op in MAX_POOL) == 1  # XNNPACK max pooling has no indices
         assert sum(ours.delegated[op] for op in MAX_POOL) == 0
     else:

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 
 from xir_tools.examples import quantize_module
-
 from xir_tools.harness import compute_count, lower, reference
 
 torch.manual_seed(0)
@@ -35,11 +34,14 @@ FP32_CASES = {
     "mul": (lambda x, y: x * y, (r(4, 8), r(4, 8))),
     "div": (lambda x, y: x / (y.abs() + 1), (r(4, 8), r(4, 8))),
     "unary-chain": (lambda x: torch.sigmoid(torch.tanh(torch.exp(-x.abs()).neg()).floor() + x.ceil()), (r(4, 8),)),
-    "sqrt-rsqrt-log": (lambda x: torch.sqrt(x.abs() + 1) + torch.rsqrt(x.abs() + 1) + torch.log(x.abs() + 1), (r(4, 8),)),
+    "sqrt-rsqrt-log": (
+        lambda x: torch.sqrt(x.abs() + 1) + torch.rsqrt(x.abs() + 1) + torch.log(x.abs() + 1),
+        (r(4, 8),),
+    ),
     "activations": (lambda x: F.hardswish(F.leaky_relu(F.hardtanh(F.relu(x) - 0.5), 0.2)), (r(4, 8),)),
     "clamp-min-max": (lambda x: torch.minimum(torch.clamp(x, -0.5, 0.5), torch.maximum(x, x * 0.1)), (r(4, 8),)),
     "gelu": (lambda x: F.gelu(x), (r(4, 8),)),
-    "square": (lambda x: x ** 2, (r(4, 8),)),
+    "square": (lambda x: x**2, (r(4, 8),)),
     "linear-3d": (lambda x, w, b: F.linear(x, w, b), (r(2, 5, 8),), r(16, 8), r(16)),
     "linear-relu": (lambda x, w: F.relu(F.linear(x, w)), (r(4, 8),), r(16, 8)),
     "bmm": (lambda a, b: torch.bmm(a, b), (r(2, 4, 8), r(2, 8, 3))),
@@ -56,7 +58,14 @@ FP32_CASES = {
     "pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), (r(1, 2, 4, 4),)),
     "upsample-bilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), (r(1, 2, 4, 4),)),
     "prelu": (lambda x, w: F.prelu(x, w), (r(1, 4, 3, 3),), torch.rand(4)),
-    "batch-norm-alone": (lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b), (r(2, 4, 5),), r(4), torch.rand(4) + 0.5, r(4), r(4)),
+    "batch-norm-alone": (
+        lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b),
+        (r(2, 4, 5),),
+        r(4),
+        torch.rand(4) + 0.5,
+        r(4),
+        r(4),
+    ),
     "6d-permute": (lambda x: x.permute(5, 4, 3, 2, 1, 0) * 2, (r(2, 1, 3, 1, 2, 2),)),
     # stock delegates these and XNNPACK computes something else (xir keeps the op outside)
     "softmax-after-conv": (lambda x, w: torch.softmax(F.conv2d(x, w), -1), (r(1, 3, 6, 6),), r(4, 3, 3, 3)),
@@ -87,12 +96,19 @@ def test_fp32_op_parity(name):
     if stock_correct:
         # everything stock leaves outside, xir may leave outside; xir leaves nothing more outside
         extra = ours.outside - stock.outside
-        assert not extra, f"xir leaves {dict(extra)} outside where stock delegates them (report:\n{ours.partitioner.report()})"
+        assert not extra, (
+            f"xir leaves {dict(extra)} outside where stock delegates them (report:\n{ours.partitioner.report()})"
+        )
 
 
-@pytest.mark.parametrize("name, op", [("softmax-after-conv", "aten._softmax"),
-                                      ("upsample-bilinear-1.3", "aten.upsample_bilinear2d.vec"),
-                                      ("addmm-beta-alpha", "aten.addmm")])
+@pytest.mark.parametrize(
+    "name, op",
+    [
+        ("softmax-after-conv", "aten._softmax"),
+        ("upsample-bilinear-1.3", "aten.upsample_bilinear2d.vec"),
+        ("addmm-beta-alpha", "aten.addmm"),
+    ],
+)
 def test_stock_computes_something_else(name, op):
     ep, inputs, stock, ours = lowered_case(name)
     ref = reference(ep, inputs)
@@ -122,12 +138,32 @@ def test_gelu_tanh_is_not_delegated_because_xnnpack_computes_exact_gelu():
 
 
 QUANT_CASES = {
-    "static-conv-relu": (lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()), (r(1, 3, 8, 8),), "static", False),
-    "static-conv-per-channel": (lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)), (r(1, 3, 8, 8),), "static", True),
-    "static-linear": (lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)), (r(4, 8),), "static", False),
+    "static-conv-relu": (
+        lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()),
+        (r(1, 3, 8, 8),),
+        "static",
+        False,
+    ),
+    "static-conv-per-channel": (
+        lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)),
+        (r(1, 3, 8, 8),),
+        "static",
+        True,
+    ),
+    "static-linear": (
+        lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)),
+        (r(4, 8),),
+        "static",
+        False,
+    ),
     "static-linear-per-channel": (lambda: torch.nn.Sequential(torch.nn.Linear(8, 16)), (r(4, 8),), "static", True),
     "static-add-maxpool": (lambda: AddPool(), (r(1, 4, 8, 8),), "static", False),
-    "dynamic-linear": (lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)), (r(4, 8),), "dynamic", True),
+    "dynamic-linear": (
+        lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)),
+        (r(4, 8),),
+        "dynamic",
+        True,
+    ),
 }
 
 

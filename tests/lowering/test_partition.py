@@ -6,7 +6,6 @@ import torch
 from lowering.capability import Options
 from lowering.partition import plan_partition
 from xir import parse_graph
-
 from xir_tools.harness import lower, reference
 
 CYCLE = """graph @g {

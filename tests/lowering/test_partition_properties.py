@@ -35,17 +35,21 @@ from hypothesis import strategies as st
 
 from lowering.capability import Options
 from lowering.partition import plan_partition
-from lowering.rules import is_static, DEQUANTIZE_OPS, MAX_RANK, QUANTIZE_OPS
-from xir import DType, Graph, TensorType, parse_graph, print_graph, verify
-
+from lowering.rules import DEQUANTIZE_OPS, MAX_RANK, QUANTIZE_OPS, is_static
 from tests.lowering.random_graphs import FLOAT_KINDS, graphs
+from xir import DType, Graph, TensorType, parse_graph, print_graph, verify
 
 # Shrinking a failure takes minutes; it is off unless XIR_SHRINK=1 (the minimal graphs found
 # with it are kept below as test_counterexample_*; a failure without it still prints its graph).
 SHRINK = os.environ.get("XIR_SHRINK", "") not in ("", "0")
-SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
-                phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if SHRINK else []),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+SETTINGS = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=False,
+    phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if SHRINK else []),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 EXAMPLES = 300  # per test: 16 random-graph tests x 300 = 4800 graphs (~2-4 ms each)
 MODES = pytest.mark.parametrize("per_op_mode", [False, True], ids=["graph-mode", "per-op-mode"])
 
@@ -59,8 +63,11 @@ def cases(per_op_mode: bool, shared_dq: bool | None = None, float_only: bool = F
     without = st.tuples(graphs(bf16=False, **shape), st.just(False))
     force = st.sampled_from([False, False, False, True])
     return st.tuples(st.one_of(without, with_bf16), force).map(
-        lambda drawn: (drawn[0][0], Options(enable_bf16=drawn[0][1], per_op_mode=per_op_mode,
-                                            force_non_static_weights_for_f32_linear=drawn[1])))
+        lambda drawn: (
+            drawn[0][0],
+            Options(enable_bf16=drawn[0][1], per_op_mode=per_op_mode, force_non_static_weights_for_f32_linear=drawn[1]),
+        )
+    )
 
 
 def planned(case):
@@ -70,6 +77,7 @@ def planned(case):
 
 
 # ------------------------------------------------------------------ independent graph facts
+
 
 def node_dag(graph: Graph):
     """(nodes in program order, position by id, successor position sets): edges from a node to
@@ -105,6 +113,7 @@ def describe(graph: Graph, option, plan) -> str:
 
 # ------------------------------------------------------------------------------ properties
 
+
 def check_convex(graph: Graph, option, plan) -> None:
     nodes, position, successors = node_dag(graph)
     reach = descendants(successors)
@@ -118,8 +127,10 @@ def check_convex(graph: Graph, option, plan) -> None:
             from_group = any(reach[u] >> w & 1 for u in range(len(nodes)) if members >> u & 1)
             if from_group and reach[w] & members:
                 inside = [i for i in range(len(nodes)) if members >> i & 1]
-                raise AssertionError(f"{group.tag} (nodes {inside}) is not convex: a path leaves it, goes through "
-                                     f"node {w} ({nodes[w].op}) outside and comes back" + describe(graph, option, plan))
+                raise AssertionError(
+                    f"{group.tag} (nodes {inside}) is not convex: a path leaves it, goes through "
+                    f"node {w} ({nodes[w].op}) outside and comes back" + describe(graph, option, plan)
+                )
 
 
 def check_groups_acyclic(graph: Graph, option, plan) -> None:
@@ -150,8 +161,9 @@ def check_groups_acyclic(graph: Graph, option, plan) -> None:
                 ready.append(b)
     if seen != len(vertices):
         cyclic = sorted(f"tag{v - len(nodes)}" if v >= len(nodes) else f"node {v}" for v in vertices if indegree[v] > 0)
-        raise AssertionError(f"the groups contracted to single nodes form a cycle through {cyclic}"
-                             + describe(graph, option, plan))
+        raise AssertionError(
+            f"the groups contracted to single nodes form a cycle through {cyclic}" + describe(graph, option, plan)
+        )
 
 
 def check_rank(graph: Graph, option, plan) -> None:
@@ -159,8 +171,10 @@ def check_rank(graph: Graph, option, plan) -> None:
         for node in group.nodes:
             for value in list(node.operands) + list(node.results):
                 if isinstance(value.type, TensorType) and value.type.rank > MAX_RANK:
-                    raise AssertionError(f"{group.tag} delegates {node.op} with a {value.type.rank}-D value "
-                                         f"{value.type}" + describe(graph, option, plan))
+                    raise AssertionError(
+                        f"{group.tag} delegates {node.op} with a {value.type.rank}-D value "
+                        f"{value.type}" + describe(graph, option, plan)
+                    )
 
 
 def check_implicit(graph: Graph, option, plan) -> None:
@@ -185,10 +199,16 @@ def check_implicit_dequantize_stays_inside(graph: Graph, option, plan) -> None:
         for qdq in group.implicit:
             if qdq.op not in DEQUANTIZE_OPS:
                 continue
-            outside = [("the graph outputs" if u.is_return else u.op) for r in qdq.results for u in r.users
-                       if u.is_return or id(u) not in members]
-            assert not outside, (f"{group.tag} folds {qdq.op}, whose float result is also read outside the group by "
-                                 f"{outside}: the delegate would hand out its int8 input" + describe(graph, option, plan))
+            outside = [
+                ("the graph outputs" if u.is_return else u.op)
+                for r in qdq.results
+                for u in r.users
+                if u.is_return or id(u) not in members
+            ]
+            assert not outside, (
+                f"{group.tag} folds {qdq.op}, whose float result is also read outside the group by "
+                f"{outside}: the delegate would hand out its int8 input" + describe(graph, option, plan)
+            )
 
 
 def check_cover(graph: Graph, option, plan) -> None:
@@ -205,13 +225,16 @@ def check_cover(graph: Graph, option, plan) -> None:
     for node in graph:
         groups, rejections = count.get(id(node), 0), rejected.get(id(node), 0)
         assert (groups, rejections) in ((1, 0), (0, 1)), (
-            f"{node.op} is in {groups} group(s) and rejected {rejections} time(s)" + describe(graph, option, plan))
+            f"{node.op} is in {groups} group(s) and rejected {rejections} time(s)" + describe(graph, option, plan)
+        )
 
 
 def plan_signature(graph: Graph, plan) -> tuple:
     position = {id(n): i for i, n in enumerate(graph)}
-    groups = tuple((g.index, tuple(position[id(n)] for n in g.nodes), tuple(position[id(n)] for n in g.implicit))
-                   for g in plan.groups)
+    groups = tuple(
+        (g.index, tuple(position[id(n)] for n in g.nodes), tuple(position[id(n)] for n in g.implicit))
+        for g in plan.groups
+    )
     rejected = tuple((position[id(r.node)], r.rule, r.reason) for r in plan.rejected)
     return groups, rejected
 
@@ -219,6 +242,7 @@ def plan_signature(graph: Graph, plan) -> tuple:
 # ----------------------------------------------------------------------- the hypothesis tests
 # (each test draws its own graphs; per_op_mode is a parameter so that a bug in one mode does
 # not hide the other)
+
 
 def test_0_generator_covers_what_the_properties_are_about():
     """The random graphs have what the properties need (else a passing property says little):
@@ -237,15 +261,17 @@ def test_0_generator_covers_what_the_properties_are_about():
         seen["graphs"] += 1
         seen["above 6-D"] += any(isinstance(v.type, TensorType) and v.type.rank > MAX_RANK for v in values)
         seen["bf16 with enable_bf16"] += option.enable_bf16 and any(
-            isinstance(v.type, TensorType) and v.type.dtype is DType.bf16 for v in values)
+            isinstance(v.type, TensorType) and v.type.dtype is DType.bf16 for v in values
+        )
         seen["folded Q/DQ"] += any(g.implicit for g in plan.groups)
         seen["shared dequantize"] += any(n.op in DEQUANTIZE_OPS and len(n.users) > 1 for n in graph)
         seen["quantized op with a float output"] += any("output is not" in r.reason for r in plan.rejected)
         seen["multi-result node"] += any(len(n.results) > 1 for n in graph)
         seen["read twice and returned"] += any(v.is_graph_output() and len(v.users) > 2 for v in values)
         seen["opaque op"] += any(n.definition is None for n in graph)
-        seen["non-constant weight"] += any(n.op in ("aten.linear", "aten.convolution") and not is_static(n.weight)
-                                           for n in graph)
+        seen["non-constant weight"] += any(
+            n.op in ("aten.linear", "aten.convolution") and not is_static(n.weight) for n in graph
+        )
         seen["several outputs"] += len(graph.outputs) > 1
         seen["multi-node group"] += any(len(g.nodes) > 2 for g in plan.groups)
         seen["rejection"] += bool(plan.rejected)
@@ -322,8 +348,9 @@ def test_5_text_round_trip_keeps_the_graph_and_the_plan(data):
     verify(again)
     for option in (option, attrs.evolve(option, per_op_mode=True)):
         plan = plan_partition(graph, option)
-        assert plan_signature(again, plan_partition(again, option)) == plan_signature(graph, plan), \
-            describe(graph, option, plan)
+        assert plan_signature(again, plan_partition(again, option)) == plan_signature(graph, plan), describe(
+            graph, option, plan
+        )
 
 
 # --------------------------------------------------------------- minimal counterexamples
@@ -427,8 +454,9 @@ def _plan(text: str, per_op_mode: bool):
     return graph, option, plan_partition(graph, option)
 
 
-RESIDUALS = pytest.mark.parametrize("text", [RESIDUAL_AROUND_REJECTED_OP, RESIDUAL_AS_QUANTIZED],
-                                    ids=["minimal", "as-quantized"])
+RESIDUALS = pytest.mark.parametrize(
+    "text", [RESIDUAL_AROUND_REJECTED_OP, RESIDUAL_AS_QUANTIZED], ids=["minimal", "as-quantized"]
+)
 
 
 @RESIDUALS
@@ -445,8 +473,14 @@ def test_counterexample_1b_residual_around_rejected_op_graph_mode(text):
 def test_residual_around_rejected_op_per_op_mode(text):
     """(Per-op mode takes these two graphs correctly: every property holds.)"""
     graph, option, plan = _plan(text, True)
-    for check in (check_convex, check_groups_acyclic, check_rank, check_implicit,
-                  check_implicit_dequantize_stays_inside, check_cover):
+    for check in (
+        check_convex,
+        check_groups_acyclic,
+        check_rank,
+        check_implicit,
+        check_implicit_dequantize_stays_inside,
+        check_cover,
+    ):
         check(graph, option, plan)
 
 
@@ -498,12 +532,12 @@ def test_6_write_back_round_trip_and_emit_tags(name):
 
     import lowering
     import xir
-    from xir_tools.examples import EXAMPLES, edge_program
     from lowering.partitioner import IMPLICIT_QDQ_KEY, emit_tags
     from lowering.writeback import write_back
     from passes import PassManager, VerifyEach
     from passes.testing import normalize
     from xir import InputKind
+    from xir_tools.examples import EXAMPLES, edge_program
 
     bf16 = name in EXAMPLES and EXAMPLES[name].dtype is torch.bfloat16
     ep = edge_program(exported(name))

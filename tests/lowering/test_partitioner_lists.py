@@ -89,16 +89,23 @@ def test_lists_with_xir(quantized, order):
     from lowering.llm import transform_passes
 
     ep, module = quantized
-    stages = {"xir-dq": lambda: _dq("xir"), "stock-dq": lambda: _dq("stock"),
-              "xir": lambda: harness.make_partitioner("xir"), "stock": lambda: harness.make_partitioner("stock")}
+    stages = {
+        "xir-dq": lambda: _dq("xir"),
+        "stock-dq": lambda: _dq("stock"),
+        "xir": lambda: harness.make_partitioner("xir"),
+        "stock": lambda: harness.make_partitioner("stock"),
+    }
     partitioners = [stages[name]() for name in order.split(",")]
-    edge = to_edge_transform_and_lower(ep, transform_passes=transform_passes(partitioners) or None,
-                                       partitioner=partitioners)
+    edge = to_edge_transform_and_lower(
+        ep, transform_passes=transform_passes(partitioners) or None, partitioner=partitioners
+    )
     inside = harness.delegated_ops(edge)
     # both linears with their dynamic quantization inside, each in a delegate
     assert inside["aten.linear"] + inside.get("aten.mm", 0) + inside.get("aten.addmm", 0) >= 2, inside
-    assert not any(op.startswith(("aten.linear", "aten.mm", "aten.addmm", "quantized_decomposed."))
-                   for op in harness.outside_ops(edge)), harness.outside_ops(edge)
+    assert not any(
+        op.startswith(("aten.linear", "aten.mm", "aten.addmm", "quantized_decomposed."))
+        for op in harness.outside_ops(edge)
+    ), harness.outside_ops(edge)
     if order.endswith(",xir"):  # xir's second stage takes the float ops, its slices among them
         assert inside["xir.slice"] >= 2 and "aten.sigmoid" in inside, inside
     _check_on_runtime(edge, module, tolerance=0.05)
@@ -120,8 +127,12 @@ def test_xir_ops_no_partitioner_takes_are_written_back(dtype):
     rewrites = harness.make_partitioner("xir", enable_bf16=bf16)
     stage = _dq("xir", enable_bf16=bf16)
     for skip_dim_order in (False, True):  # (the cast the edge program uses: dim-order's, or aten._to_copy)
-        edge = to_edge_transform_and_lower(ep, transform_passes=rewrites.transform_passes(), partitioner=[stage],
-                                           compile_config=EdgeCompileConfig(_skip_dim_order=skip_dim_order))
+        edge = to_edge_transform_and_lower(
+            ep,
+            transform_passes=rewrites.transform_passes(),
+            partitioner=[stage],
+            compile_config=EdgeCompileConfig(_skip_dim_order=skip_dim_order),
+        )
         assert harness.delegate_count(edge) == 0
         written = _written_back(edge)
         assert written.count("xir.slice") >= 3, written
@@ -129,7 +140,7 @@ def test_xir_ops_no_partitioner_takes_are_written_back(dtype):
             assert {"xir.convert", "xir.bmm_f32out"} <= set(written), written
             casts = [op for op in harness.outside_ops(edge) if "to_copy" in op or "to_dim_order_copy" in op]
             assert casts and all(("dim_order" in op) != skip_dim_order for op in casts), casts
-        _check_on_runtime(edge, module, dtype, tolerance=2 ** -6 if bf16 else 1e-5)
+        _check_on_runtime(edge, module, dtype, tolerance=2**-6 if bf16 else 1e-5)
 
 
 def test_to_backend_then_to_executorch_pass():
@@ -148,7 +159,9 @@ def test_to_backend_then_to_executorch_pass():
     _, method = harness.load_method(program.buffer)
     for length in LENGTHS:
         inputs = _inputs(length)
-        assert harness.max_error(harness.run_method(method, list(inputs)), harness.reference(None, inputs, module)) <= 1e-5
+        assert (
+            harness.max_error(harness.run_method(method, list(inputs)), harness.reference(None, inputs, module)) <= 1e-5
+        )
 
     edge = to_edge(ep).transform(full.transform_passes()).to_backend(_dq("xir"))
     assert rewrite_edge_manager(edge) and not undelegated_xir_nodes(edge.exported_program().graph_module)
@@ -177,7 +190,7 @@ def test_linears_on_fp16_weights_written_back():
     written = _written_back(edge)
     assert written.count("xir.linear_f16w") == 2, written
     assert harness.outside_ops(edge)["aten.linear"] == 2
-    _check_on_runtime(edge, module, torch.bfloat16, tolerance=2 ** -6)
+    _check_on_runtime(edge, module, torch.bfloat16, tolerance=2**-6)
 
 
 def test_an_xir_op_without_a_value_is_named():
@@ -212,9 +225,11 @@ def test_cast_follows_the_programs_dim_order_mode():
     from lowering.xir_ops_as_aten import rewrite_graph_module
 
     edge = exir_ops.edge
-    for cast, expected in ((edge.aten._to_copy.default, edge.aten._to_copy.default),
-                           (edge.dim_order_ops._to_dim_order_copy.default, edge.dim_order_ops._to_dim_order_copy.default),
-                           (None, edge.dim_order_ops._to_dim_order_copy.default)):
+    for cast, expected in (
+        (edge.aten._to_copy.default, edge.aten._to_copy.default),
+        (edge.dim_order_ops._to_dim_order_copy.default, edge.dim_order_ops._to_dim_order_copy.default),
+        (None, edge.dim_order_ops._to_dim_order_copy.default),
+    ):
         graph = torch.fx.Graph()
         x = graph.placeholder("x")
         x.meta["val"] = torch.empty(2, 8, dtype=torch.bfloat16)

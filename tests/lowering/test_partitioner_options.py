@@ -21,8 +21,9 @@ def test_an_enable_bf16_written_in_the_pipeline_that_disagrees_is_an_error():
 @pytest.mark.parametrize("enable_bf16", [False, True])
 def test_passes_follow_the_partitioner_where_the_pipeline_agrees_or_is_silent(enable_bf16):
     written = "xnnpack.bf16-in-fp32{enable_bf16=true}," if enable_bf16 else ""
-    partitioner = lowering.XnnpackPartitioner(enable_bf16=enable_bf16,
-                                              pipeline=written + "xnnpack.bf16-bmm-f32-output,remove-no-ops")
+    partitioner = lowering.XnnpackPartitioner(
+        enable_bf16=enable_bf16, pipeline=written + "xnnpack.bf16-bmm-f32-output,remove-no-ops"
+    )
     bf16_passes = [p for p in partitioner.pipeline if hasattr(p, "enable_bf16")]
     assert bf16_passes and all(p.enable_bf16 is enable_bf16 for p in bf16_passes)
 
@@ -44,16 +45,20 @@ QUANTIZED_LINEAR = """graph @g {
 
 def test_fused_activations_are_what_xnnpacks_fuse_pass_fuses():
     from executorch.backends.xnnpack._passes.fuse_activation_pass import FuseActivationPass
+
     from xir.fx_import import op_name
 
     assert set(FUSED_ACTIVATIONS) == {op_name(op) for op in FuseActivationPass.FUSEABLE_ACTIVATIONS}
 
 
-@pytest.mark.parametrize("activation, fused", [
-    ("aten.relu(%3)", True),
-    ("aten.hardtanh(%3) {min_val=0.0, max_val=6.0}", True),
-    ("aten.clamp(%3) {min=0.0, max=6.0}", False),  # XNNPACK does not fuse a clamp into the linear
-])
+@pytest.mark.parametrize(
+    "activation, fused",
+    [
+        ("aten.relu(%3)", True),
+        ("aten.hardtanh(%3) {min_val=0.0, max_val=6.0}", True),
+        ("aten.clamp(%3) {min=0.0, max=6.0}", False),  # XNNPACK does not fuse a clamp into the linear
+    ],
+)
 def test_the_quantize_after_a_fused_activation_is_the_linears(activation, fused):
     plan = plan_partition(parse_graph(QUANTIZED_LINEAR.replace("ACTIVATION", activation)), Options())
     linear_units = [u for g in plan.groups for u in g.units if u.anchor.op == "aten.linear"]

@@ -162,13 +162,26 @@ def test_default_pipeline_is_importable_with_its_value():
 
 def test_the_side_tables_of_before_are_derived_from_the_table():
     assert float_op_passes() == {
-        "xnnpack.slices-as-xir-slices", "xnnpack.rope-as-pair-swap", "xnnpack.partial-rotary-whole-head",
-        "xnnpack.fuse-sibling-linears", "xnnpack.mean-over-last-dims", "xnnpack.merge-head-chains",
-        "xnnpack.rotate-half-sign-in-sin", "xnnpack.index-select-as-slices", "xnnpack.step-slice-as-view",
-        "xnnpack.casts-as-converts", "xnnpack.bf16-in-fp32", "xnnpack.bf16-rounded-arithmetic",
-        "xnnpack.bf16-bmm-f32-output", "xnnpack.bf16-linear-as-f16", "xnnpack.bf16-activations-in-fp32"}
-    assert option_passes() == {"bf16_linears_as_f16": "xnnpack.bf16-linear-as-f16",
-                               "bf16_activations_in_fp32": "xnnpack.bf16-activations-in-fp32"}
+        "xnnpack.slices-as-xir-slices",
+        "xnnpack.rope-as-pair-swap",
+        "xnnpack.partial-rotary-whole-head",
+        "xnnpack.fuse-sibling-linears",
+        "xnnpack.mean-over-last-dims",
+        "xnnpack.merge-head-chains",
+        "xnnpack.rotate-half-sign-in-sin",
+        "xnnpack.index-select-as-slices",
+        "xnnpack.step-slice-as-view",
+        "xnnpack.casts-as-converts",
+        "xnnpack.bf16-in-fp32",
+        "xnnpack.bf16-rounded-arithmetic",
+        "xnnpack.bf16-bmm-f32-output",
+        "xnnpack.bf16-linear-as-f16",
+        "xnnpack.bf16-activations-in-fp32",
+    }
+    assert option_passes() == {
+        "bf16_linears_as_f16": "xnnpack.bf16-linear-as-f16",
+        "bf16_activations_in_fp32": "xnnpack.bf16-activations-in-fp32",
+    }
 
 
 def test_a_pass_switched_by_float_ops_is_switched_everywhere():
@@ -205,9 +218,13 @@ def test_user_pipeline_text_that_breaks_a_declared_order_fails_naming_both():
     from lowering import XnnpackPartitioner
 
     text = "xnnpack.mean-over-last-dims,remove-no-ops,xnnpack.decompose-layer-norm"
-    with pytest.raises(PipelineError, match=re.escape(
+    with pytest.raises(
+        PipelineError,
+        match=re.escape(
             "xnnpack.mean-over-last-dims must run after xnnpack.decompose-layer-norm (pipeline positions 1 and 3; "
-            "declared by xnnpack.decompose-layer-norm.runs_before)")):
+            "declared by xnnpack.decompose-layer-norm.runs_before)"
+        ),
+    ):
         XnnpackPartitioner(pipeline=text)
     # a constraint on a pass the pipeline leaves out holds
     XnnpackPartitioner(pipeline="xnnpack.mean-over-last-dims,remove-no-ops")
@@ -223,13 +240,24 @@ def test_an_option_puts_its_pass_where_its_declared_order_says():
 
     # after the last of the passes it runs after
     assert run("xnnpack.casts-as-converts,xnnpack.layer-norm-in-fp32,remove-no-ops", bf16_activations_in_fp32=True) == [
-        "xnnpack.casts-as-converts", "xnnpack.layer-norm-in-fp32", "xnnpack.bf16-activations-in-fp32", "remove-no-ops"]
+        "xnnpack.casts-as-converts",
+        "xnnpack.layer-norm-in-fp32",
+        "xnnpack.bf16-activations-in-fp32",
+        "remove-no-ops",
+    ]
     # else before the first it runs before
     assert run("dead-code-elimination,xnnpack.fuse-sibling-linears,remove-no-ops", bf16_linears_as_f16=True) == [
-        "dead-code-elimination", "xnnpack.bf16-linear-as-f16", "xnnpack.fuse-sibling-linears", "remove-no-ops"]
+        "dead-code-elimination",
+        "xnnpack.bf16-linear-as-f16",
+        "xnnpack.fuse-sibling-linears",
+        "remove-no-ops",
+    ]
     # else before a last dead-code-elimination
     assert run("remove-no-ops,dead-code-elimination", bf16_linears_as_f16=True) == [
-        "remove-no-ops", "xnnpack.bf16-linear-as-f16", "dead-code-elimination"]
+        "remove-no-ops",
+        "xnnpack.bf16-linear-as-f16",
+        "dead-code-elimination",
+    ]
     # the default pipeline extended: the options' passes where the table has them
     extended = run("+remove-no-ops", bf16_linears_as_f16=True, bf16_activations_in_fp32=True)
     assert extended == pipeline_passes(Switches(True, True, True)) + ["remove-no-ops"]

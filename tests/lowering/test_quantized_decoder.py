@@ -29,19 +29,30 @@ import pytest
 import torch
 
 from bench.llm import Sizes, build_decoder, export_decoder, quantize_decoder
-from xir_tools.harness import lower
 from lowering.partition import NotLowerable
-from xir_tools.harness import load_method
+from xir_tools.harness import load_method, lower
 
 CACHE, PREFILL = 16, 4
 SIZES = Sizes(hidden=64, intermediate=128, heads=4, vocab=128, cache=CACHE, layers=1, prefill=PREFILL, steps=1)
 LINEARS = 6  # q/k/v as one (xnnpack.fuse-sibling-linears), o, gate, up, down, lm_head
-MEANS = 3  # RMSNorm's fp32 means (two in the layer, the final one), linears with a 1/64 row: xnnpack.mean-over-last-dims
+MEANS = (
+    3  # RMSNorm's fp32 means (two in the layer, the final one), linears with a 1/64 row: xnnpack.mean-over-last-dims
+)
 # what stays outside, as in fp32 (test_decoder.py): the embedding, the KV-cache updates, position and
 # mask arithmetic (int64, bool)
-ALLOWED_OUTSIDE = {"aten.embedding", "aten.index_put", "aten.arange.start_step", "aten.add.Tensor", "aten.select_copy.int",
-                   "aten.copy", "aten.le.Tensor", "aten.where.self", "aten.scalar_tensor", "aten.view_copy",
-                   "dim_order_ops._to_dim_order_copy"}
+ALLOWED_OUTSIDE = {
+    "aten.embedding",
+    "aten.index_put",
+    "aten.arange.start_step",
+    "aten.add.Tensor",
+    "aten.select_copy.int",
+    "aten.copy",
+    "aten.le.Tensor",
+    "aten.where.self",
+    "aten.scalar_tensor",
+    "aten.view_copy",
+    "dim_order_ops._to_dim_order_copy",
+}
 # ExecuTorch's XNNPACK op tests (test_linear.py): qd8 x int4 group-wise linears atol = rtol = 5e-3;
 # qd8 x int8 per-channel linears atol 5e-2
 TOLERANCE = {"8da4w": (5e-3, 5e-3), "8da8w": (5e-2, 0.0)}
@@ -98,7 +109,7 @@ def test_prefill_and_decode_match_the_quantized_eager_model(lowered):
     keep, method = load_method(result.buffer)
     eager = copy.deepcopy(ep.module())
     for position in range(PREFILL + 1):
-        inputs = (ids[:, position:position + 1], torch.tensor([position]))
+        inputs = (ids[:, position : position + 1], torch.tensor([position]))
         expected = eager(input_ids=inputs[0], cache_position=inputs[1])
         _assert_close(method.execute(list(inputs))[0], expected, scheme, f"decode at position {position}")
     del keep

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from xir_tools.examples import EXAMPLES, export_example, quantize_module
-
 from xir_tools.harness import lower, reference
 
 
@@ -64,7 +63,10 @@ INPUT_8D = (torch.randn(2, 1, 2, 1, 2, 1, 3, 16),)
 @pytest.mark.parametrize("per_op_mode", [False, True])
 def test_float_linear_on_8d_input_keeps_its_matmul_in_xnnpack(relu, per_op_mode):
     ep = torch.export.export(Linear8d(relu).eval(), INPUT_8D)
-    stock, ours = lower(ep, INPUT_8D, "stock", per_op_mode=per_op_mode), lower(ep, INPUT_8D, "xir", per_op_mode=per_op_mode)
+    stock, ours = (
+        lower(ep, INPUT_8D, "stock", per_op_mode=per_op_mode),
+        lower(ep, INPUT_8D, "xir", per_op_mode=per_op_mode),
+    )
     assert not stock.ran  # an 8-D linear (or relu) delegated: refused at load
     assert ours.ran, ours.error
     assert ours.err(reference(ep, INPUT_8D)) < 1e-5
@@ -84,7 +86,10 @@ def quantized_8d(mode):
 @pytest.mark.parametrize("per_op_mode", [False, True])
 def test_quantized_linear_on_8d_input(mode, per_op_mode):
     ep = quantized_8d(mode)
-    stock, ours = lower(ep, INPUT_8D, "stock", per_op_mode=per_op_mode), lower(ep, INPUT_8D, "xir", per_op_mode=per_op_mode)
+    stock, ours = (
+        lower(ep, INPUT_8D, "stock", per_op_mode=per_op_mode),
+        lower(ep, INPUT_8D, "xir", per_op_mode=per_op_mode),
+    )
     ref = reference(ep, INPUT_8D)
     assert ours.ran, ours.error
     assert ours.err(ref) <= 0.05 * ref[0].abs().max().item()
@@ -95,8 +100,13 @@ def test_quantized_linear_on_8d_input(mode, per_op_mode):
 
 
 def _float_output_conv(per_channel):
-    module = quantize_module(torch.nn.Conv2d(3, 8, 3).eval(), (torch.randn(1, 3, 8, 8),), "static",
-                             per_channel=per_channel, float_output=True)
+    module = quantize_module(
+        torch.nn.Conv2d(3, 8, 3).eval(),
+        (torch.randn(1, 3, 8, 8),),
+        "static",
+        per_channel=per_channel,
+        float_output=True,
+    )
     return torch.export.export(module, (torch.randn(1, 3, 8, 8),))
 
 
@@ -159,11 +169,14 @@ TRANSPOSED = """graph @g {{
 """
 
 
-@pytest.mark.parametrize("groups, axis, delegated, reason", [
-    (1, 1, True, None),
-    (2, 1, False, "groups=2 (XNNPACK rejects it)"),
-    (1, 0, False, "quantized along axis 0, not the output-channel axis 1"),
-])
+@pytest.mark.parametrize(
+    "groups, axis, delegated, reason",
+    [
+        (1, 1, True, None),
+        (2, 1, False, "groups=2 (XNNPACK rejects it)"),
+        (1, 0, False, "quantized along axis 0, not the output-channel axis 1"),
+    ],
+)
 def test_per_channel_transposed_conv_rules(groups, axis, delegated, reason):
     """The rule (IR level): a per-channel quantized transposed conv XNNPACK rejects stays out
     with its Q/DQ unfolded. (The XNNPACKQuantizer itself does not quantize grouped transposed
@@ -174,8 +187,11 @@ def test_per_channel_transposed_conv_rules(groups, axis, delegated, reason):
 
     out_per_group = 4 // groups
     channels = 4 if axis == 0 else out_per_group
-    graph = parse_graph(TRANSPOSED.format(out_per_group=out_per_group, channels=channels, axis=axis, groups=groups,
-                                          out=out_per_group * groups))
+    graph = parse_graph(
+        TRANSPOSED.format(
+            out_per_group=out_per_group, channels=channels, axis=axis, groups=groups, out=out_per_group * groups
+        )
+    )
     verify(graph)
     plan = plan_partition(graph, Options())
     conv = next(n for n in graph if n.op == "aten.convolution")

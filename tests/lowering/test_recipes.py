@@ -48,8 +48,8 @@ CASES = [
 
 @pytest.mark.parametrize("recipe_type,kwargs,atol,min_sqnr", CASES, ids=[c[0].name for c in CASES])
 def test_export_with_xir_recipe_runs_in_executorch(recipe_type, kwargs, atol, min_sqnr):
-    from executorch.export import ExportRecipe, StageType, export
     from executorch.exir.schema import DelegateCall
+    from executorch.export import ExportRecipe, StageType, export
     from executorch.runtime import Runtime, Verification
 
     torch.manual_seed(0)
@@ -193,8 +193,13 @@ def test_rewrites_run_before_to_backend_in_a_staged_pipeline():
     model = ConvLinear().eval()
     x = torch.randn(2, 3, 6, 6)
     recipe = ExportRecipe.get_recipe(XirRecipeType.FP32)
-    recipe.pipeline_stages = [StageType.TORCH_EXPORT, StageType.TO_EDGE, StageType.EDGE_PROGRAM_MANAGER_TRANSFORM,
-                              StageType.TO_BACKEND, StageType.TO_EXECUTORCH]
+    recipe.pipeline_stages = [
+        StageType.TORCH_EXPORT,
+        StageType.TO_EDGE,
+        StageType.EDGE_PROGRAM_MANAGER_TRANSFORM,
+        StageType.TO_BACKEND,
+        StageType.TO_EXECUTORCH,
+    ]
     session = export(model=model, example_inputs=[(x,)], export_recipe=recipe)
     partitioner = xir_partitioner(recipe)
     assert "xnnpack.decompose-gelu-tanh" in partitioner.rewrites_applied

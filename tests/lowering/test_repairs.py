@@ -16,14 +16,18 @@ CONV2D = "stride=[1,1], padding=[0,0], dilation=[1,1], transposed=false, output_
 # name -> (program, the position of the node that stays outside (drop, detach) or gets a
 # delegate of its own (isolate))
 CASES = {
-    "zero-d-output": (f"""graph @g {{
+    "zero-d-output": (
+        f"""graph @g {{
   input %x: f32[]
   param %q: i8[]
   %0: f32[] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
   %1: f32[] = aten.mul.Tensor(%0, %x)
   return %1
-}}""", 1),
-    "folded-dequantize-read-outside": (f"""graph @g {{
+}}""",
+        1,
+    ),
+    "folded-dequantize-read-outside": (
+        f"""graph @g {{
   input %x: f32[2,8]
   param %w: i8[4,8]
   %0: i8[2,8] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
@@ -34,21 +38,30 @@ CASES = {
   %5: f32[2,4] = quantized_decomposed.dequantize_per_tensor(%4) {{{Q}}}
   %6: f32[2,8] = aten.unknown_op(%1)
   return %5, %6
-}}""", 1),
-    "clone-passes-through": ("""graph @g {
+}}""",
+        1,
+    ),
+    "clone-passes-through": (
+        """graph @g {
   input %x: f32[2,3]
   %a: f32[2,3] = aten.abs(%x)
   %c: f32[2,3] = aten.clone(%a)
   return %a, %c
-}""", 1),
-    "quantizes-0d-input": (f"""graph @g {{
+}""",
+        1,
+    ),
+    "quantizes-0d-input": (
+        f"""graph @g {{
   input %x: f32[]
   %0: i8[] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
   %1: f32[] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
   %2: f32[] = aten.abs(%1)
   return %2
-}}""", 0),
-    "dynamic-unit-misread-by-channels-last": (f"""graph @g {{
+}}""",
+        0,
+    ),
+    "dynamic-unit-misread-by-channels-last": (
+        f"""graph @g {{
   input %x: f32[1,2,4,4]
   param %w: f32[2,2,1,1]
   param %lw: i8[3,4]
@@ -61,9 +74,12 @@ CASES = {
   %2: f32[3,4] = quantized_decomposed.dequantize_per_channel(%lw, %ls, %lz) {{axis=0, quant_min=-127, quant_max=127, dtype=i8}}
   %3: f32[1,2,4,3] = aten.linear(%d, %2)
   return %3
-}}""", 5),
+}}""",
+        5,
+    ),
     # (x is read by the dynamically quantized conv through its quantize/dequantize, and viewed as rows)
-    "reader-of-converted-conv-input": (f"""graph @g {{
+    "reader-of-converted-conv-input": (
+        f"""graph @g {{
   input %x: f32[1,4,6,10]
   param %cw: i8[2,4,1,1]
   param %cs: f32[2]
@@ -83,30 +99,42 @@ CASES = {
   %lw2: f32[3,4] = quantized_decomposed.dequantize_per_channel(%lw, %ls, %lz) {{axis=0, quant_min=-127, quant_max=127, dtype=i8}}
   %l: f32[60,3] = aten.linear(%d2, %lw2)
   return %c, %l
-}}""", 5),
-    "pad-of-computed-conversion": ("""graph @g {
+}}""",
+        5,
+    ),
+    "pad-of-computed-conversion": (
+        """graph @g {
   input %x: bf16[2,3]
   %0: bf16[2,3] = aten.relu(%x)
   %1: f32[2,3] = xir.convert(%0) {dtype=f32}
   %2: f32[2,5] = aten.constant_pad_nd(%1) {pad=[1,1], value=-1.0}
   return %2
-}""", 2),
-    "softmax-after-channels-last-op": (f"""graph @g {{
+}""",
+        2,
+    ),
+    "softmax-after-channels-last-op": (
+        f"""graph @g {{
   input %x: f32[1,2,4,4]
   param %w: f32[2,2,1,1]
   %0: f32[1,2,4,4] = aten.convolution(%x, %w) {{{CONV2D}}}
   %1: f32[1,2,4,4] = aten._softmax(%0) {{dim=3, half_to_float=false}}
   return %1
-}}""", 1),
-    "dequantize-of-float-conv1d": (f"""graph @g {{
+}}""",
+        1,
+    ),
+    "dequantize-of-float-conv1d": (
+        f"""graph @g {{
   input %x: f32[1,2,8]
   param %w: f32[2,2,3]
   %0: i8[1,2,8] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
   %1: f32[1,2,8] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
   %2: f32[1,2,6] = aten.convolution(%1, %w) {{stride=[1], padding=[0], dilation=[1], transposed=false, output_padding=[0], groups=1}}
   return %2
-}}""", 1),
-    "zero-pad-quantized-by-preprocessing": (f"""graph @g {{
+}}""",
+        1,
+    ),
+    "zero-pad-quantized-by-preprocessing": (
+        f"""graph @g {{
   input %x: f32[2,8]
   %0: i8[2,8] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
   %1: f32[2,8] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
@@ -115,7 +143,9 @@ CASES = {
   %4: f32[2,10] = quantized_decomposed.dequantize_per_tensor(%3) {{scale=0.1, zero_point=0, quant_min=-32768, quant_max=32767, dtype=i16}}
   %5: f32[2,10] = aten.abs(%4)
   return %5
-}}""", 2),  # (the i16 quantize reading the pad stays outside: in the delegate nothing quantizes the pad)
+}}""",
+        2,
+    ),  # (the i16 quantize reading the pad stays outside: in the delegate nothing quantizes the pad)
 }
 
 
@@ -129,6 +159,7 @@ def plan_and_fired(text: str):
             if found:
                 fired.append(repair.name)
             return found
+
         return find
 
     saved = partition.REPAIRS

@@ -15,18 +15,31 @@ import functools
 import pytest
 import torch
 
-from xir_tools.harness import lower, load_method, reference, run_method
+from xir_tools.harness import load_method, lower, reference, run_method
 
-OPS_OF_THE_WINDOWS = ("aten.index_select", "aten.fmod.Scalar", "aten.as_strided_copy", "aten.slice_scatter",
-                      "aten.copy")
+OPS_OF_THE_WINDOWS = (
+    "aten.index_select",
+    "aten.fmod.Scalar",
+    "aten.as_strided_copy",
+    "aten.slice_scatter",
+    "aten.copy",
+)
 
 
 def tiny_swin():
     from transformers import SwinConfig, SwinForImageClassification
 
     torch.manual_seed(0)
-    config = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=8, depths=[2, 1], num_heads=[1, 1],
-                        window_size=4, num_labels=10)
+    config = SwinConfig(
+        image_size=32,
+        patch_size=4,
+        num_channels=3,
+        embed_dim=8,
+        depths=[2, 1],
+        num_heads=[1, 1],
+        window_size=4,
+        num_labels=10,
+    )
     return SwinForImageClassification(config).eval()
 
 
@@ -90,7 +103,7 @@ class MaskedShiftedWindows(torch.nn.Module):
                 mask[:, h, w, :] = count
                 count += 1
         n = self.size // self.window
-        windows = mask.view(1, n, self.window, n, self.window, 1).permute(0, 1, 3, 2, 4, 5).reshape(-1, self.window ** 2)
+        windows = mask.view(1, n, self.window, n, self.window, 1).permute(0, 1, 3, 2, 4, 5).reshape(-1, self.window**2)
         difference = windows.unsqueeze(1) - windows.unsqueeze(2)
         return difference.masked_fill(difference != 0, -100.0).masked_fill(difference == 0, 0.0)
 
@@ -99,7 +112,7 @@ class MaskedShiftedWindows(torch.nn.Module):
         shifted = torch.roll(x, shifts=(-self.shift, -self.shift), dims=(1, 2))
         n = self.size // self.window
         windows = shifted.view(b, n, self.window, n, self.window, c).permute(0, 1, 3, 2, 4, 5)
-        windows = windows.reshape(b * n * n, self.window ** 2, c)
+        windows = windows.reshape(b * n * n, self.window**2, c)
         q, k, v = self.qkv(windows).chunk(3, dim=-1)
         scores = q @ k.transpose(-2, -1) + self.mask().repeat(b, 1, 1)
         attended = (scores.softmax(-1) @ v).view(b, n, n, self.window, self.window, c)

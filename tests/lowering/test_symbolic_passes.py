@@ -86,15 +86,29 @@ class WithTables(torch.nn.Module):
 # EncoderBlock, MiddleDims and PairRope have their ops, at the same boundaries; each program costs an
 # export and a to_edge per dtype, most of this file's time)
 PROGRAMS = {
-    "rms-norm-bf16": dyn.RMSNormBf16, "means": dyn.Means, "linear-means": dyn.LinearMeans, "cast-pair": dyn.CastPair,
-    "middle-dims": dyn.MiddleDims, "rotate-half": dyn.RotateHalf, "slices": dyn.Slices,
-    "masked-attention": dyn.MaskedAttention, "no-ops": dyn.NoOps, "qk-norm-rope": lambda: WithTables(heads.QKNormRope),
-    "pair-rope": lambda: WithTables(heads.PairRope), "encoder-block": EncoderBlock, "group-norm-conv": GroupNormConv,
+    "rms-norm-bf16": dyn.RMSNormBf16,
+    "means": dyn.Means,
+    "linear-means": dyn.LinearMeans,
+    "cast-pair": dyn.CastPair,
+    "middle-dims": dyn.MiddleDims,
+    "rotate-half": dyn.RotateHalf,
+    "slices": dyn.Slices,
+    "masked-attention": dyn.MaskedAttention,
+    "no-ops": dyn.NoOps,
+    "qk-norm-rope": lambda: WithTables(heads.QKNormRope),
+    "pair-rope": lambda: WithTables(heads.PairRope),
+    "encoder-block": EncoderBlock,
+    "group-norm-conv": GroupNormConv,
 }
 # (dtype, partitioner options): bf16 without enable_bf16 is optimum-executorch's recipe as written
-CONFIGS = {"fp32": (torch.float32, {}), "bf16": (torch.bfloat16, {}),
-           "bf16-enabled": (torch.bfloat16, {"enable_bf16": True, "bf16_linears_as_f16": True,
-                                             "bf16_activations_in_fp32": True})}
+CONFIGS = {
+    "fp32": (torch.float32, {}),
+    "bf16": (torch.bfloat16, {}),
+    "bf16-enabled": (
+        torch.bfloat16,
+        {"enable_bf16": True, "bf16_linears_as_f16": True, "bf16_activations_in_fp32": True},
+    ),
+}
 
 
 class _Captured(Exception):

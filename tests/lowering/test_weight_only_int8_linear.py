@@ -13,7 +13,6 @@ time, a zero scale XNNPACK would refuse), the program still runs and matches eag
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from xir_tools.harness import lower

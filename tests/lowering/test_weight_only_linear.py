@@ -23,8 +23,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from xir_tools.harness import lower
 from lowering.partition import NotLowerable
+from xir_tools.harness import lower
 
 IN, OUT = 64, 32
 
@@ -33,8 +33,12 @@ def _weight_only(model: torch.nn.Module) -> torch.nn.Module:
     from torchao.quantization import IntxWeightOnlyConfig, quantize_
     from torchao.quantization.granularity import PerAxis
 
-    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0),
-                                          intx_choose_qparams_algorithm="hqq_scale_only"))
+    quantize_(
+        model,
+        IntxWeightOnlyConfig(
+            weight_dtype=torch.int8, granularity=PerAxis(0), intx_choose_qparams_algorithm="hqq_scale_only"
+        ),
+    )
     return model
 
 

@@ -78,14 +78,26 @@ def _slices(graph):
     relu = next(n for n in graph if n.op == "aten.relu")
     rewriter = Rewriter(graph)
     after = graph.nodes[-1] if graph.nodes[-1] is not relu else relu
-    part = rewriter.create(aten.slice_copy.Tensor, [relu.result], attributes={"dim": 2, "start": 2, "end": 6, "step": 1})
+    part = rewriter.create(
+        aten.slice_copy.Tensor, [relu.result], attributes={"dim": 2, "start": 2, "end": 6, "step": 1}
+    )
     # (the IR infers no type for a slice of a symbolic dim: given)
     x = relu.result.type
-    first = rewriter.create(aten.slice_copy.Tensor, [relu.result], [TensorType(x.dtype, (1, 1, 8))],
-                            attributes={"dim": 1, "start": 0, "end": 1, "step": 1})
-    rest = rewriter.create(aten.slice_copy.Tensor, [relu.result], [TensorType(x.dtype, (1, Symbol(f"{x.shape[1]}-1"), 8))],
-                           attributes={"dim": 1, "start": 1, "end": 2 ** 63 - 1, "step": 1})
-    first_part = rewriter.create(aten.slice_copy.Tensor, [first.result], attributes={"dim": 2, "start": 2, "end": 6, "step": 1})
+    first = rewriter.create(
+        aten.slice_copy.Tensor,
+        [relu.result],
+        [TensorType(x.dtype, (1, 1, 8))],
+        attributes={"dim": 1, "start": 0, "end": 1, "step": 1},
+    )
+    rest = rewriter.create(
+        aten.slice_copy.Tensor,
+        [relu.result],
+        [TensorType(x.dtype, (1, Symbol(f"{x.shape[1]}-1"), 8))],
+        attributes={"dim": 1, "start": 1, "end": 2**63 - 1, "step": 1},
+    )
+    first_part = rewriter.create(
+        aten.slice_copy.Tensor, [first.result], attributes={"dim": 2, "start": 2, "end": 6, "step": 1}
+    )
     total = rewriter.create(aten.add.Tensor, [part.result, first_part.result])
     for node in (part, first, first_part, rest, total):
         rewriter.insert_after(after, node)
@@ -105,8 +117,11 @@ def test_new_slices_of_a_symbolic_size_keep_the_symbol():
     shape from the slice view."""
     from executorch.exir import to_edge
 
-    ep = to_edge(torch.export.export(ThreeOutputs(), (torch.randn(1, 7, 8),),
-                                     dynamic_shapes=({1: torch.export.Dim("seq", max=64)},))).exported_program()
+    ep = to_edge(
+        torch.export.export(
+            ThreeOutputs(), (torch.randn(1, 7, 8),), dynamic_shapes=({1: torch.export.Dim("seq", max=64)},)
+        )
+    ).exported_program()
     graph = xir.from_exported_program(ep)
     _slices(graph)
     program = write_back(graph, ep)
@@ -115,10 +130,16 @@ def test_new_slices_of_a_symbolic_size_keep_the_symbol():
     made = [n for n in program.graph.nodes if "slice_copy" in str(n.target) and n.name not in before]
     assert len(made) == 4
     shapes = sorted(str(tuple(n.meta["val"].shape)) for n in made)
-    assert [("s" in shape) for shape in shapes].count(True) == 2, shapes  # (the first token's two: [1, 1, 8] and [1, 1, 4])
+    assert [("s" in shape) for shape in shapes].count(True) == 2, (
+        shapes
+    )  # (the first token's two: [1, 1, 8] and [1, 1, 4])
     module = program.module()
     for length in (2, 7, 30):
         x = torch.randn(1, length, 8)
         r = torch.relu(x)
         outputs = module(x)
-        assert torch.equal(outputs[0], r) and torch.equal(outputs[1], r[..., 2:6] + r[:, :1, 2:6]) and torch.equal(outputs[2], r[:, 1:])
+        assert (
+            torch.equal(outputs[0], r)
+            and torch.equal(outputs[1], r[..., 2:6] + r[:, :1, 2:6])
+            and torch.equal(outputs[2], r[:, 1:])
+        )

@@ -11,7 +11,8 @@ PASS = "common-subexpression-elimination"
 
 
 def test_repeats_merge_the_first_stays():
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[s0,8]
       input %t: f32[s0,4]
@@ -23,7 +24,9 @@ def test_repeats_merge_the_first_stays():
       %e: f32[s0,8] = aten.add.Tensor(%c, %d)
       %f: f32[s0,2,4] = aten.add.Tensor(%a, %b)
       return %e, %f
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: f32[s0,8]
       input %t: f32[s0,4]
@@ -33,7 +36,9 @@ def test_repeats_merge_the_first_stays():
       %e: f32[s0,8] = aten.add.Tensor(%c, %c)
       %f: f32[s0,2,4] = aten.add.Tensor(%a, %a)
       return %e, %f
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_what_stays():

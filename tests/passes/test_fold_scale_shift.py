@@ -25,7 +25,8 @@ SCALE, SHIFT, BIAS = torch.randn(4), torch.randn(4), torch.randn(3)
 
 
 def test_rmsnorm_weight_into_three_linears_symbolic_rows():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %n: f32[1,s0,4]
       param %w: f32[4]
@@ -36,9 +37,16 @@ def test_rmsnorm_weight_into_three_linears_symbolic_rows():
       %k: f32[1,s0,2] = aten.linear(%y, %wk)
       %v: f32[1,s0,2] = aten.linear(%y, %wk)
       return %q, %k, %v
-    }""", w=SCALE, wq=WQ, wk=WK)
+    }""",
+        w=SCALE,
+        wq=WQ,
+        wk=WK,
+    )
     # (%wk read by two of the linears: one scaled copy)
-    graph = check_pipeline(before, PASS, """
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %n: f32[1,s0,4]
       param %w: f32[4]
@@ -50,15 +58,21 @@ def test_rmsnorm_weight_into_three_linears_symbolic_rows():
       %k: f32[1,s0,2] = aten.linear(%n, %wk_scaled)
       %v: f32[1,s0,2] = aten.linear(%n, %wk_scaled)
       return %q, %k, %v
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert torch.equal(graph.input_named("wq_scaled").data, WQ * SCALE)
     x = torch.randn(1, 5, 4)
-    assert torch.allclose(torch.nn.functional.linear(x, graph.input_named("wk_scaled").data),
-                          torch.nn.functional.linear(x * SCALE, WK), atol=1e-6)
+    assert torch.allclose(
+        torch.nn.functional.linear(x, graph.input_named("wk_scaled").data),
+        torch.nn.functional.linear(x * SCALE, WK),
+        atol=1e-6,
+    )
 
 
 def test_layer_norm_weight_and_bias_into_a_linear_with_a_bias():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %n: f32[6,4]
       param %w: f32[4]
@@ -69,8 +83,16 @@ def test_layer_norm_weight_and_bias_into_a_linear_with_a_bias():
       %y: f32[6,4] = aten.add.Tensor(%s, %b)
       %o: f32[6,3] = aten.linear(%y, %wo, %c)
       return %o
-    }""", w=SCALE, b=SHIFT, wo=WO, c=BIAS)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        w=SCALE,
+        b=SHIFT,
+        wo=WO,
+        c=BIAS,
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %n: f32[6,4]
       param %w: f32[4]
@@ -81,14 +103,17 @@ def test_layer_norm_weight_and_bias_into_a_linear_with_a_bias():
       param %c_shifted: f32[3]
       %o: f32[6,3] = aten.linear(%n, %wo_scaled, %c_shifted)
       return %o
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     x = torch.randn(6, 4)
     folded = torch.nn.functional.linear(x, graph.input_named("wo_scaled").data, graph.input_named("c_shifted").data)
     assert torch.allclose(folded, torch.nn.functional.linear(x * SCALE + SHIFT, WO, BIAS), atol=1e-5)
 
 
 def test_a_shift_alone_and_a_scale_of_one_number():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %n: f32[6,4]
       param %b: f32[1,4]
@@ -100,8 +125,16 @@ def test_a_shift_alone_and_a_scale_of_one_number():
       %z: f32[6,4] = aten.mul.Tensor(%n, %t)
       %p: f32[6,4] = aten.linear(%z, %wq)
       return %o, %p
-    }""", b=SHIFT.reshape(1, 4), t=torch.tensor(0.5), wo=WO, wq=WQ)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        b=SHIFT.reshape(1, 4),
+        t=torch.tensor(0.5),
+        wo=WO,
+        wq=WQ,
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %n: f32[6,4]
       param %b: f32[1,4]
@@ -113,7 +146,9 @@ def test_a_shift_alone_and_a_scale_of_one_number():
       %o: f32[6,3] = aten.linear(%n, %wo, %wo_shifted)
       %p: f32[6,4] = aten.linear(%n, %wq_scaled)
       return %o, %p
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert torch.equal(graph.input_named("wq_scaled").data, WQ * 0.5)
     assert torch.allclose(graph.input_named("wo_shifted").data, WO @ SHIFT, atol=1e-6)
 
@@ -138,10 +173,12 @@ DEQUANTIZED_WEIGHT = """input %q: i8[3,4]
 def _declined(reason, dtype="f32", scale="4", weight="param %wo: f32[3,4]", extra="", outputs=""):
     text = DECLINED.format(dtype=dtype, scale=scale, weight=weight.replace("f32", dtype), extra=extra, outputs=outputs)
     torch_dtype = torch.float32 if dtype == "f32" else torch.bfloat16
-    data = {"w": SCALE[:int(scale.split(",")[-1])].reshape([int(d) for d in scale.split(",")]).to(torch_dtype)}
+    data = {"w": SCALE[: int(scale.split(",")[-1])].reshape([int(d) for d in scale.split(",")]).to(torch_dtype)}
     if weight.startswith("param"):
         data["wo"] = WO.to(torch_dtype)
-    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_scale_shift_into_linears", reason)
+    check_declined(
+        graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_scale_shift_into_linears", reason
+    )
 
 
 def test_declined_a_graph_output():
@@ -174,8 +211,12 @@ def test_declined_a_scale_that_broadcasts_the_input():
       %o: f32[6,3] = aten.linear(%y, %wo)
       return %o
     }"""
-    check_declined(graph_with_data(text, w=SCALE, wo=WO), "fold-scale-shift-into-linears",
-                   "fold_scale_shift_into_linears", "broadcasts the input")
+    check_declined(
+        graph_with_data(text, w=SCALE, wo=WO),
+        "fold-scale-shift-into-linears",
+        "fold_scale_shift_into_linears",
+        "broadcasts the input",
+    )
 
 
 def test_declined_a_result_used_as_a_weight():
@@ -188,15 +229,21 @@ def test_declined_a_result_used_as_a_weight():
       %o: f32[6,3] = aten.linear(%x, %y)
       return %o
     }"""
-    check_declined(graph_with_data(text, w=SCALE), "fold-scale-shift-into-linears",
-                   "fold_scale_shift_into_linears", "not only as the input of linears")
+    check_declined(
+        graph_with_data(text, w=SCALE),
+        "fold-scale-shift-into-linears",
+        "fold_scale_shift_into_linears",
+        "not only as the input of linears",
+    )
 
 
 # the other way round: a linear's output times one number (attention's q and k scale), through
 # views and permutes, or times one number per output feature right after it (a layer scale)
 
+
 def test_attention_scale_into_the_linear_through_a_view_and_a_permute_result_returned():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: f32[1,s0,4]
       param %wq: f32[4,4]
@@ -207,8 +254,15 @@ def test_attention_scale_into_the_linear_through_a_view_and_a_permute_result_ret
       %p: f32[1,2,s0,2] = aten.permute_copy(%v) {dims=[0, 2, 1, 3]}
       %m: f32[1,2,s0,2] = aten.mul.Tensor(%p, %s)
       return %m
-    }""", wq=WQ, c=SHIFT, s=torch.tensor(0.42))
-    graph = check_pipeline(before, PASS, """
+    }""",
+        wq=WQ,
+        c=SHIFT,
+        s=torch.tensor(0.42),
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: f32[1,s0,4]
       param %wq: f32[4,4]
@@ -220,14 +274,20 @@ def test_attention_scale_into_the_linear_through_a_view_and_a_permute_result_ret
       %v: f32[1,s0,2,2] = aten.view_copy(%q) {size=[1, -1, 2, 2]}
       %p: f32[1,2,s0,2] = aten.permute_copy(%v) {dims=[0, 2, 1, 3]}
       return %p
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     x = torch.randn(1, 3, 4)
-    assert torch.allclose(torch.nn.functional.linear(x, graph.input_named("wq_scaled").data, graph.input_named("c_scaled").data),
-                          torch.nn.functional.linear(x, WQ, SHIFT) * 0.42, atol=1e-6)
+    assert torch.allclose(
+        torch.nn.functional.linear(x, graph.input_named("wq_scaled").data, graph.input_named("c_scaled").data),
+        torch.nn.functional.linear(x, WQ, SHIFT) * 0.42,
+        atol=1e-6,
+    )
 
 
 def test_a_layer_scale_per_feature_right_after_the_linear():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: f32[6,4]
       param %wo: f32[3,4]
@@ -236,8 +296,14 @@ def test_a_layer_scale_per_feature_right_after_the_linear():
       %m: f32[6,3] = aten.mul.Tensor(%g, %o)
       %r: f32[6,3] = aten.relu(%m)
       return %r
-    }""", wo=WO, g=BIAS)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        wo=WO,
+        g=BIAS,
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: f32[6,4]
       param %wo: f32[3,4]
@@ -246,7 +312,9 @@ def test_a_layer_scale_per_feature_right_after_the_linear():
       %o: f32[6,3] = aten.linear(%x, %wo_scaled)
       %r: f32[6,3] = aten.relu(%o)
       return %r
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert torch.equal(graph.input_named("wo_scaled").data, WO * BIAS.reshape(3, 1))
 
 
@@ -262,13 +330,16 @@ PRODUCER = """
     }}"""
 
 
-def _producer_declined(reason, weight="param %wo: f32[3,4]", scale="", between="", mtype="f32[6,3]", read="%o",
-                       outputs=""):
+def _producer_declined(
+    reason, weight="param %wo: f32[3,4]", scale="", between="", mtype="f32[6,3]", read="%o", outputs=""
+):
     text = PRODUCER.format(weight=weight, scale=scale, between=between, mtype=mtype, read=read, outputs=outputs)
     data = {"s": torch.tensor(0.5) if not scale else BIAS}
     if weight.startswith("param"):
         data["wo"] = WO
-    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_scale_into_producing_linear", reason)
+    check_declined(
+        graph_with_data(text, **data), "fold-scale-shift-into-linears", "fold_scale_into_producing_linear", reason
+    )
 
 
 def test_producer_declined_a_linear_output_read_by_another_op_or_returned():
@@ -276,8 +347,13 @@ def test_producer_declined_a_linear_output_read_by_another_op_or_returned():
 
 
 def test_producer_declined_a_scale_per_feature_after_a_permute():
-    _producer_declined("per feature after views", scale="3", between="%t: f32[1,6,3] = aten.view_copy(%o) {size=[1, 6, 3]}",
-                       mtype="f32[1,6,3]", read="%t")
+    _producer_declined(
+        "per feature after views",
+        scale="3",
+        between="%t: f32[1,6,3] = aten.view_copy(%o) {size=[1, 6, 3]}",
+        mtype="f32[1,6,3]",
+        read="%t",
+    )
 
 
 def test_producer_declined_a_dequantized_weight():
@@ -290,7 +366,8 @@ def test_producer_declined_a_tied_weight():
 
 def test_producer_chain_with_a_dead_view_an_earlier_rewrite_left():
     # (%d reads the view but nothing reads %d: dead-code-elimination removes it after the fold)
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: f32[6,4]
       param %wq: f32[4,4]
@@ -301,8 +378,14 @@ def test_producer_chain_with_a_dead_view_an_earlier_rewrite_left():
       %p: f32[2,2,6] = aten.permute_copy(%v) {dims=[1, 2, 0]}
       %m: f32[2,2,6] = aten.mul.Tensor(%p, %s)
       return %m
-    }""", wq=WQ, s=torch.tensor(0.25))
-    check_pipeline(before, PASS, """
+    }""",
+        wq=WQ,
+        s=torch.tensor(0.25),
+    )
+    check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: f32[6,4]
       param %wq: f32[4,4]
@@ -312,14 +395,18 @@ def test_producer_chain_with_a_dead_view_an_earlier_rewrite_left():
       %v: f32[6,2,2] = aten.view_copy(%q) {size=[6, 2, 2]}
       %p: f32[2,2,6] = aten.permute_copy(%v) {dims=[1, 2, 0]}
       return %p
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 # ------------------------------------------------------------------ a shift after a linear into its bias
 
+
 def test_rmsnorm_eps_into_the_mean_linear_as_its_bias_symbolic_rows():
     row, eps = torch.full((1, 4), 0.25), torch.tensor(1e-6)
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: f32[1,s0,4]
       param %row: f32[1,4]
@@ -330,8 +417,14 @@ def test_rmsnorm_eps_into_the_mean_linear_as_its_bias_symbolic_rows():
       %r: f32[1,s0,1] = aten.rsqrt(%a)
       %y: f32[1,s0,4] = aten.mul.Tensor(%x, %r)
       return %y
-    }""", row=row, eps=eps)
-    graph = check_pipeline(before, SHIFTS, """
+    }""",
+        row=row,
+        eps=eps,
+    )
+    graph = check_pipeline(
+        before,
+        SHIFTS,
+        """
     graph @g {
       input %x: f32[1,s0,4]
       param %row: f32[1,4]
@@ -342,16 +435,23 @@ def test_rmsnorm_eps_into_the_mean_linear_as_its_bias_symbolic_rows():
       %r: f32[1,s0,1] = aten.rsqrt(%m)
       %y: f32[1,s0,4] = aten.mul.Tensor(%x, %r)
       return %y
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     x = torch.randn(1, 5, 4)
-    assert torch.allclose(torch.nn.functional.linear(x * x, row, graph.input_named("row_bias").data),
-                          torch.nn.functional.linear(x * x, row) + eps, rtol=1e-6, atol=1e-7)
+    assert torch.allclose(
+        torch.nn.functional.linear(x * x, row, graph.input_named("row_bias").data),
+        torch.nn.functional.linear(x * x, row) + eps,
+        rtol=1e-6,
+        atol=1e-7,
+    )
 
 
 def test_a_shift_per_feature_into_an_existing_bias_the_sum_returned_the_weight_shared():
     # (the sum is a graph output: the linear's result takes its place; %wo is read by two linears,
     # which is fine: only the bias changes)
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: f32[6,4]
       param %wo: f32[3,4]
@@ -361,8 +461,15 @@ def test_a_shift_per_feature_into_an_existing_bias_the_sum_returned_the_weight_s
       %a: f32[6,3] = aten.add.Tensor(%s, %o)
       %p: f32[6,3] = aten.linear(%x, %wo)
       return %a, %p
-    }""", wo=WO, c=BIAS, s=SHIFT[:3])
-    graph = check_pipeline(before, SHIFTS, """
+    }""",
+        wo=WO,
+        c=BIAS,
+        s=SHIFT[:3],
+    )
+    graph = check_pipeline(
+        before,
+        SHIFTS,
+        """
     graph @g {
       input %x: f32[6,4]
       param %wo: f32[3,4]
@@ -372,7 +479,9 @@ def test_a_shift_per_feature_into_an_existing_bias_the_sum_returned_the_weight_s
       %o: f32[6,3] = aten.linear(%x, %wo, %c_shifted)
       %p: f32[6,3] = aten.linear(%x, %wo)
       return %o, %p
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert torch.equal(graph.input_named("c_shifted").data, BIAS + SHIFT[:3])
 
 
@@ -388,20 +497,37 @@ SHIFTED = """
     }}"""
 
 
-def _shift_declined(reason, weight="param %wo: f32[3,4]", stype="f32[]", otype="f32[6,3]", atype="f32[6,3]", bias="",
-                    between="", alpha="", outputs="", **data):
-    text = SHIFTED.format(weight=weight, stype=stype, otype=otype, atype=atype, bias=bias, between=between, alpha=alpha,
-                          outputs=outputs)
+def _shift_declined(
+    reason,
+    weight="param %wo: f32[3,4]",
+    stype="f32[]",
+    otype="f32[6,3]",
+    atype="f32[6,3]",
+    bias="",
+    between="",
+    alpha="",
+    outputs="",
+    **data,
+):
+    text = SHIFTED.format(
+        weight=weight, stype=stype, otype=otype, atype=atype, bias=bias, between=between, alpha=alpha, outputs=outputs
+    )
     data.setdefault("s", torch.tensor(0.5))
     if weight.startswith("param"):
         data["wo"] = WO
-    check_declined(graph_with_data(text, **data), "fold-scale-shift-into-linears{bias_shifts=true}", "fold_shift_into_producing_linear",
-                   reason)
+    check_declined(
+        graph_with_data(text, **data),
+        "fold-scale-shift-into-linears{bias_shifts=true}",
+        "fold_shift_into_producing_linear",
+        reason,
+    )
 
 
 def test_shift_declined_a_linear_output_also_returned_or_read_by_another_op():
     _shift_declined("not made by a linear that nothing else reads", outputs=", %o")
-    _shift_declined("not made by a linear that nothing else reads", between="%t: f32[6,3] = aten.tanh(%o)", outputs=", %t")
+    _shift_declined(
+        "not made by a linear that nothing else reads", between="%t: f32[6,3] = aten.tanh(%o)", outputs=", %t"
+    )
 
 
 def test_shift_declined_a_dequantized_weight():
@@ -413,21 +539,47 @@ def test_shift_declined_a_shift_that_broadcasts_the_linear_output():
 
 
 def test_shift_declined_a_bias_another_linear_reads():
-    _shift_declined("bias is not an f32 constant of its own", bias=", %c", weight="param %wo: f32[3,4]\n      param %c: f32[3]",
-                    between="%p: f32[6,3] = aten.linear(%x, %wo, %c)", outputs=", %p", c=BIAS)
+    _shift_declined(
+        "bias is not an f32 constant of its own",
+        bias=", %c",
+        weight="param %wo: f32[3,4]\n      param %c: f32[3]",
+        between="%p: f32[6,3] = aten.linear(%x, %wo, %c)",
+        outputs=", %p",
+        c=BIAS,
+    )
 
 
 def test_shift_declined_bf16_and_alpha():
-    text = SHIFTED.format(weight="param %wo: bf16[3,4]", stype="bf16[]", otype="bf16[6,3]", atype="bf16[6,3]", bias="",
-                          between="", alpha="", outputs="").replace("input %x: f32[6,4]", "input %x: bf16[6,4]")
-    check_declined(graph_with_data(text, wo=WO.bfloat16(), s=torch.tensor(0.5, dtype=torch.bfloat16)),
-                   "fold-scale-shift-into-linears{bias_shifts=true}", "fold_shift_into_producing_linear", "not an fp32 tensor sum")
+    text = SHIFTED.format(
+        weight="param %wo: bf16[3,4]",
+        stype="bf16[]",
+        otype="bf16[6,3]",
+        atype="bf16[6,3]",
+        bias="",
+        between="",
+        alpha="",
+        outputs="",
+    ).replace("input %x: f32[6,4]", "input %x: bf16[6,4]")
+    check_declined(
+        graph_with_data(text, wo=WO.bfloat16(), s=torch.tensor(0.5, dtype=torch.bfloat16)),
+        "fold-scale-shift-into-linears{bias_shifts=true}",
+        "fold_shift_into_producing_linear",
+        "not an fp32 tensor sum",
+    )
     _shift_declined("an add with alpha", alpha=" {alpha=2}")
 
 
 def test_the_shift_stays_by_default_and_with_bias_shifts_false():
-    text = SHIFTED.format(weight="param %wo: f32[3,4]", stype="f32[]", otype="f32[6,3]", atype="f32[6,3]", bias="",
-                          between="", alpha="", outputs="")
+    text = SHIFTED.format(
+        weight="param %wo: f32[3,4]",
+        stype="f32[]",
+        otype="f32[6,3]",
+        atype="f32[6,3]",
+        bias="",
+        between="",
+        alpha="",
+        outputs="",
+    )
     before = graph_with_data(text, wo=WO, s=torch.tensor(0.5))
     for pipeline in ("fold-scale-shift-into-linears", "fold-scale-shift-into-linears{bias_shifts=false}"):
         check_pipeline(before, pipeline, text, changed=False)

@@ -16,7 +16,8 @@ PASS = "hoist-row-select"
 def test_a_decoder_tail_computes_its_last_row_only():
     # the last layer after the attention: output projection, residual, RMSNorm, feed-forward,
     # residual, then h[:, -1, :]; %r is read by four narrowed ops, %a and %h are graph inputs
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %a: f32[1,s0,2,4]
       input %h: f32[1,s0,8]
@@ -38,7 +39,9 @@ def test_a_decoder_tail_computes_its_last_row_only():
       %out: f32[1,s0,8] = aten.add.Tensor(%r, %d)
       %last: f32[1,8] = aten.select_copy.int(%out) {dim=1, index=-1}
       return %last
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %a: f32[1,s0,2,4]
       input %h: f32[1,s0,8]
@@ -64,13 +67,16 @@ def test_a_decoder_tail_computes_its_last_row_only():
       %out: f32[1,1,8] = aten.add.Tensor(%r, %d)
       %last: f32[1,8] = aten.view_copy(%out) {size=[1, 8]}
       return %last
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_the_row_is_picked_from_an_output_a_row_mixing_reader_and_a_constant():
     # %r is also a graph output, %e is also read by a softmax over the rows, %c is a constant:
     # each stays whole and gives its row to the narrowed ops
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[4,8]
       param %c: f32[4,8]
@@ -83,7 +89,9 @@ def test_the_row_is_picked_from_an_output_a_row_mixing_reader_and_a_constant():
       %l: f32[4,8] = aten.linear(%q, %w)
       %row: f32[8] = aten.select_copy.int(%l) {dim=0, index=2}
       return %row, %r, %sm
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: f32[4,8]
       param %c: f32[4,8]
@@ -102,11 +110,14 @@ def test_the_row_is_picked_from_an_output_a_row_mixing_reader_and_a_constant():
       %l: f32[1,8] = aten.linear(%q, %w)
       %row: f32[8] = aten.view_copy(%l) {size=[8]}
       return %row, %r, %sm
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_the_walk_stops_at_a_view_that_merges_the_rows():
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[2,3,4]
       param %w: f32[4,4]
@@ -114,7 +125,9 @@ def test_the_walk_stops_at_a_view_that_merges_the_rows():
       %l: f32[6,4] = aten.linear(%v, %w)
       %row: f32[4] = aten.select_copy.int(%l) {dim=0, index=1}
       return %row
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: f32[2,3,4]
       param %w: f32[4,4]
@@ -124,12 +137,15 @@ def test_the_walk_stops_at_a_view_that_merges_the_rows():
       %l: f32[1,4] = aten.linear(%v2, %w)
       %row: f32[4] = aten.view_copy(%l) {size=[4]}
       return %row
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_per_token_dynamic_quantization_is_row_wise():
     # 8da4w's linear: the activation's scale and zero point (two results of one op) are per row
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[1,s0,8]
       param %wq: i8[4,8]
@@ -142,7 +158,9 @@ def test_per_token_dynamic_quantization_is_row_wise():
       %l: f32[1,s0,4] = aten.linear(%dq, %w)
       %last: f32[1,4] = aten.select_copy.int(%l) {dim=1, index=-1}
       return %last
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: f32[1,s0,8]
       param %wq: i8[4,8]
@@ -157,11 +175,14 @@ def test_per_token_dynamic_quantization_is_row_wise():
       %l: f32[1,1,4] = aten.linear(%dq, %w)
       %last: f32[1,4] = aten.view_copy(%l) {size=[1, 4]}
       return %last
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_permute_a_bmm_and_a_cat_pass_the_row_on():
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %q: f32[2,4,3]
       input %k: f32[2,3,5]
@@ -173,7 +194,9 @@ def test_a_permute_a_bmm_and_a_cat_pass_the_row_on():
       %b: f32[2,4,5] = aten.bmm(%s, %k)
       %last: f32[2,5] = aten.select_copy.int(%b) {dim=1, index=3}
       return %last
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %q: f32[2,4,3]
       input %k: f32[2,3,5]
@@ -187,13 +210,16 @@ def test_a_permute_a_bmm_and_a_cat_pass_the_row_on():
       %b: f32[2,1,5] = aten.bmm(%s, %k)
       %last: f32[2,5] = aten.view_copy(%b) {size=[2, 5]}
       return %last
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_matmul_decomposition_s_expand_and_view_to_their_own_shape():
     # torch.export writes q @ k^T as expand -> view -> bmm -> view, each to the shape it has; the
     # expand's size becomes -1s (the input's size), the views' sizes the one row
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %q: f32[1,s0,8]
       input %kt: f32[1,8,s0]
@@ -205,7 +231,9 @@ def test_a_matmul_decomposition_s_expand_and_view_to_their_own_shape():
       %p: f32[1,s0,s0] = aten._softmax(%w) {dim=-1, half_to_float=false}
       %last: f32[1,s0] = aten.select_copy.int(%p) {dim=1, index=-1}
       return %last
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %q: f32[1,s0,8]
       input %kt: f32[1,8,s0]
@@ -219,13 +247,16 @@ def test_a_matmul_decomposition_s_expand_and_view_to_their_own_shape():
       %p: f32[1,1,s0] = aten._softmax(%w) {dim=-1, half_to_float=false}
       %last: f32[1,s0] = aten.view_copy(%p) {size=[1, -1]}
       return %last
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_linear_on_a_dequantized_weight_passes_the_row_on():
     # a pt2e dequantize of the weight (read whole) does not stop the walk; one of the activation does
     # (test_left_alone's "a-pt2e-dynamically-quantized-linear")
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[3,5,32]
       param %wq: i8[4,32]
@@ -236,7 +267,9 @@ def test_a_linear_on_a_dequantized_weight_passes_the_row_on():
       %r: f32[3,5,4] = aten.relu(%l)
       %row: f32[5,4] = aten.select_copy.int(%r) {dim=0, index=2}
       return %row
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: f32[3,5,32]
       param %wq: i8[4,32]
@@ -249,11 +282,16 @@ def test_a_linear_on_a_dequantized_weight_passes_the_row_on():
       %4: f32[1,5,4] = aten.relu(%3)
       %5: f32[5,4] = aten.view_copy(%4) {size=[5, 4]}
       return %5
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
-@pytest.mark.parametrize("text", [
-    pytest.param("""
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(
+            """
     graph @g {
       input %x: f32[3,5,32]
       param %w: f32[4,32]
@@ -263,60 +301,84 @@ def test_a_linear_on_a_dequantized_weight_passes_the_row_on():
       %l: f32[3,5,4] = aten.linear(%dq, %w)
       %row: f32[5,4] = aten.select_copy.int(%l) {dim=0, index=2}
       return %row
-    }""", id="a-pt2e-dynamically-quantized-linear"),  # (fuzz dynamic 97034: its Q/DQ left outside XNNPACK)
-    pytest.param("""
+    }""",
+            id="a-pt2e-dynamically-quantized-linear",
+        ),  # (fuzz dynamic 97034: its Q/DQ left outside XNNPACK)
+        pytest.param(
+            """
     graph @g {
       input %x: f32[1,s0,8]
       %s: f32[1,s0,8] = aten._softmax(%x) {dim=1, half_to_float=false}
       %last: f32[1,8] = aten.select_copy.int(%s) {dim=1, index=-1}
       return %last
-    }""", id="softmax-over-the-rows"),
-    pytest.param("""
+    }""",
+            id="softmax-over-the-rows",
+        ),
+        pytest.param(
+            """
     graph @g {
       input %x: f32[2,3,4]
       %v: f32[6,4] = aten.view_copy(%x) {size=[6, 4]}
       %row: f32[4] = aten.select_copy.int(%v) {dim=0, index=1}
       return %row
-    }""", id="a-view-merging-the-rows"),
-    pytest.param("""
+    }""",
+            id="a-view-merging-the-rows",
+        ),
+        pytest.param(
+            """
     graph @g {
       input %x: f32[1,s0,8]
       %e: f32[1,s0,8] = aten.exp(%x)
       %last: f32[1,8] = aten.select_copy.int(%e) {dim=1, index=-1}
       return %last, %e
-    }""", id="the-whole-value-is-an-output"),
-    pytest.param("""
+    }""",
+            id="the-whole-value-is-an-output",
+        ),
+        pytest.param(
+            """
     graph @g {
       input %x: f32[1,s0,8]
       param %w: f32[8,8]
       %l: f32[1,s0,8] = aten.linear(%x, %w)
       %col: f32[1,s0] = aten.select_copy.int(%l) {dim=2, index=0}
       return %col
-    }""", id="a-linear's-output-column"),
-    pytest.param("""
+    }""",
+            id="a-linear's-output-column",
+        ),
+        pytest.param(
+            """
     graph @g {
       input %x: f32[3,1,8]
       %e: f32[3,1,8] = aten.exp(%x)
       %one: f32[3,8] = aten.select_copy.int(%e) {dim=1, index=0}
       return %one
-    }""", id="a-dim-of-one-row"),
-    pytest.param("""
+    }""",
+            id="a-dim-of-one-row",
+        ),
+        pytest.param(
+            """
     graph @g {
       input %q: f32[2,4,3]
       input %k: f32[2,3,5]
       %b: f32[2,4,5] = aten.bmm(%q, %k)
       %col: f32[2,4] = aten.select_copy.int(%b) {dim=2, index=1}
       return %col
-    }""", id="a-bmm's-column"),
-    pytest.param("""
+    }""",
+            id="a-bmm's-column",
+        ),
+        pytest.param(
+            """
     graph @g {
       input %q: bf16[2,4,3]
       input %k: bf16[2,3,5]
       %b: bf16[2,4,5] = aten.bmm(%q, %k)
       %row: bf16[2,5] = aten.select_copy.int(%b) {dim=1, index=3}
       return %row
-    }""", id="a-bf16-bmm's-row"),
-    pytest.param("""
+    }""",
+            id="a-bf16-bmm's-row",
+        ),
+        pytest.param(
+            """
     graph @g {
       input %x: f32[1,s0,8]
       %e: f32[1,s0,8] = aten.exp(%x)
@@ -324,7 +386,10 @@ def test_a_linear_on_a_dequantized_weight_passes_the_row_on():
       %d: f32[1,s0,8] = aten.sub.Tensor(%e, %m)
       %last: f32[1,8] = aten.select_copy.int(%d) {dim=1, index=-1}
       return %last
-    }""", id="no-linear-or-matmul-to-save"),
-])
+    }""",
+            id="no-linear-or-matmul-to-save",
+        ),
+    ],
+)
 def test_left_alone(text):
     check_pipeline(text, PASS, text, changed=False)

@@ -7,8 +7,22 @@ import attrs
 import pytest
 
 from passes import (
-    CheckChanged, DumpIR, Instrument, Pass, PassFailure, PassManager, PipelineError, PrintIR, Reproducer, TimePasses,
-    VerifyEach, constants_path, format_pipeline, function_pass, parse_pipeline, run_reproducer,
+    CheckChanged,
+    DumpIR,
+    Instrument,
+    Pass,
+    PassFailure,
+    PassManager,
+    PipelineError,
+    PrintIR,
+    Reproducer,
+    TimePasses,
+    VerifyEach,
+    constants_path,
+    format_pipeline,
+    function_pass,
+    parse_pipeline,
+    run_reproducer,
 )
 from xir import DType, TensorType, parse_graph, print_graph
 
@@ -142,12 +156,18 @@ def test_instruments_are_called_in_order():
 
     PassManager("remove-no-ops,test-options", [Recorder("a"), Recorder("b")]).run(parse_graph(GRAPH))
     assert calls == [
-        ("a", "start"), ("b", "start"),
-        ("a", "before", "remove-no-ops", 1), ("b", "before", "remove-no-ops", 1),
-        ("a", "after", "remove-no-ops", True), ("b", "after", "remove-no-ops", True),
-        ("a", "before", "test-options", 2), ("b", "before", "test-options", 2),
-        ("a", "after", "test-options", False), ("b", "after", "test-options", False),
-        ("a", "end"), ("b", "end"),
+        ("a", "start"),
+        ("b", "start"),
+        ("a", "before", "remove-no-ops", 1),
+        ("b", "before", "remove-no-ops", 1),
+        ("a", "after", "remove-no-ops", True),
+        ("b", "after", "remove-no-ops", True),
+        ("a", "before", "test-options", 2),
+        ("b", "before", "test-options", 2),
+        ("a", "after", "test-options", False),
+        ("b", "after", "test-options", False),
+        ("a", "end"),
+        ("b", "end"),
     ]
 
 
@@ -198,7 +218,9 @@ def test_provenance_is_recorded_and_printed():
 
 def test_print_ir_after_change_and_after_all():
     changes, everything = io.StringIO(), io.StringIO()
-    PassManager("remove-no-ops,test-options", [PrintIR("change", changes), PrintIR("all", everything)]).run(parse_graph(GRAPH))
+    PassManager("remove-no-ops,test-options", [PrintIR("change", changes), PrintIR("all", everything)]).run(
+        parse_graph(GRAPH)
+    )
     assert changes.getvalue().count("// -----") == 1 and "IR after remove-no-ops" in changes.getvalue()
     assert everything.getvalue().count("// -----") == 2 and "IR after test-options (unchanged)" in everything.getvalue()
 
@@ -287,11 +309,13 @@ def test_registering_a_pass_name_twice_is_an_error():
     from passes import unregister_pass
 
     with pytest.raises(PipelineError, match="'test-lies' is already defined"):
+
         @function_pass("test-lies")
         def lies_again(graph) -> bool:
             return False
 
     with pytest.raises(PipelineError, match="already defined"):
+
         @attrs.frozen
         class AnotherOptions(Pass):
             name = "test-options"
@@ -309,8 +333,10 @@ def test_registering_a_pass_name_twice_is_an_error():
 
 
 def test_backend_passes_have_prefixed_names_and_old_names_say_the_new_one():
-    assert format_pipeline(parse_pipeline("xnnpack.bf16-in-fp32{enable_bf16=true},remove-no-ops")) == \
-        "xnnpack.bf16-in-fp32{enable_bf16=true},remove-no-ops"
+    assert (
+        format_pipeline(parse_pipeline("xnnpack.bf16-in-fp32{enable_bf16=true},remove-no-ops"))
+        == "xnnpack.bf16-in-fp32{enable_bf16=true},remove-no-ops"
+    )
     with pytest.raises(PipelineError, match="pass 'bf16-in-fp32' was renamed: it is now 'xnnpack.bf16-in-fp32'"):
         parse_pipeline("remove-no-ops,bf16-in-fp32")
     for old in ("mean-keepdim", "decompose-conv3d", "layer-norm-in-fp32", "fold-repeat-into-bmm"):
@@ -331,7 +357,9 @@ def test_reproducer_keeps_the_constant_data_a_failing_pass_reads(tmp_path):
             raise ValueError(f"weight sum {float(weight.data.sum()):.1f} is positive")
         return False
 
-    text = "graph @g {\n  input %x: f32[2]\n  param %w: f32[2]\n  %0: f32[2] = aten.mul.Tensor(%x, %w)\n  return %0\n}\n"
+    text = (
+        "graph @g {\n  input %x: f32[2]\n  param %w: f32[2]\n  %0: f32[2] = aten.mul.Tensor(%x, %w)\n  return %0\n}\n"
+    )
     graph = parse_graph(text)
     graph.input_named("w").data = torch.tensor([1.5, 2.5])
     path = tmp_path / "repro.xir"

@@ -38,16 +38,24 @@ def early(graph) -> bool:
 
 
 def test_text_that_breaks_an_order_fails_naming_both_passes():
-    with pytest.raises(PipelineError, match=re.escape(
+    with pytest.raises(
+        PipelineError,
+        match=re.escape(
             "test-order-reads must run after test-order-makes (pipeline positions 1 and 3; "
-            "declared by test-order-reads.runs_after)")):
+            "declared by test-order-reads.runs_after)"
+        ),
+    ):
         PassManager("test-order-reads,remove-no-ops,test-order-makes")
 
 
 def test_runs_before_of_a_function_pass():
-    with pytest.raises(PipelineError, match=re.escape(
+    with pytest.raises(
+        PipelineError,
+        match=re.escape(
             "test-order-makes must run after test-order-early (pipeline positions 1 and 2; "
-            "declared by test-order-early.runs_before)")):
+            "declared by test-order-early.runs_before)"
+        ),
+    ):
         PassManager("test-order-makes,test-order-early")
     PassManager("test-order-early,test-order-makes,test-order-reads")
 

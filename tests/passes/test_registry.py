@@ -10,8 +10,8 @@ import textwrap
 import attrs
 import pytest
 
-from passes import Pass, PipelineError, get_pass_class, parse_pipeline, unregister_pass
 import lowering  # noqa: F401  (declares the backend's passes)
+from passes import Pass, PipelineError, get_pass_class, parse_pipeline, unregister_pass
 from passes.registry import BUILTIN, listed
 
 
@@ -30,9 +30,13 @@ def test_importing_the_packages_imports_no_pass_and_leaves_logging_alone():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     unchanged, then = done.stdout.splitlines()
-    assert unchanged == "True {} []"  # (lowering's capability imports a helper of fold-batch-norm's module: no pass is defined)
-    assert then == "['lowering.passes._base', 'lowering.passes.merge_clamps']" or \
-        then == "['lowering.passes.merge_clamps']"
+    assert (
+        unchanged == "True {} []"
+    )  # (lowering's capability imports a helper of fold-batch-norm's module: no pass is defined)
+    assert (
+        then == "['lowering.passes._base', 'lowering.passes.merge_clamps']"
+        or then == "['lowering.passes.merge_clamps']"
+    )
 
 
 NOTEBOOK_CELL = '''
@@ -67,9 +71,11 @@ def test_a_pass_defined_again_in_the_same_module_replaces_it():
 
 def test_a_pass_of_the_program_cannot_take_a_listed_name():
     with pytest.raises(PipelineError, match=r"the name of the pass lowering.passes.merge_clamps:MergeClamps"):
+
         @attrs.frozen
         class MyMergeClamps(Pass):
             name = "xnnpack.merge-clamps"
+
     with pytest.raises(PipelineError, match="a listed pass cannot be unregistered"):
         unregister_pass("remove-no-ops")
 
@@ -107,13 +113,20 @@ def _run_without_metadata(code: str, tmp_path) -> subprocess.CompletedProcess:
 
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root))
-    return subprocess.run([sys.executable, "-c", HIDDEN_ENTRY_POINTS + textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=600, cwd=tmp_path, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", HIDDEN_ENTRY_POINTS + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
 
 
 def test_the_readme_example_lowers_from_a_clone_without_installed_metadata(tmp_path):
     """The backend declares its own passes: the default pipeline resolves with no entry points."""
-    done = _run_without_metadata("""
+    done = _run_without_metadata(
+        """
         import torch
         from executorch.runtime import Runtime
         from lowering import XnnpackPartitioner, to_edge_transform_and_lower
@@ -130,7 +143,9 @@ def test_the_readme_example_lowers_from_a_clone_without_installed_metadata(tmp_p
         method = Runtime.get().load_program(program.buffer).load_method("forward")
         (y,) = method.execute([x])
         print(float((y - model(x)).abs().max()), outside, len(partitioner.rewrites_applied) > 0)
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     error = float(last.split(" ")[0])
@@ -140,7 +155,8 @@ def test_the_readme_example_lowers_from_a_clone_without_installed_metadata(tmp_p
 
 def test_a_third_party_entry_point_cannot_replace_a_built_in_or_backend_name(tmp_path):
     for name in ("fold-constants", "remove-no-ops"):
-        done = _run_without_metadata(f"""
+        done = _run_without_metadata(
+            f"""
             import importlib.metadata as metadata
             metadata.entry_points = lambda **params: metadata.EntryPoints(
                 (metadata.EntryPoint("{name}", "thirdparty.passes:Evil", "xir.passes"),)
@@ -148,7 +164,9 @@ def test_a_third_party_entry_point_cannot_replace_a_built_in_or_backend_name(tmp
             import lowering
             from passes import parse_pipeline
             parse_pipeline("dead-code-elimination")
-        """, tmp_path)
+        """,
+            tmp_path,
+        )
         assert done.returncode != 0
         builtin = "lowering.passes.fold_constants:FoldConstants" if name == "fold-constants" else BUILTIN[name]
         assert f"lists a pass '{name}' (thirdparty.passes:Evil)" in done.stderr, done.stderr[-2000:]
@@ -158,7 +176,10 @@ def test_a_third_party_entry_point_cannot_replace_a_built_in_or_backend_name(tmp
 def test_a_backend_cannot_declare_a_name_another_holds():
     from passes.registry import register_backend_passes
 
-    with pytest.raises(PipelineError, match=r"'fold-constants' is taken twice: lowering lists "
-                                            r"lowering.passes.fold_constants:FoldConstants, otherbackend lists x:Y"):
+    with pytest.raises(
+        PipelineError,
+        match=r"'fold-constants' is taken twice: lowering lists "
+        r"lowering.passes.fold_constants:FoldConstants, otherbackend lists x:Y",
+    ):
         register_backend_passes("otherbackend", {"fold-constants": "x:Y"})
     assert "otherbackend" not in __import__("passes.registry").registry._backends

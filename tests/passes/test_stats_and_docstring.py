@@ -41,8 +41,9 @@ def test_a_collected_pass_leaves_no_stats_behind():
 
 
 def test_the_pipeline_docstring_example_parses_and_prints_back():
-    (example,) = [line.strip() for line in passes.pipeline.__doc__.splitlines()
-                  if line.startswith("    ") and line.strip()]
+    (example,) = [
+        line.strip() for line in passes.pipeline.__doc__.splitlines() if line.startswith("    ") and line.strip()
+    ]
     pipeline = parse_pipeline(example)
     assert format_pipeline(pipeline) == example
     assert any(vars(p) or getattr(p, "__attrs_attrs__", ()) for p in pipeline)

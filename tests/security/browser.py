@@ -29,8 +29,10 @@ def chromium() -> str:
         path = shutil.which(name)
         if path:
             return path
-    why = ("Chromium is not installed: the HTML report tests open the page in it (Debian: apt-get install "
-           "chromium; .ci/run installs it)")
+    why = (
+        "Chromium is not installed: the HTML report tests open the page in it (Debian: apt-get install "
+        "chromium; .ci/run installs it)"
+    )
     if os.environ.get("XIR_REQUIRE_BROWSER") == "1":
         pytest.fail(f"{why}, and XIR_REQUIRE_BROWSER=1 requires it", pytrace=False)
     pytest.skip(why)
@@ -40,9 +42,22 @@ def run_chromium(url: str, *args: str, budget_ms: int = 15000, timeout: float = 
     """Chromium's stdout for ``url`` in a fresh profile (two tests at once share nothing), with no
     network traffic of its own; ``budget_ms`` of virtual time for the page's scripts."""
     with tempfile.TemporaryDirectory(prefix="xir-chromium-") as profile:
-        command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                   "--hide-scrollbars", f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}", *args, url]
+        command = [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--virtual-time-budget={budget_ms}",
+            *args,
+            url,
+        ]
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
@@ -62,6 +77,7 @@ def dump_dom(page: Path, fragment: str = "") -> "Element":
 
 
 # ------------------------------------------------------------------------- a tiny DOM
+
 
 class Element:
     def __init__(self, tag: str, attrs: dict, parent: "Element | None"):

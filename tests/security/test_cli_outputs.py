@@ -50,8 +50,13 @@ def test_a_write_that_fails_partway_leaves_the_old_output(model, tmp_path):
     out = tmp_path / "out" / "mlp.pte"
     out.parent.mkdir()
     out.write_bytes(OLD)
-    result = subprocess.run([sys.executable, "-c", QUOTA, "lower", str(model), "-o", str(out)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", QUOTA, "lower", str(model), "-o", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.rstrip().splitlines()[-1] == f"xir: error: cannot write {out}: File too large"
     assert "Traceback" not in result.stderr
@@ -66,5 +71,7 @@ def test_the_output_is_checked_before_loading(model, tmp_path, capsys, monkeypat
     (tmp_path / "adir").mkdir()
     status = cli.main(["lower", str(model), "-o", str(tmp_path / "adir")])
     err = capsys.readouterr().err
-    assert status == 2 and err.rstrip().splitlines()[-1] == f"xir: error: cannot write {tmp_path / 'adir'}: is a directory"
+    assert (
+        status == 2 and err.rstrip().splitlines()[-1] == f"xir: error: cannot write {tmp_path / 'adir'}: is a directory"
+    )
     assert "loading" not in err and "lowering" not in err

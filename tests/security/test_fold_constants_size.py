@@ -72,16 +72,26 @@ print(json.dumps({"grown_mb": grown / 1024, "outcome": outcome, "unchanged": xir
 
 
 def _fold_in_a_process(text: str, constants: dict) -> dict:
-    run = subprocess.run([sys.executable, "-c", SCRIPT], input=json.dumps([WARM_UP, text, constants]),
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        input=json.dumps([WARM_UP, text, constants]),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("text, constants, node, size", [
-    (FULL, {}, "aten.full", "f32[20000,20000]"),
-    (BROADCAST, {"a": [20000, 1], "b": [1, 20000]}, "aten.eq.Tensor", "bool[20000,20000]"),
-], ids=["attributes", "broadcast"])
+@pytest.mark.parametrize(
+    "text, constants, node, size",
+    [
+        (FULL, {}, "aten.full", "f32[20000,20000]"),
+        (BROADCAST, {"a": [20000, 1], "b": [1, 20000]}, "aten.eq.Tensor", "bool[20000,20000]"),
+    ],
+    ids=["attributes", "broadcast"],
+)
 def test_a_result_bigger_than_its_type_is_refused_before_it_is_allocated(text, constants, node, size):
     result = _fold_in_a_process(text, constants)
     assert result["grown_mb"] < 100, f"folding allocated {result['grown_mb']:.0f} MB"
@@ -90,20 +100,26 @@ def test_a_result_bigger_than_its_type_is_refused_before_it_is_allocated(text, c
     assert result["unchanged"]
 
 
-@pytest.mark.parametrize("line, message", [
-    ("%0: f32[2] = aten.full() {size=[20000, 20000], fill_value=1.0, dtype=f32}", "result shape is [2], expected [20000,20000]"),
-    ("%0: f32[2] = aten.full() {size=[2], fill_value=1}", "result dtype is f32, expected i64"),
-    ("%0: f32[2] = aten.zeros() {size=[20000, 20000]}", "result shape is [2], expected [20000,20000]"),
-    ("%0: f32[2] = aten.ones() {size=[2, 1]}", "result shape is [2], expected [2,1]"),
-    ("%0: i64[2] = aten.arange.start_step() {start=0, end=400000000}", "result shape is [2], expected [400000000]"),
-    ("%0: i64[2] = aten.arange() {end=2.0}", "result dtype is i64, expected f32"),
-    ("%0: f32[2] = aten.arange.start_step() {start=0, end=2, step=0}", "a step of 0 does not go from 0 to 2"),
-    ("%0: f32[2] = aten.full_like(%x) {fill_value=1.0, dtype=bf16}", "result dtype is f32, expected bf16"),
-    ("%0: f32[4] = aten.zeros_like(%x)", "result shape is [4], expected [2]"),
-    ("%0: f32[4] = aten.ones_like(%x)", "result shape is [4], expected [2]"),
-    ("%0: f32[2] = aten.scalar_tensor() {s=1.0}", "result shape is [2], expected []"),
-    ("%0: f32[2] = aten.full() {size=[2, -1], fill_value=1.0}", "size [2, -1] has a negative size"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (
+            "%0: f32[2] = aten.full() {size=[20000, 20000], fill_value=1.0, dtype=f32}",
+            "result shape is [2], expected [20000,20000]",
+        ),
+        ("%0: f32[2] = aten.full() {size=[2], fill_value=1}", "result dtype is f32, expected i64"),
+        ("%0: f32[2] = aten.zeros() {size=[20000, 20000]}", "result shape is [2], expected [20000,20000]"),
+        ("%0: f32[2] = aten.ones() {size=[2, 1]}", "result shape is [2], expected [2,1]"),
+        ("%0: i64[2] = aten.arange.start_step() {start=0, end=400000000}", "result shape is [2], expected [400000000]"),
+        ("%0: i64[2] = aten.arange() {end=2.0}", "result dtype is i64, expected f32"),
+        ("%0: f32[2] = aten.arange.start_step() {start=0, end=2, step=0}", "a step of 0 does not go from 0 to 2"),
+        ("%0: f32[2] = aten.full_like(%x) {fill_value=1.0, dtype=bf16}", "result dtype is f32, expected bf16"),
+        ("%0: f32[4] = aten.zeros_like(%x)", "result shape is [4], expected [2]"),
+        ("%0: f32[4] = aten.ones_like(%x)", "result shape is [4], expected [2]"),
+        ("%0: f32[2] = aten.scalar_tensor() {s=1.0}", "result shape is [2], expected []"),
+        ("%0: f32[2] = aten.full() {size=[2, -1], fill_value=1.0}", "size [2, -1] has a negative size"),
+    ],
+)
 def test_a_creation_op_whose_declared_type_disagrees_with_its_attributes_fails_verification(line, message):
     graph = xir.parse_graph(f"graph @g {{\n  input %x: f32[2]\n  {line}\n  return %0\n}}\n")
     with pytest.raises(xir.VerificationError) as info:

@@ -28,8 +28,16 @@ def _journal(folder: Path, entries: list[dict], generator: int | None = GENERATO
     """``folder/programs.jsonl`` as a campaign with SETTINGS at this checkout writes it (``generator``
     None: as one written before the journal named the generator's edition)."""
     folder.mkdir(parents=True, exist_ok=True)
-    header = {"campaign": {"commit": source_commit(), "code": source_code_id(), "max_ops": 2, "min_ops": 2,
-                           "timeout": 300.0, **({} if generator is None else {"generator": generator})}}
+    header = {
+        "campaign": {
+            "commit": source_commit(),
+            "code": source_code_id(),
+            "max_ops": 2,
+            "min_ops": 2,
+            "timeout": 300.0,
+            **({} if generator is None else {"generator": generator}),
+        }
+    }
     path = folder / "programs.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in [header] + entries) + "\n")
     return path
@@ -44,8 +52,14 @@ def _entry(seed: int, label: str = "xir-own", program: dict | None = None) -> di
 
 
 def _fuzz(*extra: str, preexec_fn=None) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "xir_tools.fuzz", *SETTINGS, *extra], cwd=ROOT, capture_output=True,
-                          text=True, timeout=900, preexec_fn=preexec_fn)
+    done = subprocess.run(
+        [sys.executable, "-m", "xir_tools.fuzz", *SETTINGS, *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        preexec_fn=preexec_fn,
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -104,8 +118,16 @@ def test_a_journal_rewrite_that_fails_partway_leaves_the_journal(tmp_path):
     journal of every program run so far is intact, and the error names the file."""
     journal = _journal(tmp_path, [_entry(seed, label="ok") for seed in range(1000, 1004)])
     before = journal.read_text()
-    code, output = _fuzz("--count", "4", "--resume", "--shrink", "none", "--out", str(tmp_path),
-                         preexec_fn=_limit_file_size(len(before) // 2))
+    code, output = _fuzz(
+        "--count",
+        "4",
+        "--resume",
+        "--shrink",
+        "none",
+        "--out",
+        str(tmp_path),
+        preexec_fn=_limit_file_size(len(before) // 2),
+    )
     assert code == 2 and f"cannot write {journal}: File too large" in output, output[-3000:]
     assert journal.read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["programs.jsonl"]

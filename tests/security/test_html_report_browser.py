@@ -18,9 +18,9 @@ from pathlib import Path
 
 import xir
 from lowering.capability import Options
-from xir_tools.html_report import render_html, report_data, write_html
 from lowering.partition import plan_partition
 from tests.security.browser import chromium, dom_text, drawn, dump_dom, graph_nodes
+from xir_tools.html_report import render_html, report_data, write_html
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "<img src=x onerror=document.documentElement.dataset.pwned=1>"
@@ -44,22 +44,32 @@ def all_drawn(dom, graph) -> list:
 
 # ---------------------------------------------------------------------------- payloads
 
+
 def test_an_attribute_holding_a_placeholder_and_markup_runs_no_script(tmp_path):
     """The issue's 5-line .xir: a gelu whose ``approximate`` holds the data placeholder's marker and
     an <img onerror>. Left outside (the reason quotes the attribute), it reaches the summary;
     filled one placeholder after another, the page put the data JSON (raw ``<img ...>``) there."""
     payload = "/*{{DATA}}*/" + SCRIPT
     source = tmp_path / "model.xir"
-    source.write_text(textwrap.dedent(f"""\
+    source.write_text(
+        textwrap.dedent(f"""\
         graph @forward {{
           input %x: f32[2,16]
           %0: f32[2,16] = aten.gelu(%x) {{approximate={json.dumps(payload)}}}
           return %0
         }}
-        """))
+        """)
+    )
     graph = xir.parse_graph(source.read_text())
-    page = write_html(tmp_path / "report.html", graph, plan(graph), None, passes_recorded=False,
-                      title=f"xir partition: {source.name}", subtitle="IR text, planned as it is")
+    page = write_html(
+        tmp_path / "report.html",
+        graph,
+        plan(graph),
+        None,
+        passes_recorded=False,
+        title=f"xir partition: {source.name}",
+        subtitle="IR text, planned as it is",
+    )
     dom = dump_dom(page)
     not_pwned(dom)
     [element] = all_drawn(dom, graph)
@@ -93,13 +103,15 @@ def test_the_data_is_inert_in_its_script_element():
     ``<!--<script>`` keeps it open past its end tag), ``&`` (read as markup by an XHTML parser),
     U+2028, U+2029 (they end a JavaScript string in older engines), and reads back as the data."""
     text = "</script><!--<script>&amp;" + SCRIPT + "\u2028\u2029"
-    graph = xir.parse_graph(textwrap.dedent(f"""\
+    graph = xir.parse_graph(
+        textwrap.dedent(f"""\
         graph @forward {{
           input %x: f32[2,16]
           %0: f32[2,16] = aten.gelu(%x) {{approximate={json.dumps(text)}}}
           return %0
         }}
-        """))
+        """)
+    )
     data = report_data(graph, plan(graph), None, passes_recorded=False)
     page = render_html(data)
     embedded = re.search(r'<script id="xir-data" type="application/json">(.*?)</script>', page, re.S).group(1)
@@ -108,6 +120,7 @@ def test_the_data_is_inert_in_its_script_element():
 
 
 # ------------------------------------------------------------------------- large graphs
+
 
 def chain(length: int, block: int = 0) -> str:
     """IR text: a chain of relus; with ``block``, a residual add closing every ``block`` ops and
@@ -158,6 +171,7 @@ def test_a_20000_node_graph_opens_and_draws(tmp_path):
 
 # ----------------------------------------------------------------------- atomic writes
 
+
 def write_with_a_size_limit(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a Python whose files cannot grow past 64 KiB (RLIMIT_FSIZE, as a full disk
     or a quota would stop a write partway), printing the error it raises."""
@@ -166,8 +180,9 @@ def write_with_a_size_limit(tmp_path: Path, code: str) -> subprocess.CompletedPr
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
         """)
-    return subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(code)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", prologue + textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_failed_report_write_keeps_the_old_report(tmp_path):
@@ -175,7 +190,9 @@ def test_a_failed_report_write_keeps_the_old_report(tmp_path):
     whole, and no partial file is left beside it. Written in place, it was cut to 64 KiB."""
     page = tmp_path / "report.html"
     page.write_text("<p>the report of yesterday</p>")
-    result = write_with_a_size_limit(tmp_path, f"""
+    result = write_with_a_size_limit(
+        tmp_path,
+        f"""
         import xir
         from xir_tools.html_report import write_ir_report
         graph = xir.parse_graph("graph @forward {{\\n  input %x: f32[2]\\n"
@@ -184,7 +201,8 @@ def test_a_failed_report_write_keeps_the_old_report(tmp_path):
             write_ir_report({str(page)!r}, graph)
         except OSError as error:
             print("OSError", error.errno)
-        """)
+        """,
+    )
     assert "OSError 27" in result.stdout, result.stdout + result.stderr  # EFBIG
     assert page.read_text() == "<p>the report of yesterday</p>"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
@@ -195,7 +213,9 @@ def test_a_failed_node_data_write_keeps_the_old_file(tmp_path):
     file that was there stays, and no partial file is left."""
     target = tmp_path / "model.pt2.xir-delegates.json"
     target.write_text('{"old": true}')
-    result = write_with_a_size_limit(tmp_path, f"""
+    result = write_with_a_size_limit(
+        tmp_path,
+        f"""
         from xir_tools.explorer.data import write_node_data
         data = {{"groups": [{{"index": 0, "stroke": "#3b78c4"}}],
                  "nodes": [{{"id": f"n{{i}}", "kind": "op", "status": "delegated", "group": 0}} for i in range(5000)]}}
@@ -203,7 +223,8 @@ def test_a_failed_node_data_write_keeps_the_old_file(tmp_path):
             write_node_data({str(target)!r}, data, "forward (xir)")
         except OSError as error:
             print("OSError", error.errno)
-        """)
+        """,
+    )
     assert "OSError 27" in result.stdout, result.stdout + result.stderr
     assert target.read_text() == '{"old": true}'
     assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]

@@ -63,13 +63,40 @@ MASK_SEED = """graph @mask {
 """
 SEEDS = [TEXT_SEED, VERIFIER_SEED, CONV_SEED, MASK_SEED]
 
-INTERESTING = "[]{}()<>,:=%@#-+.*\"\\ \t\n\r0123456789aeifnx_\x00\u2028\ud800\u00e9"
+INTERESTING = '[]{}()<>,:=%@#-+.*"\\ \t\n\r0123456789aeifnx_\x00\u2028\ud800\u00e9'
 TOKENS = re.compile(r"\s+|[A-Za-z0-9_.%@-]+|\S")
 NUMBERS = re.compile(r"\d+")
 ATTRIBUTE_VALUES = re.compile(r"(?<==)[^,{}=]+|(?<=\[)[^\[\],]+|(?<=, )[^\[\],{}=]+(?=[\],])")
-VALUES = ["-1", "0", "1", "-2", "3", "99", "-9223372036854775808", "9223372036854775807", "1.5", "-0.5", "inf", "-inf",
-          "nan", "true", "false", "none", '"s"', "[]", "[0]", "[[1]]", "[-5, 7]", "[1, 1, 1]", "[0, 0]", "f32", "i64",
-          "memory_format.x", "%x", "%0"]
+VALUES = [
+    "-1",
+    "0",
+    "1",
+    "-2",
+    "3",
+    "99",
+    "-9223372036854775808",
+    "9223372036854775807",
+    "1.5",
+    "-0.5",
+    "inf",
+    "-inf",
+    "nan",
+    "true",
+    "false",
+    "none",
+    '"s"',
+    "[]",
+    "[0]",
+    "[[1]]",
+    "[-5, 7]",
+    "[1, 1, 1]",
+    "[0, 0]",
+    "f32",
+    "i64",
+    "memory_format.x",
+    "%x",
+    "%0",
+]
 
 
 @st.composite
@@ -80,9 +107,9 @@ def mutations(draw, text: str) -> str:
     if kind == "insert":
         return text[:at] + draw(st.text(INTERESTING, min_size=1, max_size=3)) + text[at:]
     if kind == "delete":
-        return text[:at] + text[at + draw(st.integers(1, 8)):]
+        return text[:at] + text[at + draw(st.integers(1, 8)) :]
     if kind == "replace":
-        return text[:at] + draw(st.sampled_from(INTERESTING)) + text[at + 1:]
+        return text[:at] + draw(st.sampled_from(INTERESTING)) + text[at + 1 :]
     if kind == "duplicate":
         tokens = TOKENS.findall(text)
         i = draw(st.integers(0, len(tokens) - 1))
@@ -91,22 +118,36 @@ def mutations(draw, text: str) -> str:
     if kind == "inflate":
         numbers = list(NUMBERS.finditer(text))
         m = numbers[draw(st.integers(0, len(numbers) - 1))]
-        new = draw(st.sampled_from(["9" * 19, "9223372036854775808", "-1", "-9223372036854775809", "0",
-                                    "9" * 5000, "0" * 5000 + "1", "1" + "0" * 300, "1e999", "-0"]))
-        return text[:m.start()] + new + text[m.end():]
+        new = draw(
+            st.sampled_from(
+                [
+                    "9" * 19,
+                    "9223372036854775808",
+                    "-1",
+                    "-9223372036854775809",
+                    "0",
+                    "9" * 5000,
+                    "0" * 5000 + "1",
+                    "1" + "0" * 300,
+                    "1e999",
+                    "-0",
+                ]
+            )
+        )
+        return text[: m.start()] + new + text[m.end() :]
     if kind == "value":  # an attribute value, or an item of one, replaced by a value of another kind or range
         values = list(ATTRIBUTE_VALUES.finditer(text))
         if values:
             m = values[draw(st.integers(0, len(values) - 1))]
-            return text[:m.start()] + draw(st.sampled_from(VALUES)) + text[m.end():]
+            return text[: m.start()] + draw(st.sampled_from(VALUES)) + text[m.end() :]
     if kind == "nest":
         depth = draw(st.sampled_from([2, 31, 33, 100, 2000]))
         closed = draw(st.booleans())
         return text[:at] + "[" * depth + ("]" * depth if closed else "") + text[at:]
     other = draw(st.sampled_from(SEEDS))
     start = draw(st.integers(0, len(other)))
-    piece = other[start:start + draw(st.integers(1, 200))]
-    return text[:at] + piece + text[at + draw(st.integers(0, 40)):]
+    piece = other[start : start + draw(st.integers(1, 200))]
+    return text[:at] + piece + text[at + draw(st.integers(0, 40)) :]
 
 
 @st.composite

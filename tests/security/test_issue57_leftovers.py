@@ -32,8 +32,10 @@ def test_gelu_approximate_is_an_enum(value, valid):
     import xir
     from xir.errors import VerificationError
 
-    graph = xir.parse_graph("graph @g {\n  input %x: f32[3,4]\n"
-                            f'  %0: f32[3,4] = aten.gelu(%x) {{approximate="{value}"}}\n  return %0\n}}\n')
+    graph = xir.parse_graph(
+        "graph @g {\n  input %x: f32[3,4]\n"
+        f'  %0: f32[3,4] = aten.gelu(%x) {{approximate="{value}"}}\n  return %0\n}}\n'
+    )
     if valid:
         xir.verify(graph)
     else:
@@ -47,7 +49,11 @@ def test_stale_temporary_files_are_removed_by_the_next_write(tmp_path):
     from xir import files
 
     target = tmp_path / "model.pte"
-    killed = subprocess.Popen([sys.executable, "-c", f"""
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"""
 import os
 from xir import files
 real = os.fsync
@@ -56,7 +62,12 @@ def stop(fd):
     import time; time.sleep(60)
 os.fsync = stop
 files.write_atomic({str(target)!r}, b"x" * (1 << 20))
-"""], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+""",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert killed.stdout.readline() == "writing\n"
     killed.kill()
     killed.wait()
@@ -69,8 +80,9 @@ files.write_atomic({str(target)!r}, b"x" * (1 << 20))
     other.write_bytes(b"another file's")
     os.utime(other, (old, old))
     files.write_atomic(target, b"new")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".model.pte.abcd1234.tmp", ".other.pte.abcd1234.tmp",
-                                                                 "model.pte"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".model.pte.abcd1234.tmp", ".other.pte.abcd1234.tmp", "model.pte"]
+    )
     assert target.read_bytes() == b"new"
 
 
@@ -88,10 +100,13 @@ def test_a_truncated_pt2_is_called_truncated(tmp_path):
     infos = zipfile.ZipFile(path).infolist()
     after = next(i for i, info in enumerate(infos) if info.filename.endswith("sample_inputs/model.pt")) + 1
     cut = tmp_path / "cut.pt2"
-    cut.write_bytes(path.read_bytes()[:infos[after].header_offset])
-    with pytest.raises(BadArchive, match=r"cut.pt2: it is truncated or damaged: the zip directory at its end lists "
-                                         r"members from byte [\d,]+ on \(archive/data.pkl: a zip stored inside it\?\), "
-                                         r"not from its start$"):
+    cut.write_bytes(path.read_bytes()[: infos[after].header_offset])
+    with pytest.raises(
+        BadArchive,
+        match=r"cut.pt2: it is truncated or damaged: the zip directory at its end lists "
+        r"members from byte [\d,]+ on \(archive/data.pkl: a zip stored inside it\?\), "
+        r"not from its start$",
+    ):
         load_exported_program(cut)
 
 
@@ -120,6 +135,9 @@ def test_an_invalid_option_value_is_a_pipeline_error():
     from passes.pipeline import parse_pipeline
     from passes.registry import PipelineError
 
-    with pytest.raises(PipelineError, match=r"pass fold-constants: the option\(s\) \{max_elements=-5\} are not "
-                                            r"valid: 'max_elements' must be >= 0: -5"):
+    with pytest.raises(
+        PipelineError,
+        match=r"pass fold-constants: the option\(s\) \{max_elements=-5\} are not "
+        r"valid: 'max_elements' must be >= 0: -5",
+    ):
         parse_pipeline("fold-constants{max_elements=-5}")

@@ -42,8 +42,9 @@ def test_explain_html_does_not_write_over_the_model(kind, model, tmp_path, capsy
         target.symlink_to(source)
     before = source.read_bytes()
     status, line = run_cli(["explain", source, "--html", target], capsys, monkeypatch)
-    assert status == 2 and line == (f"xir: error: --html {target} is the input {source}: writing it would overwrite "
-                                    f"the input; give another file"), line
+    assert status == 2 and line == (
+        f"xir: error: --html {target} is the input {source}: writing it would overwrite the input; give another file"
+    ), line
     assert source.read_bytes() == before
 
 
@@ -52,8 +53,10 @@ def test_dump_dir_does_not_write_over_the_model(model, tmp_path, capsys, monkeyp
     source = tmp_path / "mlp.pt2"
     source.write_bytes(model.read_bytes())
     status, line = run_cli(["lower", source, "-o", tmp_path / "out.pte", "--dump-dir", source], capsys, monkeypatch)
-    assert status == 2 and line == (f"xir: error: --dump-dir {source} is the input {source}: writing it would "
-                                    f"overwrite the input; give another folder"), line
+    assert status == 2 and line == (
+        f"xir: error: --dump-dir {source} is the input {source}: writing it would "
+        f"overwrite the input; give another folder"
+    ), line
     assert source.read_bytes() == model.read_bytes() and not (tmp_path / "out.pte").exists()
     other = tmp_path / "notes.txt"
     other.write_text("notes")

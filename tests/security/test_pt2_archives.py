@@ -72,7 +72,7 @@ def torch_save(obj) -> bytes:
 
 
 def root(path: Path) -> str:
-    return next(n for n in zipfile.ZipFile(path).namelist() if n.endswith("/archive_format"))[:-len("archive_format")]
+    return next(n for n in zipfile.ZipFile(path).namelist() if n.endswith("/archive_format"))[: -len("archive_format")]
 
 
 def read(path: Path, member: str) -> bytes:
@@ -86,7 +86,7 @@ def rewrite(source: Path, target: Path, changes: dict, compressed: tuple = ()) -
     changes = dict(changes)
     with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
         for info in old.infolist():
-            name = info.filename[len(prefix):]
+            name = info.filename[len(prefix) :]
             data = old.read(info)
             if name in changes:
                 change = changes.pop(name)
@@ -99,10 +99,12 @@ def rewrite(source: Path, target: Path, changes: dict, compressed: tuple = ()) -
 
 def edit_json(change):
     """A rewrite() change that edits a member's JSON in place."""
+
     def apply(data: bytes) -> bytes:
         document = json.loads(data)
         change(document)
         return json.dumps(document).encode()
+
     return apply
 
 
@@ -120,12 +122,18 @@ def walk(document):
 
 # ----------------------------------------------------------------------- harmful archives
 
+
 def pickled_weight(saved, folder, marker):
     """fc.weight marked use_pickle: torch.load(weights_only=False) of its member."""
     weight = json.loads(read(saved, WEIGHTS))["config"]["fc.weight"]["path_name"]
-    return rewrite(saved, folder / "pickled-weight.pt2", {
-        WEIGHTS: edit_json(lambda c: c["config"]["fc.weight"].update(use_pickle=True)),
-        f"data/weights/{weight}": torch_save(WritesMarker(marker))})
+    return rewrite(
+        saved,
+        folder / "pickled-weight.pt2",
+        {
+            WEIGHTS: edit_json(lambda c: c["config"]["fc.weight"].update(use_pickle=True)),
+            f"data/weights/{weight}": torch_save(WritesMarker(marker)),
+        },
+    )
 
 
 def pickled_inputs(saved, folder, marker):
@@ -136,9 +144,14 @@ def pickled_inputs(saved, folder, marker):
 def opaque_constant(saved, folder, marker):
     """An opaque_obj_ constant: pickle.loads of its member."""
     entry = {"path_name": "opaque_obj_0", "is_param": False, "use_pickle": True, "tensor_meta": None}
-    return rewrite(saved, folder / "opaque-constant.pt2", {
-        CONSTANTS: edit_json(lambda c: c["config"].update(evil=entry)),
-        "data/constants/opaque_obj_0": pickle.dumps(WritesMarker(marker))})
+    return rewrite(
+        saved,
+        folder / "opaque-constant.pt2",
+        {
+            CONSTANTS: edit_json(lambda c: c["config"].update(evil=entry)),
+            "data/constants/opaque_obj_0": pickle.dumps(WritesMarker(marker)),
+        },
+    )
 
 
 def legacy_weights(saved, folder, marker):
@@ -148,10 +161,12 @@ def legacy_weights(saved, folder, marker):
 
 def sympy_expression(saved, folder, marker):
     """A symbolic size that calls open(): torch parses it with sympy.sympify, which evals it."""
+
     def change(program):
         for d in walk(program):
             if "expr_str" in d:
                 d["expr_str"] = f"open({str(marker)!r}, 'w') and {d['expr_str']}"
+
     return rewrite(saved, folder / "sympy-expression.pt2", {PROGRAM: edit_json(change)})
 
 
@@ -166,13 +181,17 @@ def input_name(saved, folder, marker):
                     d[key] = evil
             if "x" in d and isinstance(d["x"], dict) and "dtype" in d["x"]:  # tensor_values
                 d[evil] = d.pop("x")
+
     return rewrite(saved, folder / "input-name.pt2", {PROGRAM: edit_json(change)})
 
 
 def guard(saved, folder, marker):
     """A guard that calls open(): ep.module() splices it into the module's source and execs it."""
-    return rewrite(saved, folder / "guard.pt2", {
-        PROGRAM: edit_json(lambda p: p.update(guards_code=[f"open({str(marker)!r}, 'w') is not None"]))})
+    return rewrite(
+        saved,
+        folder / "guard.pt2",
+        {PROGRAM: edit_json(lambda p: p.update(guards_code=[f"open({str(marker)!r}, 'w') is not None"]))},
+    )
 
 
 def attribute_name(saved, folder, marker):
@@ -183,18 +202,30 @@ def attribute_name(saved, folder, marker):
         for d in walk(document):
             if d.get("buffer_name") == "shift":
                 d["buffer_name"] = evil
-    return rewrite(saved, folder / "attribute-name.pt2", {
-        PROGRAM: edit_json(program),
-        WEIGHTS: edit_json(lambda c: c["config"].update({evil: c["config"].pop("shift")}))})
+
+    return rewrite(
+        saved,
+        folder / "attribute-name.pt2",
+        {
+            PROGRAM: edit_json(program),
+            WEIGHTS: edit_json(lambda c: c["config"].update({evil: c["config"].pop("shift")})),
+        },
+    )
 
 
 # name -> (builder, what makes torch run it, what xir's error says)
 HARMFUL = {
     "pickled-weight": (pickled_weight, "load", "weight fc.weight (member model/data/weights/weight_"),
-    "pickled-inputs": (pickled_inputs, "load", "its sample inputs (data/sample_inputs/model.pt) are a pickle that "
-                                               "torch's weights-only unpickler refuses"),
-    "opaque-constant": (opaque_constant, "load", "constant evil (member model/data/constants/opaque_obj_0) is a "
-                                                 "pickled Python object"),
+    "pickled-inputs": (
+        pickled_inputs,
+        "load",
+        "its sample inputs (data/sample_inputs/model.pt) are a pickle that torch's weights-only unpickler refuses",
+    ),
+    "opaque-constant": (
+        opaque_constant,
+        "load",
+        "constant evil (member model/data/constants/opaque_obj_0) is a pickled Python object",
+    ),
     "legacy-weights": (legacy_weights, "load", "member model/data/weights/model.pt is a pickled state dict"),
     "sympy-expression": (sympy_expression, "load", "is not a shape expression (torch evaluates it with sympify)"),
     "input-name": (input_name, "load", "is not a Python name"),
@@ -232,8 +263,9 @@ def test_code_in_the_archive_does_not_run(name, saved, tmp_path, capsys, monkeyp
     line = err.strip().splitlines()[-1]
     assert status == 2 and "Traceback" not in err, err
     assert line.startswith(f"xir: error: {path}: ") and message in line, line
-    assert line.endswith("loading it would run code from the file (--trust-pickle, or trust_pickle=True, "
-                         "loads it if you trust the file)")
+    assert line.endswith(
+        "loading it would run code from the file (--trust-pickle, or trust_pickle=True, loads it if you trust the file)"
+    )
     with pytest.raises(UntrustedArchive):
         load_exported_program(path)
     with pytest.raises(UntrustedArchive):
@@ -253,12 +285,13 @@ def test_trust_pickle_is_the_users_choice(saved, tmp_path, capsys, monkeypatch):
 
 # ----------------------------------------------------------------------- damaged archives
 
+
 def flipped_byte(saved, folder):
     """One byte of fc.weight's data changed in place: the zip's CRC no longer matches."""
     weight = json.loads(read(saved, WEIGHTS))["config"]["fc.weight"]["path_name"]
     info = zipfile.ZipFile(saved).getinfo(root(saved) + f"data/weights/{weight}")
     data = bytearray(saved.read_bytes())
-    name_length, extra_length = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    name_length, extra_length = struct.unpack("<HH", data[info.header_offset + 26 : info.header_offset + 30])
     data[info.header_offset + 30 + name_length + extra_length + 5] ^= 0x40
     target = folder / "flipped.pt2"
     target.write_bytes(bytes(data))
@@ -272,15 +305,24 @@ def bomb(saved, folder):
     def declare(config):
         meta = config["config"]["fc.weight"]["tensor_meta"]
         meta["sizes"], meta["strides"] = [{"as_int": 4}, {"as_int": 1 << 22}], [{"as_int": 1 << 22}, {"as_int": 1}]
-    return rewrite(saved, folder / "bomb.pt2", {WEIGHTS: edit_json(declare), f"data/weights/{weight}": bytes(1 << 26)},
-                   compressed=(f"data/weights/{weight}",))
+
+    return rewrite(
+        saved,
+        folder / "bomb.pt2",
+        {WEIGHTS: edit_json(declare), f"data/weights/{weight}": bytes(1 << 26)},
+        compressed=(f"data/weights/{weight}",),
+    )
 
 
 def inflates_past_its_tensor(saved, folder):
     """fc.weight (4x8 floats, 128 bytes) in a deflated member of 1 MiB."""
     weight = json.loads(read(saved, WEIGHTS))["config"]["fc.weight"]["path_name"]
-    return rewrite(saved, folder / "inflates.pt2", {f"data/weights/{weight}": os.urandom(1 << 20)},
-                   compressed=(f"data/weights/{weight}",))
+    return rewrite(
+        saved,
+        folder / "inflates.pt2",
+        {f"data/weights/{weight}": os.urandom(1 << 20)},
+        compressed=(f"data/weights/{weight}",),
+    )
 
 
 def shorter_than_its_tensor(saved, folder):
@@ -290,13 +332,25 @@ def shorter_than_its_tensor(saved, folder):
 
 
 DAMAGED = {
-    "flipped-byte": (flipped_byte, r"member model/data/weights/weight_\d+ is damaged: its CRC-32 does not match its bytes"),
-    "bomb": (bomb, r"member model/data/weights/weight_\d+ inflates to 67,108,864 bytes from [\d,]+ "
-                   r"\(a decompression bomb\?\)"),
-    "inflates": (inflates_past_its_tensor, r"member model/data/weights/weight_\d+ inflates to 1,048,576 bytes, "
-                                           r"more than the 128 that weight fc.weight declares"),
-    "short": (shorter_than_its_tensor, r"member model/data/weights/weight_\d+ holds 8 bytes, fewer than the 128 "
-                                       r"that weight fc.weight declares"),
+    "flipped-byte": (
+        flipped_byte,
+        r"member model/data/weights/weight_\d+ is damaged: its CRC-32 does not match its bytes",
+    ),
+    "bomb": (
+        bomb,
+        r"member model/data/weights/weight_\d+ inflates to 67,108,864 bytes from [\d,]+ "
+        r"\(a decompression bomb\?\)",
+    ),
+    "inflates": (
+        inflates_past_its_tensor,
+        r"member model/data/weights/weight_\d+ inflates to 1,048,576 bytes, "
+        r"more than the 128 that weight fc.weight declares",
+    ),
+    "short": (
+        shorter_than_its_tensor,
+        r"member model/data/weights/weight_\d+ holds 8 bytes, fewer than the 128 "
+        r"that weight fc.weight declares",
+    ),
 }
 
 
@@ -324,6 +378,7 @@ def test_a_flipped_byte_that_torch_reads_as_a_weight(saved, tmp_path):
 
 # ----------------------------------------------------------------------- ordinary archives
 
+
 def same_program(ours, theirs) -> bool:
     def tensors_equal(a: dict, b: dict) -> bool:
         return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
@@ -331,9 +386,14 @@ def same_program(ours, theirs) -> bool:
     inputs = (ours.example_inputs is None) == (theirs.example_inputs is None)
     if ours.example_inputs is not None:
         inputs = all(torch.equal(a, b) for a, b in zip(ours.example_inputs[0], theirs.example_inputs[0]))
-    return (str(ours.graph) == str(theirs.graph) and tensors_equal(ours.state_dict, theirs.state_dict)
-            and tensors_equal(ours.constants, theirs.constants) and inputs
-            and ours.range_constraints == theirs.range_constraints and ours._guards_code == theirs._guards_code)
+    return (
+        str(ours.graph) == str(theirs.graph)
+        and tensors_equal(ours.state_dict, theirs.state_dict)
+        and tensors_equal(ours.constants, theirs.constants)
+        and inputs
+        and ours.range_constraints == theirs.range_constraints
+        and ours._guards_code == theirs._guards_code
+    )
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "attention-bf16", "quantized-conv", "linear-bn-3d"])
@@ -351,13 +411,15 @@ def test_ordinary_archives_load_without_trust(name, inputs, tmp_path):
 
 def test_symbolic_sizes_and_guards_load_without_trust(saved, tmp_path):
     """Symbolic sizes, a guard torch.export wrote, a buffer and a tensor constant."""
+
     class Halves(torch.nn.Module):
         def forward(self, x, y):
-            return x * 2 + y[:x.shape[0] // 2].sum()
+            return x * 2 + y[: x.shape[0] // 2].sum()
 
     batch = torch.export.Dim("batch", min=5, max=64)
-    ep = torch.export.export(Halves(), (torch.randn(6, 3), torch.randn(8, 3)),
-                             dynamic_shapes=({0: batch}, {0: torch.export.Dim.AUTO}))
+    ep = torch.export.export(
+        Halves(), (torch.randn(6, 3), torch.randn(8, 3)), dynamic_shapes=({0: batch}, {0: torch.export.Dim.AUTO})
+    )
     assert ep._guards_code  # (L['x'].size()[0] // 2) <= L['y'].size()[0]
     path = tmp_path / "halves.pt2"
     torch.export.save(ep, path)

@@ -51,30 +51,38 @@ for path in sys.argv[1:]:
 
 def with_expression(expression: str):
     """A program change: every symbolic size of the program becomes ``expression`` (its symbol kept)."""
+
     def change(program):
         for d in walk(program):
             if "expr_str" in d:
                 d["expr_str"] = expression.format(d["expr_str"])
+
     return edit_json(change)
 
 
 HOSTILE = {  # name -> (the change of models/model.json, what the refusal says)
-    "power-in-size": (with_expression("{} + 0*7**10**8"),  # (issue 57's: the size is Symbol('s77', ...))
-                      "0*7**10**8\" raises to a power (or shifts by) '10 ** 8': only a number up to 64 is read as one"),
+    "power-in-size": (
+        with_expression("{} + 0*7**10**8"),  # (issue 57's: the size is Symbol('s77', ...))
+        "0*7**10**8\" raises to a power (or shifts by) '10 ** 8': only a number up to 64 is read as one",
+    ),
     "memory-in-size": (with_expression("{} + 0*10**10**11"), "raises to a power (or shifts by) '10 ** 11'"),
-    "tower-in-size": (with_expression("{} + 0*((((7**64)**64)**64)**64)"),
-                      "a number of more than 4096 bits"),
-    "precision-in-size": (with_expression("{} + 0*Float('1.5', 1000000000)"),
-                          "asks Float for '1000000000' digits"),
+    "tower-in-size": (with_expression("{} + 0*((((7**64)**64)**64)**64)"), "a number of more than 4096 bits"),
+    "precision-in-size": (with_expression("{} + 0*Float('1.5', 1000000000)"), "asks Float for '1000000000' digits"),
     "long-number-in-size": (with_expression("{} + " + "9" * 100), "holds a number of more than 40 digits"),
     "deep-size": (with_expression("- " * 400 + "{}"), "nests deeper than 200"),
     "wide-size": (with_expression("{}" + " + 1" * 3000), "characters long, more than 10,000"),
-    "power-in-guard": (edit_json(lambda p: p.update(guards_code=["7 ** 10 ** 8 == L['x'].size()[0]"])),
-                       "the guard \"7 ** 10 ** 8 == L['x'].size()[0]\" raises to a power (or shifts by) '10 ** 8'"),
-    "shift-in-guard": (edit_json(lambda p: p.update(guards_code=["(1 << 10 ** 10) > L['x'].size()[0]"])),
-                       "raises to a power (or shifts by) '10 ** 10'"),
-    "text-in-guard": (edit_json(lambda p: p.update(guards_code=["'a' * 10 ** 15 == L['x'].size()[0]"])),
-                      "uses the text 'a' as a value"),
+    "power-in-guard": (
+        edit_json(lambda p: p.update(guards_code=["7 ** 10 ** 8 == L['x'].size()[0]"])),
+        "the guard \"7 ** 10 ** 8 == L['x'].size()[0]\" raises to a power (or shifts by) '10 ** 8'",
+    ),
+    "shift-in-guard": (
+        edit_json(lambda p: p.update(guards_code=["(1 << 10 ** 10) > L['x'].size()[0]"])),
+        "raises to a power (or shifts by) '10 ** 10'",
+    ),
+    "text-in-guard": (
+        edit_json(lambda p: p.update(guards_code=["'a' * 10 ** 15 == L['x'].size()[0]"])),
+        "uses the text 'a' as a value",
+    ),
 }
 
 
@@ -85,8 +93,9 @@ def refusals(saved, tmp_path_factory) -> dict:  # noqa: F811
     folder = tmp_path_factory.mktemp("hostile")
     paths = [str(rewrite(saved, folder / f"{name}.pt2", {PROGRAM: change})) for name, (change, _) in HOSTILE.items()]
     try:
-        done = subprocess.run([sys.executable, "-c", CHILD, *paths], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, *paths], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         output = done.stdout
     except subprocess.TimeoutExpired as expired:
         output = (expired.stdout or b"").decode()
@@ -116,8 +125,11 @@ def test_a_json_member_past_its_cap_is_refused_unread(saved, tmp_path):  # noqa:
     directory, before json reads it."""
     padding = b" " * (pt2.MAX_JSON + 1 - len(read(saved, PROGRAM)))
     path = rewrite(saved, tmp_path / "large-json.pt2", {PROGRAM: lambda data: data + padding})
-    with pytest.raises(pt2.BadArchive, match=r"member model/models/model.json inflates to 67,108,865 bytes, more "
-                                             r"than the 67,108,864 xir reads of a JSON member"):
+    with pytest.raises(
+        pt2.BadArchive,
+        match=r"member model/models/model.json inflates to 67,108,865 bytes, more "
+        r"than the 67,108,864 xir reads of a JSON member",
+    ):
         pt2.load_exported_program(path, trust_pickle=True)
 
 
@@ -126,9 +138,16 @@ def test_a_member_past_the_absolute_cap_is_refused(saved, tmp_path, monkeypatch)
     refused even though it is stored, which the compression ratio's check lets through."""
     weight = json.loads(read(saved, WEIGHTS))["config"]["fc.weight"]["path_name"]
     path = rewrite(saved, tmp_path / "large.pt2", {f"data/weights/{weight}": bytes(3 << 20)})
-    assert zipfile.ZipFile(path).getinfo(next(n for n in zipfile.ZipFile(path).namelist()
-                                               if n.endswith(weight))).compress_type == zipfile.ZIP_STORED
+    assert (
+        zipfile.ZipFile(path)
+        .getinfo(next(n for n in zipfile.ZipFile(path).namelist() if n.endswith(weight)))
+        .compress_type
+        == zipfile.ZIP_STORED
+    )
     monkeypatch.setattr(pt2, "MAX_MEMBER", 1 << 20)
-    with pytest.raises(pt2.BadArchive, match=rf"member model/data/weights/{weight} inflates to 3,145,728 bytes, "
-                                             rf"more than the 1,048,576 xir reads of a member"):
+    with pytest.raises(
+        pt2.BadArchive,
+        match=rf"member model/data/weights/{weight} inflates to 3,145,728 bytes, "
+        rf"more than the 1,048,576 xir reads of a member",
+    ):
         pt2.load_exported_program(path, trust_pickle=True)

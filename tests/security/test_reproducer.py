@@ -18,8 +18,16 @@ import numpy
 import pytest
 import torch
 
-from passes import PassFailure, PassManager, Reproducer, constants_path, function_pass, read_reproducer, run_reproducer
-from passes import unregister_pass
+from passes import (
+    PassFailure,
+    PassManager,
+    Reproducer,
+    constants_path,
+    function_pass,
+    read_reproducer,
+    run_reproducer,
+    unregister_pass,
+)
 from xir import parse_graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,13 +108,20 @@ def test_an_npz_hiding_a_pickled_object_is_refused(tmp_path, needs_weights):
 def test_constants_come_back_exactly_and_are_plain_arrays(tmp_path):
     """Every dtype comes back bit for bit (bf16 and float8, which numpy has no type for, too),
     and the file is arrays only: numpy reads it with pickle refused."""
-    data = {"a": torch.tensor([1.5, -2.25, 3e38], dtype=torch.bfloat16), "b": torch.tensor(7.0, dtype=torch.bfloat16),
-            "c": torch.randn(2, 3, dtype=torch.float16), "d": torch.tensor([0.5, -448.0]).to(torch.float8_e4m3fn),
-            "e": torch.tensor([[1, -2]], dtype=torch.int64), "f": torch.tensor([True, False]),
-            "g": torch.nn.Parameter(torch.randn(3))}
-    text = ("graph @g {\n  input %x: f32[3]\n  param %a: bf16[3]\n  param %b: bf16[]\n  param %c: f16[2,3]\n"
-            "  param %d: f8e4m3[2]\n  param %e: i64[1,2]\n  param %f: bool[2]\n  param %g: f32[3]\n"
-            "  %0: f32[3] = aten.add.Tensor(%x, %g)\n  return %0\n}\n")
+    data = {
+        "a": torch.tensor([1.5, -2.25, 3e38], dtype=torch.bfloat16),
+        "b": torch.tensor(7.0, dtype=torch.bfloat16),
+        "c": torch.randn(2, 3, dtype=torch.float16),
+        "d": torch.tensor([0.5, -448.0]).to(torch.float8_e4m3fn),
+        "e": torch.tensor([[1, -2]], dtype=torch.int64),
+        "f": torch.tensor([True, False]),
+        "g": torch.nn.Parameter(torch.randn(3)),
+    }
+    text = (
+        "graph @g {\n  input %x: f32[3]\n  param %a: bf16[3]\n  param %b: bf16[]\n  param %c: f16[2,3]\n"
+        "  param %d: f8e4m3[2]\n  param %e: i64[1,2]\n  param %f: bool[2]\n  param %g: f32[3]\n"
+        "  %0: f32[3] = aten.add.Tensor(%x, %g)\n  return %0\n}\n"
+    )
 
     @function_pass("test-security-fails")
     def fails(graph) -> bool:
@@ -137,8 +152,11 @@ def test_constants_that_do_not_match_the_ir_are_named(tmp_path, needs_weights):
         numpy.savez(target, **arrays, **{"xir-dtypes": numpy.asarray('{"w": "f32", "x": "f32", "z": "f32"}')})
         return target
 
-    with pytest.raises(ValueError, match=r"other.npz: %w holds f32\[3\] \(numpy float32\), the reproducer declares "
-                                         r"%w: f32\[2\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"other.npz: %w holds f32\[3\] \(numpy float32\), the reproducer declares "
+        r"%w: f32\[2\]",
+    ):
         read_reproducer(path, constants=constants(w=numpy.zeros(3, numpy.float32)))
     with pytest.raises(ValueError, match=r"other.npz: %w holds f32\[2\] \(numpy float64\)"):
         read_reproducer(path, constants=constants(w=numpy.zeros(2)))
@@ -157,15 +175,18 @@ def _fails_to_write(script: str, tmp_path: Path, limit: int) -> str:
         def limit_file_size():
             resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
         """)
-    done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
-LONG_GRAPH = ("graph @g {\n  input %x: f32[2,3]\n"
-              + "".join(f"  %{i}: f32[2,3] = aten.relu(%{i - 1 if i else 'x'})\n" for i in range(300))
-              + "  return %299\n}\n")
+LONG_GRAPH = (
+    "graph @g {\n  input %x: f32[2,3]\n"
+    + "".join(f"  %{i}: f32[2,3] = aten.relu(%{i - 1 if i else 'x'})\n" for i in range(300))
+    + "  return %299\n}\n"
+)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE stops a write partway on Linux")
@@ -174,7 +195,8 @@ def test_a_dump_that_fails_partway_leaves_the_old_file(tmp_path):
     no partial file is left beside it."""
     old = "// an earlier dump\n"
     (tmp_path / "00-input.xir").write_text(old)
-    output = _fails_to_write(f"""
+    output = _fails_to_write(
+        f"""
         from passes import DumpIR
         from xir import parse_graph
         graph = parse_graph({LONG_GRAPH!r})
@@ -183,7 +205,10 @@ def test_a_dump_that_fails_partway_leaves_the_old_file(tmp_path):
             DumpIR({str(tmp_path)!r}).before_pipeline(None, graph)
         except OSError as error:
             print("write failed:", error.strerror)
-        """, tmp_path, limit=4096)
+        """,
+        tmp_path,
+        limit=4096,
+    )
     assert "write failed: File too large" in output
     assert (tmp_path / "00-input.xir").read_text() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00-input.xir"]
@@ -196,7 +221,8 @@ def test_a_reproducer_that_fails_partway_leaves_the_old_one(tmp_path):
     old = "# an earlier reproducer\n"
     (tmp_path / "repro.xir").write_text(old)
     (tmp_path / "repro.xir.constants.npz").write_bytes(b"earlier constants")
-    output = _fails_to_write(f"""
+    output = _fails_to_write(
+        f"""
         import torch
         from passes import PassManager, Reproducer, function_pass
         from xir import parse_graph
@@ -213,7 +239,10 @@ def test_a_reproducer_that_fails_partway_leaves_the_old_one(tmp_path):
             PassManager("test-fails", [Reproducer({str(tmp_path / "repro.xir")!r})]).run(graph)
         except OSError as error:
             print("write failed:", error.strerror)
-        """, tmp_path, limit=4096)
+        """,
+        tmp_path,
+        limit=4096,
+    )
     assert "write failed: File too large" in output
     assert (tmp_path / "repro.xir").read_text() == old
     assert (tmp_path / "repro.xir.constants.npz").read_bytes() == b"earlier constants"
@@ -231,8 +260,9 @@ def test_a_constants_file_declaring_more_than_its_type_is_refused_before_reading
     from passes.instruments import read_constants
     from xir import parse_graph
 
-    graph = parse_graph("graph @g {\n  input %x: f32[4]\n  param %w: f32[4]\n  %0: f32[4] = aten.add.Tensor(%x, %w)\n"
-                        "  return %0\n}\n")
+    graph = parse_graph(
+        "graph @g {\n  input %x: f32[4]\n  param %w: f32[4]\n  %0: f32[4] = aten.add.Tensor(%x, %w)\n  return %0\n}\n"
+    )
 
     def npz(path, header_shape, payload=b""):
         member = io.BytesIO()

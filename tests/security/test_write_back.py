@@ -18,9 +18,9 @@ from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPar
 from executorch.exir import EdgeCompileConfig, to_edge  # noqa: E402
 
 import lowering  # noqa: E402
-from xir_tools.harness import delegated_ops, max_error, run_pte  # noqa: E402
 from lowering.writeback import WriteBackError, write_back  # noqa: E402
 from passes import function_pass  # noqa: E402
+from xir_tools.harness import delegated_ops, max_error, run_pte  # noqa: E402
 
 
 @function_pass("test-security-opaque-relu")
@@ -63,8 +63,13 @@ def _write_back_failed(error: BaseException) -> bool:
 
 def _snapshot(ep):
     """Everything of a program a rewrite could change: its code, signature, constants and state."""
-    return (ep.graph_module.code, str(ep.graph_signature), sorted(ep.state_dict), sorted(ep.constants),
-            [(n.name, n.op, str(n.target), repr(n.args), repr(n.kwargs)) for n in ep.graph.nodes])
+    return (
+        ep.graph_module.code,
+        str(ep.graph_signature),
+        sorted(ep.state_dict),
+        sorted(ep.constants),
+        [(n.name, n.op, str(n.target), repr(n.args), repr(n.kwargs)) for n in ep.graph.nodes],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +104,9 @@ def test_failed_lowering_leaves_the_exported_program_whole(model_and_inputs):
     ep = torch.export.export(model, inputs)
     before = _snapshot(ep)
     with pytest.raises(Exception) as failure:
-        lowering.to_edge_transform_and_lower(ep, partitioner=[lowering.XnnpackPartitioner(pipeline="+test-security-opaque-relu")])
+        lowering.to_edge_transform_and_lower(
+            ep, partitioner=[lowering.XnnpackPartitioner(pipeline="+test-security-opaque-relu")]
+        )
     assert _write_back_failed(failure.value)
     assert _snapshot(ep) == before
     assert max_error([ep.module()(*inputs)], [model(*inputs)]) < 1e-5

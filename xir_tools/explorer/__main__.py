@@ -14,8 +14,13 @@ ADAPTER_ID = "xir_xnnpack_partition"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m xir_tools.explorer", description=__doc__)
     parser.add_argument("models", nargs="+", metavar="MODEL", help=".pt2 programs or .xir IR text files")
-    parser.add_argument("--node-data", action="append", default=[], metavar="FILE",
-                        help="node data to load with the model (xir explain --explorer writes the delegate colours)")
+    parser.add_argument(
+        "--node-data",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="node data to load with the model (xir explain --explorer writes the delegate colours)",
+    )
     parser.add_argument("--host", default="localhost")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
@@ -30,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         config.add_model_from_path(os.path.abspath(model), adapterId=ADAPTER_ID)
     for path in args.node_data:
         config.add_node_data_from_path(os.path.abspath(path))
-    model_explorer.visualize_from_config(config, host=args.host, port=args.port, extensions=["xir_tools.explorer"],
-                                         no_open_in_browser=args.no_open)
+    model_explorer.visualize_from_config(
+        config, host=args.host, port=args.port, extensions=["xir_tools.explorer"], no_open_in_browser=args.no_open
+    )
     return 0
 
 

@@ -30,13 +30,24 @@ def graph_json(data: dict, graph_id: str) -> dict:
     paths = {c["id"]: c["path"] for c in data["clusters"]}  # the module boxes of the HTML page: one node is no box
     incoming: dict[str, list[dict]] = {}
     for edge in data["edges"]:
-        incoming.setdefault(edge["target"], []).append({
-            "sourceNodeId": edge["source"], "sourceNodeOutputId": str(edge["output"]),
-            "targetNodeInputId": str(edge["input"])})
+        incoming.setdefault(edge["target"], []).append(
+            {
+                "sourceNodeId": edge["source"],
+                "sourceNodeOutputId": str(edge["output"]),
+                "targetNodeInputId": str(edge["input"]),
+            }
+        )
     nodes = [_node_json(record, groups, paths, incoming) for record in data["nodes"]]
     group_attributes = {"": _graph_attributes(data), **_namespace_counts(nodes, data["nodes"])}
-    return {"id": graph_id, "nodes": nodes, "groupNodeAttributes": group_attributes, "groupNodeConfigs": None,
-            "nodeLabelsToHide": None, "tasksData": None, "layoutConfigs": None}
+    return {
+        "id": graph_id,
+        "nodes": nodes,
+        "groupNodeAttributes": group_attributes,
+        "groupNodeConfigs": None,
+        "nodeLabelsToHide": None,
+        "tasksData": None,
+        "layoutConfigs": None,
+    }
 
 
 def _node_json(record: dict, groups: dict, paths: dict, incoming: dict) -> dict:
@@ -54,8 +65,11 @@ def _node_json(record: dict, groups: dict, paths: dict, incoming: dict) -> dict:
         attrs.append(("delegate", f"Q/DQ folded into {group['tag']}"))
     elif status == "outside":
         style = OUTSIDE_STYLE
-        attrs += [("delegate", "none (outside XNNPACK)"), ("rule", record.get("rule", "")),
-                  ("reason", record.get("reason", ""))]
+        attrs += [
+            ("delegate", "none (outside XNNPACK)"),
+            ("rule", record.get("rule", "")),
+            ("reason", record.get("reason", "")),
+        ]
     else:
         style = None
         attrs.append(("delegate", "none"))
@@ -64,13 +78,22 @@ def _node_json(record: dict, groups: dict, paths: dict, incoming: dict) -> dict:
     if record.get("module"):
         attrs.append(("module", record["module"]))
     attrs.append(("ir", record["line"]))
-    outputs = [{"id": str(i), "attrs": [{"key": "tensor_shape", "value": t},
-                                        {"key": "__tensor_tag", "value": name.strip()}]}
-               for i, (t, name) in enumerate(zip(record["types"], record["name"].split(",")))]
-    return {"id": record["id"], "label": record["short"], "namespace": namespace(paths.get(record.get("cluster"), "")),
-            "subgraphIds": [], "attrs": [{"key": k, "value": str(v)} for k, v in attrs],
-            "incomingEdges": incoming.get(record["id"], []), "outputsMetadata": outputs, "inputsMetadata": [],
-            "style": dict(style) if style else None, "config": None}
+    outputs = [
+        {"id": str(i), "attrs": [{"key": "tensor_shape", "value": t}, {"key": "__tensor_tag", "value": name.strip()}]}
+        for i, (t, name) in enumerate(zip(record["types"], record["name"].split(",")))
+    ]
+    return {
+        "id": record["id"],
+        "label": record["short"],
+        "namespace": namespace(paths.get(record.get("cluster"), "")),
+        "subgraphIds": [],
+        "attrs": [{"key": k, "value": str(v)} for k, v in attrs],
+        "incomingEdges": incoming.get(record["id"], []),
+        "outputsMetadata": outputs,
+        "inputsMetadata": [],
+        "style": dict(style) if style else None,
+        "config": None,
+    }
 
 
 def _graph_attributes(data: dict) -> dict[str, str]:
@@ -85,13 +108,15 @@ def _graph_attributes(data: dict) -> dict[str, str]:
         attributes[g["tag"]] = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in g["ops"].items())
     outside = [r for r in summary["by_op"] if r["outside"]]
     if outside:
-        attributes["outside, by op"] = "; ".join(f"{r['op']} x{r['outside']}: {' / '.join(r['reasons'])}"
-                                                 for r in outside)
+        attributes["outside, by op"] = "; ".join(
+            f"{r['op']} x{r['outside']}: {' / '.join(r['reasons'])}" for r in outside
+        )
     if data["pipeline"]:
         attributes["pipeline"] = data["pipeline"]
     if data["passes"]:
         attributes["passes that changed the graph"] = "; ".join(
-            f"{c['name']} ({c['nodes_before']} -> {c['nodes_after']} nodes)" for c in data["passes"])
+            f"{c['name']} ({c['nodes_before']} -> {c['nodes_after']} nodes)" for c in data["passes"]
+        )
     return attributes
 
 
@@ -104,8 +129,10 @@ def _namespace_counts(nodes: list[dict], records: list[dict]) -> dict[str, dict[
             entry = counts.setdefault("/".join(parts[:depth]), {"delegated": 0, "outside": 0})
             if record.get("status") in ("delegated", "outside"):
                 entry[record["status"]] += 1
-    return {key: {"ops delegated": str(entry["delegated"]), "ops outside": str(entry["outside"])}
-            for key, entry in counts.items()}
+    return {
+        key: {"ops delegated": str(entry["delegated"]), "ops outside": str(entry["outside"])}
+        for key, entry in counts.items()
+    }
 
 
 def node_data(data: dict, graph_id: str) -> dict:

@@ -22,6 +22,7 @@ xir's IR after the rewrite pipeline, with the partition's overlays:
 from __future__ import annotations
 
 from pathlib import Path
+
 try:
     from model_explorer import Adapter, AdapterMetadata, ModelExplorerGraphs, graph_builder
 except ImportError:  # the adapter needs Model Explorer; graph_json() and node_data() do not
@@ -42,7 +43,6 @@ def _report_data(model_path: str, trust_pickle: bool = False) -> tuple[dict, str
     path = Path(model_path)
     if path.suffix == ".xir":
         import xir
-
         from lowering.capability import Options
         from lowering.partition import plan_partition
 
@@ -55,17 +55,20 @@ def _report_data(model_path: str, trust_pickle: bool = False) -> tuple[dict, str
     import torch
 
     from lowering.partitioner import XnnpackPartitioner, to_edge_transform_and_lower
+
     from ..pt2 import load_exported_program
 
     ep = load_exported_program(path, trust_pickle=trust_pickle)
-    bf16 = any(n.op == "placeholder" and getattr(n.meta.get("val"), "dtype", None) == torch.bfloat16
-               for n in ep.graph.nodes)
+    bf16 = any(
+        n.op == "placeholder" and getattr(n.meta.get("val"), "dtype", None) == torch.bfloat16 for n in ep.graph.nodes
+    )
     recorder = RecordPasses()
     partitioner = XnnpackPartitioner(enable_bf16=bf16, instruments=[recorder])
     to_edge_transform_and_lower(ep, partitioner=[partitioner])
     graph = partitioner.last_graph
-    data = report_data(graph, partitioner.last_plan, recorder.changes, title=path.name,
-                       pipeline=partitioner.pipeline_text)
+    data = report_data(
+        graph, partitioner.last_plan, recorder.changes, title=path.name, pipeline=partitioner.pipeline_text
+    )
     return data, graph_id(graph)
 
 
@@ -80,13 +83,21 @@ def _to_dataclasses(graph: dict):
     gb = graph_builder
     nodes = []
     for n in graph["nodes"]:
-        nodes.append(gb.GraphNode(
-            id=n["id"], label=n["label"], namespace=n["namespace"], subgraphIds=[],
-            attrs=[gb.KeyValue(key=a["key"], value=a["value"]) for a in n["attrs"]],
-            incomingEdges=[gb.IncomingEdge(**e) for e in n["incomingEdges"]],
-            outputsMetadata=[gb.MetadataItem(id=m["id"], attrs=[gb.KeyValue(**a) for a in m["attrs"]])
-                             for m in n["outputsMetadata"]],
-            style=gb.GraphNodeStyle(**n["style"]) if n["style"] else None))
+        nodes.append(
+            gb.GraphNode(
+                id=n["id"],
+                label=n["label"],
+                namespace=n["namespace"],
+                subgraphIds=[],
+                attrs=[gb.KeyValue(key=a["key"], value=a["value"]) for a in n["attrs"]],
+                incomingEdges=[gb.IncomingEdge(**e) for e in n["incomingEdges"]],
+                outputsMetadata=[
+                    gb.MetadataItem(id=m["id"], attrs=[gb.KeyValue(**a) for a in m["attrs"]])
+                    for m in n["outputsMetadata"]
+                ],
+                style=gb.GraphNodeStyle(**n["style"]) if n["style"] else None,
+            )
+        )
     return gb.Graph(id=graph["id"], nodes=nodes, groupNodeAttributes=graph["groupNodeAttributes"])
 
 
@@ -97,9 +108,11 @@ class XirAdapter(Adapter):
         metadata = AdapterMetadata(
             id="xir_xnnpack_partition",
             name="xir: XNNPACK partition",
-            description=("Lowers a torch.export program (.pt2) with xir's XNNPACK partitioner (or reads xir IR "
-                         "text, .xir) and shows xir's IR coloured by delegate, with the rule and reason of every "
-                         "node left outside, dtypes and shapes, module namespaces and the passes that made nodes."),
+            description=(
+                "Lowers a torch.export program (.pt2) with xir's XNNPACK partitioner (or reads xir IR "
+                "text, .xir) and shows xir's IR coloured by delegate, with the rule and reason of every "
+                "node left outside, dtypes and shapes, module namespaces and the passes that made nodes."
+            ),
             source_repo="",
             fileExts=["pt2", "xir"],
         )

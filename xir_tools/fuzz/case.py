@@ -67,9 +67,15 @@ def memoize_pattern_exports():
     def cached(pattern, example_inputs, is_cuda=False, **kwargs):
         try:
             fn = pattern.fn if isinstance(pattern, torch.nn.Module) and len(pattern.state_dict()) == 0 else pattern
-            key = (type(pattern).__name__, fn.__code__, tuple(_signature(c.cell_contents) for c in (fn.__closure__ or ())),
-                   _signature(fn.__defaults__), _signature(tuple(example_inputs)), is_cuda,
-                   tuple(sorted((k, _signature(v)) for k, v in kwargs.items())))
+            key = (
+                type(pattern).__name__,
+                fn.__code__,
+                tuple(_signature(c.cell_contents) for c in (fn.__closure__ or ())),
+                _signature(fn.__defaults__),
+                _signature(tuple(example_inputs)),
+                is_cuda,
+                tuple(sorted((k, _signature(v)) for k, v in kwargs.items())),
+            )
         except (TypeError, AttributeError, ValueError):
             return original(pattern, example_inputs, is_cuda, **kwargs)
         if key not in _PATTERN_CACHE:
@@ -96,8 +102,10 @@ def memoize_cia_ops():
     cache = {}
 
     def state():
-        return (tuple(torch.ops._dir),
-                len(torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")))
+        return (
+            tuple(torch.ops._dir),
+            len(torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")),
+        )
 
     def cached():
         key = state()
@@ -181,6 +189,7 @@ def conditioning(make_module, make_inputs, kind, ref):
 
 # ------------------------------------------------------------------------------ one side
 
+
 def quantizes_nan(ep, inputs) -> str | None:
     """The first quantize that reads a NaN when the (pt2e-converted) program ``ep`` runs eagerly on
     ``inputs``, or None. A NaN has no integer: eager's is whatever its float-to-int conversion
@@ -191,8 +200,12 @@ def quantizes_nan(ep, inputs) -> str | None:
         found = None
 
         def run_node(self, n):
-            if self.found is None and n.op == "call_function" and "quantize_per" in str(n.target) \
-                    and "dequantize" not in str(n.target):
+            if (
+                self.found is None
+                and n.op == "call_function"
+                and "quantize_per" in str(n.target)
+                and "dequantize" not in str(n.target)
+            ):
                 x = self.env.get(n.args[0]) if isinstance(n.args[0], torch.fx.Node) else None
                 if isinstance(x, torch.Tensor) and x.is_floating_point() and x.isnan().any():
                     self.found = n.name
@@ -239,8 +252,18 @@ def run_side(make_program, inputs, ref, which, kind, via, lowp, cond, xir_option
         result["seconds"] = round(time.perf_counter() - start, 3)
 
 
-def run_case(make_module, make_inputs, kind, via, per_channel, lowp, sides=("xir", "stock"), on_phase=None,
-             on_side=None, xir_options=None):
+def run_case(
+    make_module,
+    make_inputs,
+    kind,
+    via,
+    per_channel,
+    lowp,
+    sides=("xir", "stock"),
+    on_phase=None,
+    on_side=None,
+    xir_options=None,
+):
     """Run one program: {"prepare": {...}, "xir": {...}, "stock": {...}}. ``on_phase(name)`` is
     called before each phase (prepare, xir, stock), ``on_side(name, result)`` after each side."""
     on_phase = on_phase or (lambda name: None)

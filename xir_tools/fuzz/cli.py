@@ -26,8 +26,18 @@ from pathlib import Path
 
 from .program import KINDS, Program
 
-CLASSES = ("ok", "export-failed", "lower-failed", "load-failed", "run-failed", "wrong-result", "crashed", "timeout",
-           "invalid", "harness-error")
+CLASSES = (
+    "ok",
+    "export-failed",
+    "lower-failed",
+    "load-failed",
+    "run-failed",
+    "wrong-result",
+    "crashed",
+    "timeout",
+    "invalid",
+    "harness-error",
+)
 SIDES = ("xir", "stock")
 
 
@@ -56,7 +66,7 @@ def _short(result: dict | None, width: int = 110) -> str:
     if not result:
         return ""
     text = compact_error(result.get("error") or "")
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _progress_line(record: dict, index: int, total: int) -> str:
@@ -67,25 +77,45 @@ def _progress_line(record: dict, index: int, total: int) -> str:
     elif record["label"] == "stock-only":
         detail = "  stock: " + _short(stock, 100)
     seconds = record.get("seconds")
-    return (f"[{record['kind']:<7} {index:>4}/{total}] seed {record['seed']:<6} {record.get('via') or '-':<7} "
-            f"{record.get('ops') if record.get('ops') is not None else '-':>2} ops  xir {xir.get('status', '-'):<13} "
-            f"stock {stock.get('status', '-'):<13} {record['label']:<10} "
-            f"{seconds if seconds is not None else 0:5.1f}s{detail}")
+    return (
+        f"[{record['kind']:<7} {index:>4}/{total}] seed {record['seed']:<6} {record.get('via') or '-':<7} "
+        f"{record.get('ops') if record.get('ops') is not None else '-':>2} ops  xir {xir.get('status', '-'):<13} "
+        f"stock {stock.get('status', '-'):<13} {record['label']:<10} "
+        f"{seconds if seconds is not None else 0:5.1f}s{detail}"
+    )
 
 
 def _record(kind: str, seed: int, outcome: dict) -> dict:
     program = Program.from_json(outcome["program"]) if outcome.get("program") else None
-    record = {"kind": kind, "seed": seed, "label": label(outcome), "xir": outcome.get("xir"),
-              "stock": outcome.get("stock"), "seconds": outcome.get("seconds"), "prepare": outcome.get("prepare")}
+    record = {
+        "kind": kind,
+        "seed": seed,
+        "label": label(outcome),
+        "xir": outcome.get("xir"),
+        "stock": outcome.get("stock"),
+        "seconds": outcome.get("seconds"),
+        "prepare": outcome.get("prepare"),
+    }
     if program is not None:
-        record.update(via=program.via, per_channel=program.per_channel, ops=len(program.ops),
-                      outputs=len(program.outputs), op_kinds=sorted({op.kind for op in program.ops}))
+        record.update(
+            via=program.via,
+            per_channel=program.per_channel,
+            ops=len(program.ops),
+            outputs=len(program.outputs),
+            op_kinds=sorted({op.kind for op in program.ops}),
+        )
     return record
 
 
 def _task(kind: str, seed: int, args, sides=None) -> dict:
-    return {"seed": seed, "kind": kind, "max_ops": args.max_ops, "min_ops": args.min_ops, "generator": args.generator,
-            "sides": list(sides or SIDES)}
+    return {
+        "seed": seed,
+        "kind": kind,
+        "max_ops": args.max_ops,
+        "min_ops": args.min_ops,
+        "generator": args.generator,
+        "sides": list(sides or SIDES),
+    }
 
 
 def _should_shrink(record: dict, mode: str) -> bool:
@@ -116,16 +146,22 @@ def shrink_failure(pool, program: Program, outcome: dict, args, log=print):
     def on_step(current, evals):
         log(f"    shrinking: {len(current.ops)} ops, {len(current.outputs)} outputs ({evals} runs)")
 
-    small, evals = shrink(program, evaluate, batch=pool.jobs, max_evals=args.shrink_evals,
-                          time_budget=args.shrink_time, on_step=on_step)
+    small, evals = shrink(
+        program, evaluate, batch=pool.jobs, max_evals=args.shrink_evals, time_budget=args.shrink_time, on_step=on_step
+    )
     return small, latest[small.module_source()], evals
 
 
 def _worse(records: list) -> list:
     """Failures shared by the label's definition where xir's outcome is the worse one: silently wrong
     numbers (or a crash) where stock refuses the program."""
-    return [r for r in records if r["label"] == "shared" and r["xir"]["status"] in ("wrong-result", "crashed")
-            and r["stock"]["status"] not in ("wrong-result", "crashed")]
+    return [
+        r
+        for r in records
+        if r["label"] == "shared"
+        and r["xir"]["status"] in ("wrong-result", "crashed")
+        and r["stock"]["status"] not in ("wrong-result", "crashed")
+    ]
 
 
 def _table(kind: str, records: list) -> str:
@@ -133,31 +169,57 @@ def _table(kind: str, records: list) -> str:
     labels = Counter(r["label"] for r in records)
     times = [r["seconds"] for r in records if r.get("seconds") is not None]
     own = Counter((r["xir"] or {}).get("status") for r in records if r["label"] == "xir-own")
-    lines = [f"kind {kind}: {len(records)} programs"
-             + (f", {statistics.mean(times):.1f} s/program (median {statistics.median(times):.1f}, max {max(times):.1f})"
-                if times else "")]
+    lines = [
+        f"kind {kind}: {len(records)} programs"
+        + (
+            f", {statistics.mean(times):.1f} s/program (median {statistics.median(times):.1f}, max {max(times):.1f})"
+            if times
+            else ""
+        )
+    ]
     lines.append(f"  {'outcome':<15}{'xir':>6}{'stock':>7}")
     for status in CLASSES:
-        if counts["xir"][status] or counts["stock"][status] or status in ("ok", "lower-failed", "load-failed",
-                                                                          "wrong-result"):
+        if (
+            counts["xir"][status]
+            or counts["stock"][status]
+            or status in ("ok", "lower-failed", "load-failed", "wrong-result")
+        ):
             lines.append(f"  {status:<15}{counts['xir'][status]:>6}{counts['stock'][status]:>7}")
-    lines.append(f"  xir's own failures: {labels['xir-own']}"
-                 + (f" ({', '.join(f'{k} {v}' for k, v in sorted(own.items()))})" if own else ""))
+    lines.append(
+        f"  xir's own failures: {labels['xir-own']}"
+        + (f" ({', '.join(f'{k} {v}' for k, v in sorted(own.items()))})" if own else "")
+    )
     lines.append(f"  xir worse than stock (wrong or crashed where stock refuses the program): {len(_worse(records))}")
-    lines.append(f"  shared failures: {labels['shared']}   stock fails, xir ok: {labels['stock-only']}   "
-                 f"invalid (non-finite reference): {labels['invalid']}")
-    both = [(r["xir"], r["stock"]) for r in records if r["label"] == "ok" and (r["xir"] or {}).get("outside") is not None
-            and (r["stock"] or {}).get("outside") is not None]
+    lines.append(
+        f"  shared failures: {labels['shared']}   stock fails, xir ok: {labels['stock-only']}   "
+        f"invalid (non-finite reference): {labels['invalid']}"
+    )
+    both = [
+        (r["xir"], r["stock"])
+        for r in records
+        if r["label"] == "ok"
+        and (r["xir"] or {}).get("outside") is not None
+        and (r["stock"] or {}).get("outside") is not None
+    ]
     if both:
         more = sum(1 for x, s in both if x["outside"] > s["outside"])
         fewer = sum(1 for x, s in both if x["outside"] < s["outside"])
-        lines.append(f"  both ok ({len(both)}): xir leaves more ops outside XNNPACK than stock in {more}, fewer in {fewer}")
-    kept_out = [(r["seed"], ops) for r in records if r["label"] == "ok"
-                for ops in [left_outside_what_stock_delegates(r["xir"], r["stock"])] if ops]
+        lines.append(
+            f"  both ok ({len(both)}): xir leaves more ops outside XNNPACK than stock in {more}, fewer in {fewer}"
+        )
+    kept_out = [
+        (r["seed"], ops)
+        for r in records
+        if r["label"] == "ok"
+        for ops in [left_outside_what_stock_delegates(r["xir"], r["stock"])]
+        if ops
+    ]
     if kept_out:
         shown = ", ".join(f"{seed} ({' '.join(ops)})" for seed, ops in kept_out[:10])
-        lines.append(f"  xir leaves outside an op stock delegates in {len(kept_out)}: {shown}"
-                     + (" ..." if len(kept_out) > 10 else ""))
+        lines.append(
+            f"  xir leaves outside an op stock delegates in {len(kept_out)}: {shown}"
+            + (" ..." if len(kept_out) > 10 else "")
+        )
     return "\n".join(lines)
 
 
@@ -166,8 +228,10 @@ def left_outside_what_stock_delegates(xir: dict | None, stock: dict | None) -> l
     regression to fix). xir's rewrites may add ops outside that stock never sees (the casts around
     a bf16 GELU it runs in fp32, the multiply of an add's alpha): those count in the raw totals only.
     Empty for records without the per-op counts (campaigns before they were recorded)."""
-    xo, so, sd = (_op_families((side or {}).get(key)) for side, key in ((xir, "outside_ops"), (stock, "outside_ops"),
-                                                                         (stock, "delegated_ops")))
+    xo, so, sd = (
+        _op_families((side or {}).get(key))
+        for side, key in ((xir, "outside_ops"), (stock, "outside_ops"), (stock, "delegated_ops"))
+    )
     if xo is None or so is None or sd is None:
         return []
     return sorted(op for op, n in xo.items() if n > so.get(op, 0) and sd.get(op, 0) > 0)
@@ -175,8 +239,13 @@ def left_outside_what_stock_delegates(xir: dict | None, stock: dict | None) -> l
 
 # ops that only reshape: xir writes unsqueeze and squeeze as views (shape-ops-as-views), so a view
 # xir leaves outside may be an unsqueeze stock leaves outside
-_RESHAPES = ("aten.view_copy", "aten.unsqueeze_copy", "aten.squeeze_copy", "aten.squeeze_copy.dim",
-             "aten.squeeze_copy.dims")
+_RESHAPES = (
+    "aten.view_copy",
+    "aten.unsqueeze_copy",
+    "aten.squeeze_copy",
+    "aten.squeeze_copy.dim",
+    "aten.squeeze_copy.dims",
+)
 
 
 def _op_families(counts: dict | None) -> dict | None:
@@ -202,8 +271,10 @@ def print_report(kinds: list, records: list) -> None:
     if worse:
         print("shared failures where xir gives wrong results (or crashes) and stock refuses the program:")
         for r in worse:
-            print(f"  {r['kind']} seed {r['seed']} ({r.get('via')}): xir {r['xir']['status']}: {_short(r['xir'], 120)}; "
-                  f"stock {r['stock']['status']}")
+            print(
+                f"  {r['kind']} seed {r['seed']} ({r.get('via')}): xir {r['xir']['status']}: {_short(r['xir'], 120)}; "
+                f"stock {r['stock']['status']}"
+            )
             if r.get("repro"):
                 print(f"      {r['repro']}")
         print()
@@ -240,8 +311,13 @@ def report(args) -> int:
         except CampaignError as error:
             print(f"xir fuzz: {error}", file=sys.stderr)
             return 2
-        summary = {"commit": header.get("commit"), "code": header.get("code"), "programs": [e["record"] for e in entries],
-                   "rerun_of": header.get("rerun_of"), "only_ops": header.get("only_ops")}
+        summary = {
+            "commit": header.get("commit"),
+            "code": header.get("code"),
+            "programs": [e["record"] for e in entries],
+            "rerun_of": header.get("rerun_of"),
+            "only_ops": header.get("only_ops"),
+        }
     else:
         print(f"xir fuzz: no summary.json nor {JOURNAL}[.gz] in {folder}", file=sys.stderr)
         return 2
@@ -249,8 +325,10 @@ def report(args) -> int:
     seeds = sorted(r["seed"] for r in summary["programs"])
     if seeds:
         code = f" (code {summary['code']})" if summary.get("code") else ""
-        print(f"{len(seeds)} programs, seeds {seeds[0]}..{seeds[-1]}, xir at {summary.get('commit') or 'an unknown commit'}"
-              + code)
+        print(
+            f"{len(seeds)} programs, seeds {seeds[0]}..{seeds[-1]}, xir at {summary.get('commit') or 'an unknown commit'}"
+            + code
+        )
     print_report(kinds, summary["programs"])
     if summary.get("rerun_of"):  # a re-run: what changed against the campaign it re-ran
         try:
@@ -273,10 +351,16 @@ def source_commit() -> str | None:
 
     root = Path(__file__).resolve().parents[2]
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return sha + ("+dirty" if dirty else "") if sha else None
@@ -286,9 +370,18 @@ def source_commit() -> str | None:
 # harness that generates, lowers and runs it, and the pinned packages. A campaign is resumable by
 # any checkout whose these files are the same (a later commit that changed only docs, tests or the
 # report), so that a campaign journal kept in the repository goes on in another session.
-OUTCOME_SOURCES = ("xir", "lowering", "passes", "xir_tools/harness.py", "xir_tools/fuzz/case.py",
-                   "xir_tools/fuzz/generator.py", "xir_tools/fuzz/program.py", "xir_tools/fuzz/pool.py",
-                   "xir_tools/examples.py", "pyproject.toml")
+OUTCOME_SOURCES = (
+    "xir",
+    "lowering",
+    "passes",
+    "xir_tools/harness.py",
+    "xir_tools/fuzz/case.py",
+    "xir_tools/fuzz/generator.py",
+    "xir_tools/fuzz/program.py",
+    "xir_tools/fuzz/pool.py",
+    "xir_tools/examples.py",
+    "pyproject.toml",
+)
 
 
 def source_code_id() -> str | None:
@@ -299,11 +392,20 @@ def source_code_id() -> str | None:
 
     root = Path(__file__).resolve().parents[2]
     try:
-        objects = subprocess.run(["git", "-C", str(root), "rev-parse"] + [f"HEAD:{p}" for p in OUTCOME_SOURCES],
-                                 capture_output=True, text=True, check=True, timeout=30).stdout.split()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--"]
-                               + list(OUTCOME_SOURCES), capture_output=True, text=True, check=True,
-                               timeout=30).stdout.strip()
+        objects = subprocess.run(
+            ["git", "-C", str(root), "rev-parse"] + [f"HEAD:{p}" for p in OUTCOME_SOURCES],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.split()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--"] + list(OUTCOME_SOURCES),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     code = hashlib.sha1(" ".join(objects).encode()).hexdigest()[:16]
@@ -370,8 +472,11 @@ def read_journal(path: Path, lenient: bool = False) -> tuple[dict, list[dict]]:
         if entry is not None:
             entries.append(entry)
         elif number == len(lines):
-            print(f"xir fuzz: {path} line {number} is no complete entry (a campaign stopped while writing it): "
-                  f"ignored", file=sys.stderr, flush=True)
+            print(
+                f"xir fuzz: {path} line {number} is no complete entry (a campaign stopped while writing it): ignored",
+                file=sys.stderr,
+                flush=True,
+            )
         elif not lenient:
             raise CampaignError(f"{path} line {number} is not a journal entry")
     return header, entries
@@ -386,9 +491,13 @@ def _journal_entry(line: str) -> dict | None:
     try:
         entry = json.loads(line)
         record = entry["record"]
-        valid = (record["kind"] in KINDS and type(record["seed"]) is int and isinstance(record["label"], str)
-                 and all(isinstance(record.get(side), (dict, type(None))) for side in SIDES)
-                 and isinstance(entry.get("program"), (dict, type(None))))
+        valid = (
+            record["kind"] in KINDS
+            and type(record["seed"]) is int
+            and isinstance(record["label"], str)
+            and all(isinstance(record.get(side), (dict, type(None))) for side in SIDES)
+            and isinstance(entry.get("program"), (dict, type(None)))
+        )
     except (json.JSONDecodeError, KeyError, TypeError):
         return None
     if not valid:
@@ -399,12 +508,15 @@ def _journal_entry(line: str) -> dict | None:
         if result is None:
             continue
         if result.get("status") not in CLASSES:
-            raise CampaignError(f"{where}: its {side} status {_quoted(result.get('status'))} is none of "
-                                f"{', '.join(CLASSES)}")
+            raise CampaignError(
+                f"{where}: its {side} status {_quoted(result.get('status'))} is none of {', '.join(CLASSES)}"
+            )
         for name, kinds in RESULT_FIELDS.items():
             if result.get(name) is not None and not isinstance(result[name], kinds):
-                raise CampaignError(f"{where}: its {side} {name} {_quoted(result[name])} is not a "
-                                    f"{' or '.join(k.__name__ for k in kinds)}")
+                raise CampaignError(
+                    f"{where}: its {side} {name} {_quoted(result[name])} is not a "
+                    f"{' or '.join(k.__name__ for k in kinds)}"
+                )
     rebuilt = label({side: record.get(side) for side in SIDES})
     record["label"] = rebuilt  # (not the journal's own: it becomes a file name)
     return entry
@@ -423,8 +535,9 @@ def built_program(kind: str, seed: int, args) -> dict:
     """The program (kind, seed) builds with ``args``' settings, as a journal stores it (JSON)."""
     from .generator import generate
 
-    return json.loads(json.dumps(generate(seed, kind, max_ops=args.max_ops, min_ops=args.min_ops,
-                                          generator=args.generator).to_json()))
+    return json.loads(
+        json.dumps(generate(seed, kind, max_ops=args.max_ops, min_ops=args.min_ops, generator=args.generator).to_json())
+    )
 
 
 def with_edition(header: dict) -> dict:
@@ -442,11 +555,13 @@ def journalled_program(record: dict, stored: dict | None, args) -> dict | None:
     kind, seed = record["kind"], record["seed"]
     program = built_program(kind, seed, args)
     if program != stored:
-        raise CampaignError(f"the program journalled for {kind} seed {seed} is not the one seed {seed} builds "
-                            f"(--max-ops {args.max_ops} --min-ops {args.min_ops} --generator {args.generator}): the "
-                            f"journal was edited, or written "
-                            f"by other code; nothing of it was run. Delete that line to run seed {seed} again, or "
-                            f"use another --out")
+        raise CampaignError(
+            f"the program journalled for {kind} seed {seed} is not the one seed {seed} builds "
+            f"(--max-ops {args.max_ops} --min-ops {args.min_ops} --generator {args.generator}): the "
+            f"journal was edited, or written "
+            f"by other code; nothing of it was run. Delete that line to run seed {seed} again, or "
+            f"use another --out"
+        )
     return program
 
 
@@ -459,8 +574,10 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
     recorded must match the commit."""
     path = out / JOURNAL
     if args.resume and not path.exists() and (out / (JOURNAL + ".gz")).exists():
-        raise CampaignError(f"--resume: {out} holds a compressed journal; to go on with it, decompress it first "
-                            f"(gunzip {out / (JOURNAL + '.gz')})")
+        raise CampaignError(
+            f"--resume: {out} holds a compressed journal; to go on with it, decompress it first "
+            f"(gunzip {out / (JOURNAL + '.gz')})"
+        )
     settings = {"code": code, **{name: getattr(args, name) for name in RESUMABLE_ARGS}}
     if args.rerun:  # (what --report compares a re-run with)
         settings.update(rerun_of=str(args.rerun), only_ops=args.only_ops)
@@ -479,8 +596,10 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
     header = with_edition(header)
     for name, value in settings.items():
         if header.get(name) != value:
-            raise CampaignError(f"--resume: the campaign in {out} ran with {name} {header.get(name)!r}, this run has "
-                                f"{value!r}; resume it with the same settings (and checkout), or use another --out")
+            raise CampaignError(
+                f"--resume: the campaign in {out} ran with {name} {header.get(name)!r}, this run has "
+                f"{value!r}; resume it with the same settings (and checkout), or use another --out"
+            )
     for entry in entries:
         record = entry["record"]
         key = (record["kind"], record["seed"])
@@ -489,11 +608,21 @@ def _journal(out: Path, args, commit: str | None, code: str | None) -> tuple[dic
         except CampaignError as error:
             raise CampaignError(f"--resume: {error}") from None
         records[key] = record
-        outcomes[key] = {"xir": record.get("xir"), "stock": record.get("stock"), "prepare": record.get("prepare"),
-                         "seconds": record.get("seconds"), "program": program}
-    _write(path, "\n".join([json.dumps({"campaign": header})]
-                           + [json.dumps({"record": records[k], "program": outcomes[k]["program"]})
-                              for k in records]) + "\n")
+        outcomes[key] = {
+            "xir": record.get("xir"),
+            "stock": record.get("stock"),
+            "prepare": record.get("prepare"),
+            "seconds": record.get("seconds"),
+            "program": program,
+        }
+    _write(
+        path,
+        "\n".join(
+            [json.dumps({"campaign": header})]
+            + [json.dumps({"record": records[k], "program": outcomes[k]["program"]}) for k in records]
+        )
+        + "\n",
+    )
     return records, outcomes
 
 
@@ -550,8 +679,9 @@ class _Run:
     def __init__(self, args, out: Path, kinds: list[str], keys: list, before: dict, records: dict, outcomes: dict):
         self.args, self.out, self.kinds, self.keys, self.before = args, out, kinds, keys, before
         self.records, self.outcomes = records, outcomes
-        self.keyed = [(key, _task(key[0], key[1], args, sides=["xir"] if before else None))
-                      for key in keys if key not in records]
+        self.keyed = [
+            (key, _task(key[0], key[1], args, sides=["xir"] if before else None)) for key in keys if key not in records
+        ]
         self.done = sum(1 for key in keys if key in records)
         self.total = len(self.keyed) + self.done
 
@@ -560,11 +690,13 @@ class _Run:
         rerun = ""
         if args.rerun:
             rerun = f", those of {args.rerun}" + (f" with {', '.join(args.only_ops)}" if args.only_ops else "")
-        return (f"xir fuzz: {self.total} programs ({', '.join(self.kinds)}; seeds {seeds[0]}..{seeds[-1]}{rerun}), "
-                f"{args.jobs} workers, timeout {args.timeout:g} s per phase, output in {self.out}/, "
-                f"xir at {commit or 'an unknown commit'} (code {code})"
-                + (f"; xir's bf16 programs with {xir_options(args)}" if xir_options(args) else "")
-                + (f"; resumed: {self.done} ran before" if self.done else ""))
+        return (
+            f"xir fuzz: {self.total} programs ({', '.join(self.kinds)}; seeds {seeds[0]}..{seeds[-1]}{rerun}), "
+            f"{args.jobs} workers, timeout {args.timeout:g} s per phase, output in {self.out}/, "
+            f"xir at {commit or 'an unknown commit'} (code {code})"
+            + (f"; xir's bf16 programs with {xir_options(args)}" if xir_options(args) else "")
+            + (f"; resumed: {self.done} ran before" if self.done else "")
+        )
 
     def run_programs(self, pool) -> None:
         records, outcomes, before = self.records, self.outcomes, self.before
@@ -579,8 +711,10 @@ class _Run:
                     journal.flush()
                     print(_progress_line(record, index, self.total), flush=True)
             except KeyboardInterrupt:  # a campaign stopped early still reports and keeps what ran
-                print(f"\ninterrupted: {len(records)} of {self.total} programs ran; reporting those (repros unshrunk)",
-                      flush=True)
+                print(
+                    f"\ninterrupted: {len(records)} of {self.total} programs ran; reporting those (repros unshrunk)",
+                    flush=True,
+                )
                 self.total, self.args.shrink = len(records), "none"  # records: this run's and a resumed campaign's
                 self.kinds = [kind for kind in self.kinds if any(key[0] == kind for key in records)]
 
@@ -591,8 +725,11 @@ class _Run:
         args, records = self.args, self.records
         failures = [key for key in records if records[key]["label"] not in ("ok", "invalid")]
         if failures:
-            print(f"\n{len(failures)} failing programs: writing repros"
-                  + (f" (shrinking the {args.shrink} ones)" if args.shrink != "none" else ""), flush=True)
+            print(
+                f"\n{len(failures)} failing programs: writing repros"
+                + (f" (shrinking the {args.shrink} ones)" if args.shrink != "none" else ""),
+                flush=True,
+            )
         shrunk_signatures = Counter()
         timeout = max(600.0, 3 * args.timeout)
         for key in failures:
@@ -602,19 +739,43 @@ class _Run:
                 continue
             program = Program.from_json(outcome["program"])
             small, small_outcome = program, outcome
-            if _should_shrink(record, args.shrink) and shrunk_signatures[signature(outcome)] < args.shrink_per_signature:
+            if (
+                _should_shrink(record, args.shrink)
+                and shrunk_signatures[signature(outcome)] < args.shrink_per_signature
+            ):
                 shrunk_signatures[signature(outcome)] += 1
-                print(f"  {key[0]} seed {key[1]}: {record['label']} {record['xir']['status']} "
-                      f"({len(program.ops)} ops)", flush=True)
-                small, small_outcome, evals = shrink_failure(pool, program, outcome, args,
-                                                             log=lambda text: print(text, flush=True))
-                record["shrunk"] = {"ops": len(small.ops), "outputs": len(small.outputs), "runs": evals,
-                                    "xir": small_outcome.get("xir"), "stock": small_outcome.get("stock")}
-            path = write_repro(self.out, small, small_outcome, record["label"], original=program, timeout=timeout,
-                               xir_options=xir_options(self.args))
+                print(
+                    f"  {key[0]} seed {key[1]}: {record['label']} {record['xir']['status']} ({len(program.ops)} ops)",
+                    flush=True,
+                )
+                small, small_outcome, evals = shrink_failure(
+                    pool, program, outcome, args, log=lambda text: print(text, flush=True)
+                )
+                record["shrunk"] = {
+                    "ops": len(small.ops),
+                    "outputs": len(small.outputs),
+                    "runs": evals,
+                    "xir": small_outcome.get("xir"),
+                    "stock": small_outcome.get("stock"),
+                }
+            path = write_repro(
+                self.out,
+                small,
+                small_outcome,
+                record["label"],
+                original=program,
+                timeout=timeout,
+                xir_options=xir_options(self.args),
+            )
             if small is not program:
-                write_repro(self.out / "original", program, outcome, record["label"], timeout=timeout,
-                            xir_options=xir_options(self.args))
+                write_repro(
+                    self.out / "original",
+                    program,
+                    outcome,
+                    record["label"],
+                    timeout=timeout,
+                    xir_options=xir_options(self.args),
+                )
             record["repro"] = str(path)
 
     def summarize(self, commit, code, run_seconds: float, total_seconds: float) -> int:
@@ -628,17 +789,22 @@ class _Run:
         print_report(kinds, list(records.values()))
         regressions = print_changes(before, records) if before else []
         ran = len(records) - done
-        print(f"\n{ran} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, ran):.1f} worker-s/program)"
-              + (f" (and {done} before resuming)" if done else "")
-              + f", total with shrinking {total_seconds:.0f} s; summary: {self.out / 'summary.json'}")
+        print(
+            f"\n{ran} programs in {run_seconds:.0f} s ({run_seconds * args.jobs / max(1, ran):.1f} worker-s/program)"
+            + (f" (and {done} before resuming)" if done else "")
+            + f", total with shrinking {total_seconds:.0f} s; summary: {self.out / 'summary.json'}"
+        )
         summary = {
             "args": {k: v for k, v in vars(args).items() if k != "run"},
             "commit": commit,
             "code": code,
             "seconds": round(total_seconds, 1),
             "programs": list(records.values()),
-            "tables": {kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
-                       | {"labels": dict(Counter(r["label"] for r in by_kind[kind]))} for kind in kinds},
+            "tables": {
+                kind: {side: dict(Counter((r[side] or {}).get("status") for r in by_kind[kind])) for side in SIDES}
+                | {"labels": dict(Counter(r["label"] for r in by_kind[kind]))}
+                for kind in kinds
+            },
         }
         if before:
             summary["rerun_of"], summary["only_ops"] = str(args.rerun), args.only_ops
@@ -653,7 +819,9 @@ def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) 
     (``op_kinds`` in the journal: softmax, conv1d, ...). Keyed by (kind, seed), in journal order."""
     path = journal_path(folder)
     if path is None:
-        raise CampaignError(f"--rerun: no {JOURNAL}[.gz] in {folder} (a campaign's folder, with its journal, was expected)")
+        raise CampaignError(
+            f"--rerun: no {JOURNAL}[.gz] in {folder} (a campaign's folder, with its journal, was expected)"
+        )
     selected = {}
     try:
         _, entries = read_journal(path)
@@ -663,8 +831,10 @@ def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) 
         if record["kind"] in kinds and (not only_ops or set(only_ops) & set(record.get("op_kinds") or ())):
             selected[(record["kind"], record["seed"])] = record
     if not selected:
-        raise CampaignError(f"--rerun: no program of {path} is of kind {', '.join(kinds)}"
-                            + (f" with an op among {', '.join(only_ops)}" if only_ops else ""))
+        raise CampaignError(
+            f"--rerun: no program of {path} is of kind {', '.join(kinds)}"
+            + (f" with an op among {', '.join(only_ops)}" if only_ops else "")
+        )
     return selected
 
 
@@ -680,10 +850,12 @@ def check_rerun_programs(folder: Path, selected: dict, args) -> None:
         if key not in selected or stored is None:
             continue
         if built_program(*key, args) != stored:
-            raise CampaignError(f"--rerun: the program journalled for {key[0]} seed {key[1]} is not the one that seed "
-                                f"builds with --max-ops {args.max_ops} --min-ops {args.min_ops} --generator "
-                                f"{args.generator}: the journal was edited, or written by another generator; nothing "
-                                f"was run")
+            raise CampaignError(
+                f"--rerun: the program journalled for {key[0]} seed {key[1]} is not the one that seed "
+                f"builds with --max-ops {args.max_ops} --min-ops {args.min_ops} --generator "
+                f"{args.generator}: the journal was edited, or written by another generator; nothing "
+                f"was run"
+            )
 
 
 def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list, list]:
@@ -695,7 +867,8 @@ def rerun_changes(before: dict, after: dict) -> tuple[Counter, list, list, list,
     label, new label)]: neither regressions nor improvements, eager's outcome, not xir's)."""
     transitions, regressions, improvements, more_outside, reference_changed = Counter(), [], [], [], []
     worse_now = {(r["kind"], r["seed"]) for r in _worse(list(after.values()))} - {
-        (r["kind"], r["seed"]) for r in _worse(list(before.values()))}
+        (r["kind"], r["seed"]) for r in _worse(list(before.values()))
+    }
     for key, new in after.items():
         old = before.get(key)
         if old is None:
@@ -730,13 +903,17 @@ def print_changes(before: dict, after: dict) -> list:
     print(f"\nagainst the campaign re-run ({sum(transitions.values())} programs):")
     for (old, new), count in sorted(transitions.items()):
         print(f"  {old:>10} -> {new:<10} {count:>5}")
-    print(f"  xir better in {len(improvements)}, worse in {len(regressions)}; "
-          f"more ops outside XNNPACK than before in {len(more_outside)}")
+    print(
+        f"  xir better in {len(improvements)}, worse in {len(regressions)}; "
+        f"more ops outside XNNPACK than before in {len(more_outside)}"
+    )
     for (kind, seed), why in regressions:
         print(f"  REGRESSION {kind} seed {seed}: {why}")
     for (kind, seed), old, new in reference_changed:
-        print(f"  {kind} seed {seed}: the eager reference is {'not ' if new == 'invalid' else ''}"
-              f"finite now ({old} -> {new}; not xir's outcome: eager's)")
+        print(
+            f"  {kind} seed {seed}: the eager reference is {'not ' if new == 'invalid' else ''}"
+            f"finite now ({old} -> {new}; not xir's outcome: eager's)"
+        )
     for (kind, seed), old, new in more_outside[:20]:
         print(f"  {kind} seed {seed}: {old} -> {new} ops outside")
     return regressions
@@ -750,8 +927,10 @@ def replay(args) -> int:
 
     kind = "fp32" if args.kind == "all" else args.kind
     program = generate(args.replay, kind, max_ops=args.max_ops, min_ops=args.min_ops, generator=args.generator)
-    print(f"# {program.describe()}; rebuilt at code {source_code_id() or 'unknown'} (a journal made at another "
-          "code id may hold another program for this seed)")
+    print(
+        f"# {program.describe()}; rebuilt at code {source_code_id() or 'unknown'} (a journal made at another "
+        "code id may hold another program for this seed)"
+    )
     print(program.module_source())
     with Pool(1, args.timeout, Path(args.out) / "logs", xir_options=xir_options(args)) as pool:
         outcome = pool.map([{"program": program.to_json(), "sides": list(SIDES)}])[0]
@@ -772,45 +951,86 @@ def replay(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m xir_tools.fuzz", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = argparse.ArgumentParser(
+        prog="python -m xir_tools.fuzz",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     p.add_argument("--kind", default="all", choices=list(KINDS) + ["all"], help="program kind (default: all)")
     p.add_argument("--count", type=int, default=20, help="programs per kind (default: 20)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (default: 2)")
     p.add_argument("--out", default="fuzz-out", help="folder for repros, logs and summary.json (default: fuzz-out)")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds per phase (prepare, xir, stock) of one program (default: 60)")
-    p.add_argument("--bf16-option", choices=sorted(BF16_OPTIONS), default=None,
-                   help="xir lowers every bf16 program with this option of its partitioner (activations-in-fp32: "
-                        "bf16_activations_in_fp32=True; linears-as-f16: bf16_linears_as_f16=True); default: none")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds per phase (prepare, xir, stock) of one program (default: 60)",
+    )
+    p.add_argument(
+        "--bf16-option",
+        choices=sorted(BF16_OPTIONS),
+        default=None,
+        help="xir lowers every bf16 program with this option of its partitioner (activations-in-fp32: "
+        "bf16_activations_in_fp32=True; linears-as-f16: bf16_linears_as_f16=True); default: none",
+    )
     p.add_argument("--max-ops", type=int, help="ops per program at most (default: 12; with --rerun, the campaign's)")
     p.add_argument("--min-ops", type=int, help="ops per program at least (default: 3; with --rerun, the campaign's)")
-    p.add_argument("--generator", type=int, help="the generator's edition: 1 (before the select of one index) or 2 "
-                   "(default: the latest; with --rerun and --resume, the campaign's)")
-    p.add_argument("--shrink", choices=["own", "xir", "all", "none"], default="xir",
-                   help="which failures to shrink before writing their repro: own (xir's own), xir (every program xir "
-                        "fails; default), all (stock-only too), none")
+    p.add_argument(
+        "--generator",
+        type=int,
+        help="the generator's edition: 1 (before the select of one index) or 2 "
+        "(default: the latest; with --rerun and --resume, the campaign's)",
+    )
+    p.add_argument(
+        "--shrink",
+        choices=["own", "xir", "all", "none"],
+        default="xir",
+        help="which failures to shrink before writing their repro: own (xir's own), xir (every program xir "
+        "fails; default), all (stock-only too), none",
+    )
     p.add_argument("--shrink-evals", type=int, default=120, help="runs per shrink at most (default: 120)")
-    p.add_argument("--shrink-per-signature", type=int, default=2, metavar="N",
-                   help="shrink at most N failures of each signature (xir's class and error site, stock's class); "
-                        "the others get unshrunk repros (default: 2)")
+    p.add_argument(
+        "--shrink-per-signature",
+        type=int,
+        default=2,
+        metavar="N",
+        help="shrink at most N failures of each signature (xir's class and error site, stock's class); "
+        "the others get unshrunk repros (default: 2)",
+    )
     p.add_argument("--shrink-time", type=float, default=600.0, help="seconds per shrink at most (default: 600)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the campaign in --out (its programs.jsonl): run only the seeds not yet run, then "
-                        "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same. Journalled "
-                        "programs are rebuilt from their seeds, never run from the journal: one that is not what its "
-                        "seed builds is refused")
-    p.add_argument("--rerun", metavar="DIR",
-                   help="run the programs of the campaign in DIR (its programs.jsonl) again with xir, at this "
-                        "checkout (stock's outcomes are DIR's: its code is ExecuTorch's), and print what changed "
-                        "for xir; exit status 1 if xir fails where it ran, or a failure of its own appears (with "
-                        "--kind: those of one kind)")
-    p.add_argument("--only-ops", type=lambda text: [t for t in text.split(",") if t], metavar="KINDS",
-                   help="with --rerun: only the programs with one of these op kinds (comma-separated: softmax,conv1d)")
-    p.add_argument("--replay", type=int, metavar="SEED", help="re-run one program (with --kind): print its source and outcomes")
-    p.add_argument("--report", metavar="DIR", help="print the tables of a campaign (DIR/summary.json, or the programs "
-                                                   "journalled so far in DIR/programs.jsonl)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the campaign in --out (its programs.jsonl): run only the seeds not yet run, then "
+        "report them all; the checkout and --max-ops/--min-ops/--timeout must be the same. Journalled "
+        "programs are rebuilt from their seeds, never run from the journal: one that is not what its "
+        "seed builds is refused",
+    )
+    p.add_argument(
+        "--rerun",
+        metavar="DIR",
+        help="run the programs of the campaign in DIR (its programs.jsonl) again with xir, at this "
+        "checkout (stock's outcomes are DIR's: its code is ExecuTorch's), and print what changed "
+        "for xir; exit status 1 if xir fails where it ran, or a failure of its own appears (with "
+        "--kind: those of one kind)",
+    )
+    p.add_argument(
+        "--only-ops",
+        type=lambda text: [t for t in text.split(",") if t],
+        metavar="KINDS",
+        help="with --rerun: only the programs with one of these op kinds (comma-separated: softmax,conv1d)",
+    )
+    p.add_argument(
+        "--replay", type=int, metavar="SEED", help="re-run one program (with --kind): print its source and outcomes"
+    )
+    p.add_argument(
+        "--report",
+        metavar="DIR",
+        help="print the tables of a campaign (DIR/summary.json, or the programs "
+        "journalled so far in DIR/programs.jsonl)",
+    )
     return p
 
 
@@ -840,9 +1060,11 @@ def _program_settings(args) -> None:
             theirs = None  # (--resume refuses other sizes itself, naming the setting: _journal)
         if given is not None and theirs is not None and given != theirs:
             option = "--" + name.replace("_", "-")
-            raise CampaignError(f"{source}: the campaign in {path.parent} built its programs with {option} {theirs}, "
-                                f"this run asks for {given}: the same seeds would build other programs; leave "
-                                f"{option} out (it takes the campaign's)")
+            raise CampaignError(
+                f"{source}: the campaign in {path.parent} built its programs with {option} {theirs}, "
+                f"this run asks for {given}: the same seeds would build other programs; leave "
+                f"{option} out (it takes the campaign's)"
+            )
         setattr(args, name, given if given is not None else theirs if theirs is not None else default)
 
 

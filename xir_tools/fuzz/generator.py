@@ -23,18 +23,102 @@ MIN_SPREAD = 1e-3  # normalized rows: variance (layer/group norm) or mean square
 MAX_ABS = 1e4  # |value| bound on every intermediate (fp16 overflows at 65504; keeps programs well conditioned)
 
 WEIGHTS = {
-    "fp32": dict(linear=8, conv1d=2, conv2d=4, conv3d=1.5, conv_transpose1d=1, conv_transpose2d=1.5, batch_norm=3,
-                 layer_norm=3, group_norm=2, rms_norm=2, activation=10, softmax=3, binary=10, binary_scalar=4, unary=5,
-                 matmul=3, reduce=4, reshape=4, permute=3, unsqueeze=2, squeeze=1.5, cat=3, slice=3, split=2, pad=2,
-                 pool=3, interpolate=2, where=2, cast=2.5, select=2),
-    "static": dict(linear=14, conv1d=3, conv2d=8, conv3d=1, conv_transpose1d=1, conv_transpose2d=2, batch_norm=4,
-                   layer_norm=1.5, group_norm=1, rms_norm=1, activation=12, softmax=2, binary=10, binary_scalar=3,
-                   unary=2, matmul=2, reduce=3, reshape=3, permute=2, unsqueeze=1.5, squeeze=1, cat=4, slice=2, split=1.5,
-                   pad=1.5, pool=4, interpolate=1.5, where=1, cast=0, select=1),
-    "dynamic": dict(linear=30, conv1d=1, conv2d=2, conv3d=0, conv_transpose1d=0, conv_transpose2d=0.5, batch_norm=1,
-                    layer_norm=2, group_norm=0.5, rms_norm=1, activation=8, softmax=2, binary=6, binary_scalar=2, unary=2,
-                    matmul=2, reduce=2, reshape=3, permute=2, unsqueeze=1, squeeze=1, cat=2, slice=2, split=1, pad=1,
-                    pool=1, interpolate=0.5, where=1, cast=0, select=1.5),
+    "fp32": dict(
+        linear=8,
+        conv1d=2,
+        conv2d=4,
+        conv3d=1.5,
+        conv_transpose1d=1,
+        conv_transpose2d=1.5,
+        batch_norm=3,
+        layer_norm=3,
+        group_norm=2,
+        rms_norm=2,
+        activation=10,
+        softmax=3,
+        binary=10,
+        binary_scalar=4,
+        unary=5,
+        matmul=3,
+        reduce=4,
+        reshape=4,
+        permute=3,
+        unsqueeze=2,
+        squeeze=1.5,
+        cat=3,
+        slice=3,
+        split=2,
+        pad=2,
+        pool=3,
+        interpolate=2,
+        where=2,
+        cast=2.5,
+        select=2,
+    ),
+    "static": dict(
+        linear=14,
+        conv1d=3,
+        conv2d=8,
+        conv3d=1,
+        conv_transpose1d=1,
+        conv_transpose2d=2,
+        batch_norm=4,
+        layer_norm=1.5,
+        group_norm=1,
+        rms_norm=1,
+        activation=12,
+        softmax=2,
+        binary=10,
+        binary_scalar=3,
+        unary=2,
+        matmul=2,
+        reduce=3,
+        reshape=3,
+        permute=2,
+        unsqueeze=1.5,
+        squeeze=1,
+        cat=4,
+        slice=2,
+        split=1.5,
+        pad=1.5,
+        pool=4,
+        interpolate=1.5,
+        where=1,
+        cast=0,
+        select=1,
+    ),
+    "dynamic": dict(
+        linear=30,
+        conv1d=1,
+        conv2d=2,
+        conv3d=0,
+        conv_transpose1d=0,
+        conv_transpose2d=0.5,
+        batch_norm=1,
+        layer_norm=2,
+        group_norm=0.5,
+        rms_norm=1,
+        activation=8,
+        softmax=2,
+        binary=6,
+        binary_scalar=2,
+        unary=2,
+        matmul=2,
+        reduce=2,
+        reshape=3,
+        permute=2,
+        unsqueeze=1,
+        squeeze=1,
+        cat=2,
+        slice=2,
+        split=1,
+        pad=1,
+        pool=1,
+        interpolate=0.5,
+        where=1,
+        cast=0,
+        select=1.5,
+    ),
 }
 WEIGHTS["bf16"] = dict(WEIGHTS["fp32"], cast=2)
 
@@ -46,8 +130,18 @@ SHAPES = {  # input shape templates, weighted per kind
 SHAPES["bf16"] = SHAPES["fp32"]
 
 FLOATS = ("float32", "bfloat16", "float16")
-RANKS = dict(conv1d=(3,), conv2d=(4,), conv3d=(5,), conv_transpose1d=(3,), conv_transpose2d=(4,), batch_norm=(2, 3, 4),
-             pool=(4,), interpolate=(3, 4), group_norm=(3, 4, 5), bmm=(3,))
+RANKS = dict(
+    conv1d=(3,),
+    conv2d=(4,),
+    conv3d=(5,),
+    conv_transpose1d=(3,),
+    conv_transpose2d=(4,),
+    batch_norm=(2, 3, 4),
+    pool=(4,),
+    interpolate=(3, 4),
+    group_norm=(3, 4, 5),
+    bmm=(3,),
+)
 
 
 class Retry(Exception):
@@ -343,9 +437,19 @@ class _Builder:
             self.uses[name] = 0
         for a in spec["args"]:
             self.uses[a] += 1
-        self.ops.append(OpSpec(op_id, spec["kind"], template, list(spec["args"]), outs,
-                               [list(t.shape) for t in results], [self.dtype_name(t) for t in results],
-                               init, bool(spec.get("exact", False))))
+        self.ops.append(
+            OpSpec(
+                op_id,
+                spec["kind"],
+                template,
+                list(spec["args"]),
+                outs,
+                [list(t.shape) for t in results],
+                [self.dtype_name(t) for t in results],
+                init,
+                bool(spec.get("exact", False)),
+            )
+        )
         return True
 
     # ----------------------------------------------------------------- ops
@@ -375,8 +479,12 @@ class _Builder:
         if _prod(shape[:-1]) * out > MAX_NUMEL:
             return None
         bias = None if self.rng.random() < 0.8 else False
-        return dict(kind="linear", template="self.linear@ID({0})", args=[x],
-                    init=[f"self.linear@ID = nn.Linear({shape[-1]}, {out}{_kwargs(bias=bias)})"])
+        return dict(
+            kind="linear",
+            template="self.linear@ID({0})",
+            args=[x],
+            init=[f"self.linear@ID = nn.Linear({shape[-1]}, {out}{_kwargs(bias=bias)})"],
+        )
 
     def _conv(self, x, dims: int, transposed: bool):
         r = self.rng
@@ -394,9 +502,13 @@ class _Builder:
         stride = r.choice([1, 1, 1, 2]) if not transposed else r.choice([1, 2, 2, 3])
         dilation = r.choice([1, 1, 1, 1, 2])
         padding = r.choice([0, 0, 1, min(ks) // 2])
-        options = dict(stride=stride if stride != 1 else None, padding=padding or None,
-                       dilation=dilation if dilation != 1 else None, groups=groups if groups > 1 else None,
-                       bias=None if r.random() < 0.8 else False)
+        options = dict(
+            stride=stride if stride != 1 else None,
+            padding=padding or None,
+            dilation=dilation if dilation != 1 else None,
+            groups=groups if groups > 1 else None,
+            bias=None if r.random() < 0.8 else False,
+        )
         if transposed:
             padding = min(padding, (dilation * (min(ks) - 1)) // 2)
             options["padding"] = padding or None
@@ -407,8 +519,12 @@ class _Builder:
             if stride == 1 and r.random() < 0.1:
                 options["padding"] = "same"
             name = f"Conv{dims}d"
-        return dict(kind=f"conv{'_transpose' if transposed else ''}{dims}d", template="self.conv@ID({0})", args=[x],
-                    init=[f"self.conv@ID = nn.{name}({channels}, {out}, {_fmt(kernel)}{_kwargs(**options)})"])
+        return dict(
+            kind=f"conv{'_transpose' if transposed else ''}{dims}d",
+            template="self.conv@ID({0})",
+            args=[x],
+            init=[f"self.conv@ID = nn.{name}({channels}, {out}, {_fmt(kernel)}{_kwargs(**options)})"],
+        )
 
     def op_conv1d(self, x):
         return self._conv(x, 1, False)
@@ -431,9 +547,11 @@ class _Builder:
             return None
         name = "BatchNorm2d" if len(shape) == 4 else "BatchNorm1d"
         affine = self.rng.random() < 0.85
-        init = [f"self.bn@ID = nn.{name}({shape[1]}{_kwargs(affine=None if affine else False)})",
-                "self.bn@ID.running_mean.uniform_(-1.0, 1.0)",
-                "self.bn@ID.running_var.uniform_(0.5, 2.0)"]
+        init = [
+            f"self.bn@ID = nn.{name}({shape[1]}{_kwargs(affine=None if affine else False)})",
+            "self.bn@ID.running_mean.uniform_(-1.0, 1.0)",
+            "self.bn@ID.running_var.uniform_(0.5, 2.0)",
+        ]
         if affine:
             init += ["nn.init.uniform_(self.bn@ID.weight, 0.5, 2.0)", "nn.init.uniform_(self.bn@ID.bias, -1.0, 1.0)"]
         return dict(kind="batch_norm", template="self.bn@ID({0})", args=[x], init=init)
@@ -449,7 +567,9 @@ class _Builder:
         affine = self.rng.random() < 0.8
         bias = None if self.rng.random() < 0.8 else False
         arg = str(normalized[0]) if k == 1 else _fmt(normalized)
-        init = [f"self.ln@ID = nn.LayerNorm({arg}{_kwargs(elementwise_affine=None if affine else False, bias=bias if affine else None)})"]
+        init = [
+            f"self.ln@ID = nn.LayerNorm({arg}{_kwargs(elementwise_affine=None if affine else False, bias=bias if affine else None)})"
+        ]
         if affine:
             init.append("nn.init.uniform_(self.ln@ID.weight, 0.5, 1.5)")
             if bias is None:
@@ -476,13 +596,19 @@ class _Builder:
             return None
         template = "{0} * torch.rsqrt({0}.pow(2).mean(-1, keepdim=True) + 1e-06)"
         if self.is_main(x) and self.rng.random() < 0.5:
-            return dict(kind="rms_norm", template=template + " * self.rms@ID", args=[x],
-                        init=[f"self.rms@ID = nn.Parameter(torch.rand({shape[-1]}) + 0.5)"])
+            return dict(
+                kind="rms_norm",
+                template=template + " * self.rms@ID",
+                args=[x],
+                init=[f"self.rms@ID = nn.Parameter(torch.rand({shape[-1]}) + 0.5)"],
+            )
         return dict(kind="rms_norm", template=template, args=[x])
 
     def op_activation(self, x):
         r = self.rng
-        name = r.choice(["relu", "sigmoid", "tanh", "hardswish", "hardtanh", "leaky_relu", "gelu", "gelu_tanh", "relu6"])
+        name = r.choice(
+            ["relu", "sigmoid", "tanh", "hardswish", "hardtanh", "leaky_relu", "gelu", "gelu_tanh", "relu6"]
+        )
         exact = name in ("relu", "hardtanh", "relu6")
         template = {
             "relu": r.choice(["torch.relu({0})", "F.relu({0})"]),
@@ -559,16 +685,29 @@ class _Builder:
             init = [f"self.c@ID = nn.Parameter(torch.randn({_fmt(shape)}))"]
         else:
             init = [f"self.register_buffer('c@ID', torch.randn({_fmt(shape)}))"]
-        template = {"add": "{0} + self.c@ID", "sub": "self.c@ID - {0}", "mul": "{0} * self.c@ID",
-                    "div": "{0} / self.c@ID", "rsub": "torch.rsub({0}, self.c@ID)"}[op]
+        template = {
+            "add": "{0} + self.c@ID",
+            "sub": "self.c@ID - {0}",
+            "mul": "{0} * self.c@ID",
+            "div": "{0} / self.c@ID",
+            "rsub": "torch.rsub({0}, self.c@ID)",
+        }[op]
         return dict(kind=op, template=template, args=[x], init=init)
 
     def op_binary_scalar(self, x):
         r = self.rng
         c = r.choice([0.5, 2.0, -1.5, 3.0, 0.25, -0.75])
         safe = self.values[x].abs().min().item() > 0.3
-        options = [f"{{0}} + {c}", f"{{0}} - {c}", f"{{0}} * {c}", f"{{0}} / {c}", f"{c} * {{0}}", f"{c} - {{0}}",
-                   f"torch.rsub({{0}}, {c})", f"{{0}} + {c} * {{0}}"]
+        options = [
+            f"{{0}} + {c}",
+            f"{{0}} - {c}",
+            f"{{0}} * {c}",
+            f"{{0}} / {c}",
+            f"{c} * {{0}}",
+            f"{c} - {{0}}",
+            f"torch.rsub({{0}}, {c})",
+            f"{{0}} + {c} * {{0}}",
+        ]
         if safe:
             options.append(f"{c} / {{0}}")
         return dict(kind="binary_scalar", template=r.choice(options), args=[x])
@@ -614,16 +753,27 @@ class _Builder:
                 form = r.choice(["torch.matmul({0}, {1}.transpose(-2, -1))", "{0} @ {1}.transpose(-1, -2)"])
                 return dict(kind="matmul", template=form, args=[x, y])
         if choice < 0.7:
-            partners = [y for y in same if (len(self.shape(y)) >= 2 and self.shape(y)[-2] == sx[-1])
-                        or (len(self.shape(y)) == 1 and self.shape(y)[0] == sx[-1])]
+            partners = [
+                y
+                for y in same
+                if (len(self.shape(y)) >= 2 and self.shape(y)[-2] == sx[-1])
+                or (len(self.shape(y)) == 1 and self.shape(y)[0] == sx[-1])
+            ]
             if partners:
-                return dict(kind="matmul", template=r.choice(["torch.matmul({0}, {1})", "{0} @ {1}"]),
-                            args=[x, r.choice(partners)])
+                return dict(
+                    kind="matmul",
+                    template=r.choice(["torch.matmul({0}, {1})", "{0} @ {1}"]),
+                    args=[x, r.choice(partners)],
+                )
         if not self.is_main(x):
             return None
         out = r.choice([1, 2, 4, 8, 16])
-        return dict(kind="matmul", template="torch.matmul({0}, self.w@ID)", args=[x],
-                    init=[f"self.w@ID = nn.Parameter(torch.randn({sx[-1]}, {out}) / {math.sqrt(sx[-1]):.3f})"])
+        return dict(
+            kind="matmul",
+            template="torch.matmul({0}, self.w@ID)",
+            args=[x],
+            init=[f"self.w@ID = nn.Parameter(torch.randn({sx[-1]}, {out}) / {math.sqrt(sx[-1]):.3f})"],
+        )
 
     def op_reduce(self, x):
         r = self.rng
@@ -678,8 +828,9 @@ class _Builder:
         while perm == list(range(rank)):
             r.shuffle(perm)
         form = r.choice(["{{0}}.permute({p})", "torch.permute({{0}}, {t})"])
-        return dict(kind="permute", template=form.format(p=", ".join(map(str, perm)), t=_fmt(tuple(perm))),
-                    args=[x], exact=True)
+        return dict(
+            kind="permute", template=form.format(p=", ".join(map(str, perm)), t=_fmt(tuple(perm))), args=[x], exact=True
+        )
 
     def op_unsqueeze(self, x):
         rank = len(self.shape(x))
@@ -706,8 +857,13 @@ class _Builder:
         if not shape:
             return None
         dim = r.randrange(len(shape))
-        partners = [y for y in self.floats() if self.dtype(y) == self.dtype(x) and len(self.shape(y)) == len(shape)
-                    and all(a == b for i, (a, b) in enumerate(zip(self.shape(y), shape)) if i != dim)]
+        partners = [
+            y
+            for y in self.floats()
+            if self.dtype(y) == self.dtype(x)
+            and len(self.shape(y)) == len(shape)
+            and all(a == b for i, (a, b) in enumerate(zip(self.shape(y), shape)) if i != dim)
+        ]
         others = [y for y in partners if y != x]
         pool = others if others and r.random() < 0.8 else partners
         chosen = [x] + [r.choice(pool) for _ in range(r.choice([1, 1, 2]))]
@@ -728,7 +884,11 @@ class _Builder:
         start = r.randrange(size - 1)
         stop = r.randint(start + 1, size)
         step = 2 if r.random() < 0.15 and stop - start >= 3 else 1
-        text_stop = "" if stop == size and r.random() < 0.5 else (str(stop - size) if r.random() < 0.2 and stop < size else str(stop))
+        text_stop = (
+            ""
+            if stop == size and r.random() < 0.5
+            else (str(stop - size) if r.random() < 0.2 and stop < size else str(stop))
+        )
         piece = f"{start or ''}:{text_stop}" + (f":{step}" if step > 1 else "")
         if dim == len(shape) - 1 and r.random() < 0.7:
             index = f"..., {piece}"
@@ -795,10 +955,12 @@ class _Builder:
             pads[0] = 1
         if 3 <= len(shape) <= 4 and r.random() < 0.2:  # reflect needs pads < the dim (checked by running it)
             mode = r.choice(["reflect", "replicate"])
-            pads = (pads + [1, 1, 1, 1])[:2 * (len(shape) - 2)]
+            pads = (pads + [1, 1, 1, 1])[: 2 * (len(shape) - 2)]
             return dict(kind="pad", template=f"F.pad({{0}}, {_fmt(tuple(pads))}, mode='{mode}')", args=[x], exact=True)
         value = r.choice([None, 0.5, -1.0])
-        return dict(kind="pad", template=f"F.pad({{0}}, {_fmt(tuple(pads))}{_kwargs(value=value)})", args=[x], exact=True)
+        return dict(
+            kind="pad", template=f"F.pad({{0}}, {_fmt(tuple(pads))}{_kwargs(value=value)})", args=[x], exact=True
+        )
 
     def op_pool(self, x):
         r = self.rng
@@ -817,8 +979,12 @@ class _Builder:
         ceil = r.random() < 0.15
         options = dict(stride=stride, padding=padding or None, ceil_mode=True if ceil else None)
         if name == "max":
-            return dict(kind="max_pool2d", template=f"F.max_pool2d({{0}}, {_fmt(kernel)}{_kwargs(**options)})", args=[x],
-                        exact=True)
+            return dict(
+                kind="max_pool2d",
+                template=f"F.max_pool2d({{0}}, {_fmt(kernel)}{_kwargs(**options)})",
+                args=[x],
+                exact=True,
+            )
         if r.random() < 0.3:
             options["count_include_pad"] = False
         return dict(kind="avg_pool2d", template=f"F.avg_pool2d({{0}}, {_fmt(kernel)}{_kwargs(**options)})", args=[x])
@@ -838,8 +1004,12 @@ class _Builder:
         align = ""
         if mode == "bilinear" and r.random() < 0.4:
             align = ", align_corners=True"
-        return dict(kind=f"interpolate_{mode}", template=f"F.interpolate({{0}}, {size_text}, mode='{mode}'{align})",
-                    args=[x], exact=mode == "nearest")
+        return dict(
+            kind=f"interpolate_{mode}",
+            template=f"F.interpolate({{0}}, {size_text}, mode='{mode}'{align})",
+            args=[x],
+            exact=mode == "nearest",
+        )
 
     def op_where(self, x):
         r = self.rng
@@ -848,21 +1018,32 @@ class _Builder:
         init = [f"self.register_buffer('mask@ID', torch.rand({_fmt(mask)}) > 0.5)"]
         if r.random() < 0.5:
             other = r.choice([0.0, -1.0, 0.5])
-            return dict(kind="where", template=f"torch.where(self.mask@ID, {{0}}, {other})", args=[x], init=init,
-                        exact=True)
+            return dict(
+                kind="where", template=f"torch.where(self.mask@ID, {{0}}, {other})", args=[x], init=init, exact=True
+            )
         same = [y for y in self.floats() if self.dtype(y) == self.dtype(x) and self.shape(y) == shape and y != x]
         if not same:
             return None
-        return dict(kind="where", template="torch.where(self.mask@ID, {0}, {1})", args=[x, r.choice(same)], init=init,
-                    exact=True)
+        return dict(
+            kind="where",
+            template="torch.where(self.mask@ID, {0}, {1})",
+            args=[x, r.choice(same)],
+            init=init,
+            exact=True,
+        )
 
     def op_embedding(self, name):
         spec = next(i for i in self.inputs if i.name == name)
         dim = self.rng.choice([4, 8, 16, 32])
         if _prod(spec.shape) * dim > MAX_NUMEL:
             dim = 4
-        return dict(kind="embedding", template="self.emb@ID({0})", args=[name],
-                    init=[f"self.emb@ID = nn.Embedding({spec.high}, {dim})"], exact=True)
+        return dict(
+            kind="embedding",
+            template="self.emb@ID({0})",
+            args=[name],
+            init=[f"self.emb@ID = nn.Embedding({spec.high}, {dim})"],
+            exact=True,
+        )
 
     def op_cast(self, x):
         r = self.rng
@@ -874,5 +1055,9 @@ class _Builder:
         else:
             target = "float32" if r.random() < 0.7 else ("bfloat16" if dtype == "float16" else "float16")
         upcast = target == "float32"
-        form = r.choice(["{{0}}.to(torch.{t})", "{{0}}.to(dtype=torch.{t})"]) if not upcast or r.random() < 0.7 else "{{0}}.float()"
+        form = (
+            r.choice(["{{0}}.to(torch.{t})", "{{0}}.to(dtype=torch.{t})"])
+            if not upcast or r.random() < 0.7
+            else "{{0}}.float()"
+        )
         return dict(kind=f"to_{target}", template=form.format(t=target), args=[x], exact=upcast)

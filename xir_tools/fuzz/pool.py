@@ -23,6 +23,7 @@ SIDES = ("xir", "stock")
 
 # ------------------------------------------------------------------------------ worker side
 
+
 def _worker_main(conn, log_path: str) -> None:
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
@@ -51,8 +52,9 @@ def _worker_main(conn, log_path: str) -> None:
         if task is None:
             return
         try:
-            result = execute(task, lambda name: conn.send(("phase", name)),
-                             lambda name, result: conn.send(("side", name, result)))
+            result = execute(
+                task, lambda name: conn.send(("phase", name)), lambda name, result: conn.send(("side", name, result))
+            )
             conn.send(("done", result))
         except BaseException as error:  # a bug of the harness: reported, the worker goes on
             conn.send(("done", {"harness_error": case.first_line(error)}))
@@ -97,22 +99,40 @@ def execute(task: dict, on_phase=None, on_side=None) -> dict:
         program = Program.from_json(task["program"])
     else:
         on_phase("generate")
-        program = generate(task["seed"], task["kind"], max_ops=task.get("max_ops", 12), min_ops=task.get("min_ops", 3),
-                           generator=task.get("generator", GENERATOR))
+        program = generate(
+            task["seed"],
+            task["kind"],
+            max_ops=task.get("max_ops", 12),
+            min_ops=task.get("min_ops", 3),
+            generator=task.get("generator", GENERATOR),
+        )
         on_side("program", program.to_json())
-    if (program.kind in case.QUANTIZED and any(op.kind == "batch_norm" for op in program.ops)
-            and not _WARM["quantization"]):
+    if (
+        program.kind in case.QUANTIZED
+        and any(op.kind == "batch_norm" for op in program.ops)
+        and not _WARM["quantization"]
+    ):
         on_phase("warmup")
         warm_up_quantization()
     module_class, make_inputs = instantiate(program.module_source(), f"<xir_fuzz {program.kind} seed {program.seed}>")
-    outcome = case.run_case(module_class, make_inputs, program.kind, program.via, program.per_channel, program.lowp(),
-                            sides=tuple(task.get("sides", SIDES)), on_phase=on_phase, on_side=on_side,
-                            xir_options=task.get("xir_options"))
+    outcome = case.run_case(
+        module_class,
+        make_inputs,
+        program.kind,
+        program.via,
+        program.per_channel,
+        program.lowp(),
+        sides=tuple(task.get("sides", SIDES)),
+        on_phase=on_phase,
+        on_side=on_side,
+        xir_options=task.get("xir_options"),
+    )
     outcome["program"] = program.to_json()
     return outcome
 
 
 # ------------------------------------------------------------------------------ parent side
+
 
 def _signal_name(exitcode) -> str:
     if exitcode is None:
@@ -150,8 +170,11 @@ class _Worker:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             return ""
-        keep = [line.strip() for line in text.splitlines()
-                if line.strip() and "Warning" not in line and "warn(" not in line and "Failed to load" not in line]
+        keep = [
+            line.strip()
+            for line in text.splitlines()
+            if line.strip() and "Warning" not in line and "warn(" not in line and "Failed to load" not in line
+        ]
         return " | ".join(keep[-lines:])
 
     def log_size(self) -> int:
@@ -194,8 +217,9 @@ class _Job:
 class Pool:
     """``jobs`` persistent workers; ``run(tasks)`` yields (key, outcome) as tasks finish."""
 
-    def __init__(self, jobs: int = 2, timeout: float = 60.0, log_dir: str | Path = "fuzz-out",
-                 xir_options: dict | None = None):
+    def __init__(
+        self, jobs: int = 2, timeout: float = 60.0, log_dir: str | Path = "fuzz-out", xir_options: dict | None = None
+    ):
         self.jobs = max(1, jobs)
         self.xir_options = dict(xir_options or {})  # (xir's partitioner options for bf16 programs)
         self.timeout = timeout
@@ -258,8 +282,11 @@ class Pool:
                         timed_out = not dead
                         if dead:  # the pipe can close before the process is reaped: wait for its exit code
                             worker.process.join(timeout=10)
-                        reason = (f"timeout after {self.timeout:g} s in {job.phase}" if timed_out
-                                  else f"worker died in {job.phase}: {_signal_name(worker.process.exitcode)}")
+                        reason = (
+                            f"timeout after {self.timeout:g} s in {job.phase}"
+                            if timed_out
+                            else f"worker died in {job.phase}: {_signal_name(worker.process.exitcode)}"
+                        )
                     worker.stop(kill=True)
                     if job is not None:
                         tail = worker.log_tail(job.log_offset)

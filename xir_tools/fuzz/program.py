@@ -16,7 +16,7 @@ QUANTIZED_KINDS = ("static", "dynamic")
 
 # per-op rounding budget, relative to max(1, |ref|max): the tolerance of an output in reduced
 # precision grows with the number of rounding ops on its longest path (see xir_tools.harness.tolerance)
-LOWP_UNIT = {"bfloat16": 2.0 ** -5, "float16": 2.0 ** -8, "float32": 0.0, "float64": 0.0, "int64": 0.0, "bool": 0.0}
+LOWP_UNIT = {"bfloat16": 2.0**-5, "float16": 2.0**-8, "float32": 0.0, "float64": 0.0, "int64": 0.0, "bool": 0.0}
 
 
 @dataclass
@@ -99,8 +99,16 @@ class Program:
     # ------------------------------------------------------------------ source
     def module_source(self) -> str:
         """The ``Program`` module class and ``make_inputs()``: readable, self-contained."""
-        lines = ["import torch", "import torch.nn as nn", "import torch.nn.functional as F", "", "",
-                 "class Program(nn.Module):", "    def __init__(self):", "        super().__init__()"]
+        lines = [
+            "import torch",
+            "import torch.nn as nn",
+            "import torch.nn.functional as F",
+            "",
+            "",
+            "class Program(nn.Module):",
+            "    def __init__(self):",
+            "        super().__init__()",
+        ]
         for op in self.ops:
             if op.init:
                 lines.append(f"        torch.manual_seed({self.param_seed + op.id})")
@@ -133,6 +141,7 @@ def instantiate(source: str, name: str = "<xir_fuzz program>"):
 
 
 # ---------------------------------------------------------------------- editing (shrinking)
+
 
 def dead_code_elimination(program: Program) -> Program:
     """Drop ops none of whose results is used or returned, then unused inputs."""

@@ -620,8 +620,12 @@ class DynamicConvAfterConv(torch.nn.Module):
 
     def forward(self, x):
         v = self.first(x)
-        v = {"relu": torch.relu, "scale": lambda t: -0.75 * t, "shift": lambda t: t + 0.5,
-             "channel-scale": lambda t: t * self.w}[self.between](v)
+        v = {
+            "relu": torch.relu,
+            "scale": lambda t: -0.75 * t,
+            "shift": lambda t: t + 0.5,
+            "channel-scale": lambda t: t * self.w,
+        }[self.between](v)
         return self.second(v)
 
 

@@ -78,8 +78,14 @@ def _clean(text: str) -> str:
 
 
 def _label_text(label: str) -> str:
-    return _clean({"xir-own": "xir's own failure (stock ok)", "shared": "shared failure (stock fails too)",
-            "stock-only": "stock fails, xir ok", "ok": "both ok"}.get(label, label))
+    return _clean(
+        {
+            "xir-own": "xir's own failure (stock ok)",
+            "shared": "shared failure (stock fails too)",
+            "stock-only": "stock fails, xir ok",
+            "ok": "both ok",
+        }.get(label, label)
+    )
 
 
 def case_source() -> str:
@@ -87,38 +93,48 @@ def case_source() -> str:
     text = inspect.getsource(case)
     lines = text.splitlines(keepends=True)
     (node,) = [n for n in ast.parse(text).body if isinstance(n, ast.ImportFrom) and n.module == "xir_tools.harness"]
-    lines[node.lineno - 1:node.end_lineno] = ["# (the harness's names: defined above)\n"]
+    lines[node.lineno - 1 : node.end_lineno] = ["# (the harness's names: defined above)\n"]
     return "".join(lines)
 
 
-def repro_source(program: Program, outcome: dict, label: str, original: Program | None = None,
-                 timeout: float = 600.0, xir_options: dict | None = None) -> str:
+def repro_source(
+    program: Program,
+    outcome: dict,
+    label: str,
+    original: Program | None = None,
+    timeout: float = 600.0,
+    xir_options: dict | None = None,
+) -> str:
     xir, stock = outcome.get("xir") or {}, outcome.get("stock") or {}
     observed = {"xir": xir.get("status"), "stock": stock.get("status")}
     isolate = any(s in ("crashed", "timeout") for s in observed.values())
     history = ""
     if original is not None and len(original.ops) != len(program.ops):
-        history = (f" Shrunk from {len(original.ops)} ops / {len(original.outputs)} outputs"
-                   f" (the original: python -m xir_tools.fuzz --replay {program.seed} --kind {program.kind}).")
+        history = (
+            f" Shrunk from {len(original.ops)} ops / {len(original.outputs)} outputs"
+            f" (the original: python -m xir_tools.fuzz --replay {program.seed} --kind {program.kind})."
+        )
     channel = ", per-channel" if program.per_channel and program.kind == "static" else ""
-    header = "\n".join([
-        f'"""xir_fuzz repro: kind {program.kind}, seed {program.seed}, lowering via {program.via}{channel}: '
-        f'{_label_text(label)}.',
-        "",
-        "Observed by the fuzzer:",
-        f"  xir:   {_clean(case.describe(xir)) if xir else '-'}",
-        f"  stock: {_clean(case.describe(stock)) if stock else '-'}",
-        f"{len(program.ops)} ops, {len(program.outputs)} outputs.{history}",
-        "",
-        "Run with the xir checkout's venv: python THIS_FILE.py  (--isolate runs each side in a child",
-        "process; --side xir|stock runs one). The harness below is xir_tools/harness.py and",
-        "xir_tools/fuzz/case.py verbatim (but case.py's import of the harness): export",
-        "(pt2e-quantized first for static/dynamic), lower with xir and with stock, to_executorch,",
-        "load and run with executorch.runtime, compare with the eager reference.",
-        '"""',
-        "",
-    ])
-    config = textwrap.dedent(f'''\
+    header = "\n".join(
+        [
+            f'"""xir_fuzz repro: kind {program.kind}, seed {program.seed}, lowering via {program.via}{channel}: '
+            f"{_label_text(label)}.",
+            "",
+            "Observed by the fuzzer:",
+            f"  xir:   {_clean(case.describe(xir)) if xir else '-'}",
+            f"  stock: {_clean(case.describe(stock)) if stock else '-'}",
+            f"{len(program.ops)} ops, {len(program.outputs)} outputs.{history}",
+            "",
+            "Run with the xir checkout's venv: python THIS_FILE.py  (--isolate runs each side in a child",
+            "process; --side xir|stock runs one). The harness below is xir_tools/harness.py and",
+            "xir_tools/fuzz/case.py verbatim (but case.py's import of the harness): export",
+            "(pt2e-quantized first for static/dynamic), lower with xir and with stock, to_executorch,",
+            "load and run with executorch.runtime, compare with the eager reference.",
+            '"""',
+            "",
+        ]
+    )
+    config = textwrap.dedent(f"""\
         # ================================================================== this case
 
         KIND = {program.kind!r}
@@ -129,14 +145,19 @@ def repro_source(program: Program, outcome: dict, label: str, original: Program 
         ISOLATE = {isolate!r}  # the fuzzer saw a crash or a timeout: run the sides in child processes
         TIMEOUT = {timeout!r}
         XIR_OPTIONS = {dict(xir_options or {})!r}  # xir's partitioner options for a bf16 program (--bf16-option)
-        ''')
-    parts = [header,
-             "# ================================================================== harness (xir_tools/harness.py)\n",
-             inspect.getsource(harness),
-             "\n\n# ================================================================== the case (xir_tools/fuzz/case.py)\n",
-             case_source(),
-             "\n\n# ================================================================== the program\n\n",
-             program.module_source(), "\n\n", config, MAIN]
+        """)
+    parts = [
+        header,
+        "# ================================================================== harness (xir_tools/harness.py)\n",
+        inspect.getsource(harness),
+        "\n\n# ================================================================== the case (xir_tools/fuzz/case.py)\n",
+        case_source(),
+        "\n\n# ================================================================== the program\n\n",
+        program.module_source(),
+        "\n\n",
+        config,
+        MAIN,
+    ]
     return "".join(parts)
 
 
@@ -156,8 +177,15 @@ def repro_name(program: Program, outcome: dict, label: str) -> str:
     return f"{program.kind}-seed{program.seed}-{label}-{status}.py"
 
 
-def write_repro(out_dir: str | Path, program: Program, outcome: dict, label: str, original: Program | None = None,
-                timeout: float = 600.0, xir_options: dict | None = None) -> Path:
+def write_repro(
+    out_dir: str | Path,
+    program: Program,
+    outcome: dict,
+    label: str,
+    original: Program | None = None,
+    timeout: float = 600.0,
+    xir_options: dict | None = None,
+) -> Path:
     """Write the repro file of ``program`` in ``out_dir`` (atomically: an earlier repro of the same
     name stays whole if the write fails); returns its path. The file is in ``out_dir`` itself
     (ValueError otherwise), whatever the outcome and label say."""

@@ -59,8 +59,14 @@ def candidates(program: Program) -> Iterator[Program]:
             yield candidate
 
 
-def shrink(program: Program, evaluate: Callable[[list], list], batch: int = 2, max_evals: int = 150,
-           time_budget: float | None = None, on_step: Callable[[Program, int], None] | None = None):
+def shrink(
+    program: Program,
+    evaluate: Callable[[list], list],
+    batch: int = 2,
+    max_evals: int = 150,
+    time_budget: float | None = None,
+    on_step: Callable[[Program, int], None] | None = None,
+):
     """Greedy shrinking. Returns (smallest failing program, number of evaluations)."""
     start = time.monotonic()
     current, evals = program, 0
@@ -76,7 +82,7 @@ def shrink(program: Program, evaluate: Callable[[list], list], batch: int = 2, m
         for index in range(0, len(pending), batch):
             if evals >= max_evals or (time_budget is not None and time.monotonic() - start > time_budget):
                 return current, evals
-            chunk = pending[index:index + batch]
+            chunk = pending[index : index + batch]
             verdicts = evaluate(chunk)
             evals += len(chunk)
             hit = next((c for c, v in zip(chunk, verdicts) if v), None)

@@ -12,27 +12,34 @@ from passes.testing import case, check_pipeline
 from xir_tools.harness import lower, reference
 
 POOLS = [
-    case("a-graph-input-to-a-graph-output-read-twice", """
+    case(
+        "a-graph-input-to-a-graph-output-read-twice",
+        """
     graph @g {
       input %x: f32[1,4,8,8]
       %p: f32[1,4,8,8] = aten.avg_pool2d(%x) {kernel_size=[3, 3], stride=[1, 1], padding=[1, 1]}
       %y: f32[1,4,8,8] = aten.mul.Tensor(%p, %p)
       return %y, %p
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,4,8,8]
       %0: f32[1,4,10,10] = aten.constant_pad_nd(%x) {pad=[1, 1, 1, 1], value=0.0}
       %p: f32[1,4,8,8] = aten.avg_pool2d(%0) {kernel_size=[3, 3], stride=[1, 1], padding=[0, 0]}
       %y: f32[1,4,8,8] = aten.mul.Tensor(%p, %p)
       return %y, %p
-    }"""),
-    case("quantized-its-pad-on-the-dequantize-grid", """
+    }""",
+    ),
+    case(
+        "quantized-its-pad-on-the-dequantize-grid",
+        """
     graph @g {
       input %q: i8[1,2,4,4]
       %x: f32[1,2,4,4] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.5, zero_point=3, quant_min=-128, quant_max=127, dtype=i8}
       %p: f32[1,2,2,2] = aten.avg_pool2d(%x) {kernel_size=[3, 2], stride=[2, 2], padding=[1, 0]}
       return %p
-    }""", """
+    }""",
+        """
     graph @g {
       input %q: i8[1,2,4,4]
       %x: f32[1,2,4,4] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.5, zero_point=3, quant_min=-128, quant_max=127, dtype=i8}
@@ -41,25 +48,35 @@ POOLS = [
       %2: f32[1,2,6,4] = quantized_decomposed.dequantize_per_tensor(%1) {scale=0.5, zero_point=3, quant_min=-128, quant_max=127, dtype=i8}
       %p: f32[1,2,2,2] = aten.avg_pool2d(%2) {kernel_size=[3, 2], stride=[2, 2], padding=[0, 0]}
       return %p
-    }"""),
-    case("declined-count-include-pad-false", """
+    }""",
+    ),
+    case(
+        "declined-count-include-pad-false",
+        """
     graph @g {
       input %x: f32[1,4,8,8]
       %p: f32[1,4,8,8] = aten.avg_pool2d(%x) {kernel_size=[3, 3], stride=[1, 1], padding=[1, 1], count_include_pad=false}
       return %p
-    }"""),
-    case("declined-ceil-mode", """
+    }""",
+    ),
+    case(
+        "declined-ceil-mode",
+        """
     graph @g {
       input %x: f32[1,4,8,8]
       %p: f32[1,4,5,5] = aten.avg_pool2d(%x) {kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], ceil_mode=true}
       return %p
-    }"""),
-    case("declined-no-padding", """
+    }""",
+    ),
+    case(
+        "declined-no-padding",
+        """
     graph @g {
       input %x: f32[1,4,8,8]
       %p: f32[1,4,6,6] = aten.avg_pool2d(%x) {kernel_size=[3, 3], stride=[1, 1]}
       return %p
-    }"""),
+    }""",
+    ),
 ]
 
 

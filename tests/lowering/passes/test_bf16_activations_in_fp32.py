@@ -17,9 +17,9 @@ PASS = "xnnpack.bf16-activations-in-fp32{enable_bf16=true},dead-code-elimination
 W = torch.tensor([[1.0, -2.0, 0.5, 3.0], [0.25, 1e-6, -7.0, 5.0], [100.0, 0.0, -0.125, 2.0]], dtype=torch.bfloat16)
 
 
-
 def test_a_chain_in_fp32_an_input_read_twice_an_output_read_again():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: bf16[s0,4]
       param %w: bf16[3,4]
@@ -29,8 +29,13 @@ def test_a_chain_in_fp32_an_input_read_twice_an_output_read_again():
       %o: bf16[s0,3] = aten.add.Tensor(%s, %r)
       %z: bf16[s0,4] = aten.neg(%x)
       return %r, %o, %z
-    }""", w=W)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        w=W,
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: bf16[s0,4]
       param %w: bf16[3,4]
@@ -45,14 +50,16 @@ def test_a_chain_in_fp32_an_input_read_twice_an_output_read_again():
       %7: f32[s0,4] = aten.neg(%0)
       %8: bf16[s0,4] = xir.convert(%7) {dtype=bf16}
       return %3, %6, %8
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     # (the bf16 weight no longer read stays in the IR; the write-back deletes it from the program)
     # the linear's weight is held in fp16, half the bytes of fp32: every value of W but 1e-6 (an
     # fp16 subnormal, within 2**-25) exactly
     w16 = graph.input_named("w_f16").data
     assert w16.dtype is torch.float16
-    assert (w16.float() - W.float()).abs().max() <= 2 ** -25
-    assert torch.equal(w16.float()[W.float().abs() >= 2 ** -14], W.float()[W.float().abs() >= 2 ** -14])
+    assert (w16.float() - W.float()).abs().max() <= 2**-25
+    assert torch.equal(w16.float()[W.float().abs() >= 2**-14], W.float()[W.float().abs() >= 2**-14])
 
 
 def test_a_linears_weight_in_fp16_shared_tied_beyond_range_with_a_bias_and_off():
@@ -74,9 +81,12 @@ def test_a_linears_weight_in_fp16_shared_tied_beyond_range_with_a_bias_and_off()
       %z: bf16[2,4] = aten.linear(%y, %big, %b)
       return %y, %z
     }"""
-    big = torch.full((4, 3), 2.0 ** 17, dtype=torch.bfloat16)
+    big = torch.full((4, 3), 2.0**17, dtype=torch.bfloat16)
     bias = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.bfloat16)
-    graph = check_pipeline(graph_with_data(text, w=W, big=big, b=bias), PASS, """
+    graph = check_pipeline(
+        graph_with_data(text, w=W, big=big, b=bias),
+        PASS,
+        """
     graph @g {
       input %t: i64[2]
       input %x: bf16[2,4]
@@ -97,10 +107,15 @@ def test_a_linears_weight_in_fp16_shared_tied_beyond_range_with_a_bias_and_off()
       %7: f32[2,4] = aten.linear(%5, %big_f32, %b_f32)
       %8: bf16[2,4] = xir.convert(%7) {dtype=bf16}
       return %6, %8
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert graph.input_named("b_f32").data.dtype is torch.float32
     off = "xnnpack.bf16-activations-in-fp32{enable_bf16=true,f16_weights=false},dead-code-elimination"
-    graph = check_pipeline(graph_with_data(text, w=W, big=big, b=bias), off, """
+    graph = check_pipeline(
+        graph_with_data(text, w=W, big=big, b=bias),
+        off,
+        """
     graph @g {
       input %t: i64[2]
       input %x: bf16[2,4]
@@ -121,11 +136,14 @@ def test_a_linears_weight_in_fp16_shared_tied_beyond_range_with_a_bias_and_off()
       %7: f32[2,4] = aten.linear(%5, %big_f32, %b_f32)
       %8: bf16[2,4] = xir.convert(%7) {dtype=bf16}
       return %6, %8
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_an_op_left_in_bf16_a_value_rounded_from_fp32_a_weight_layout_and_a_cast():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %t: i64[2]
       input %f: f32[2,4]
@@ -138,8 +156,13 @@ def test_an_op_left_in_bf16_a_value_rounded_from_fp32_a_weight_layout_and_a_cast
       %h: bf16[2,3] = aten._to_copy(%m) {dtype=bf16}
       %n: bf16[2,3] = aten.neg(%h)
       return %n
-    }""", w=W)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        w=W,
+    )
+    check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %t: i64[2]
       input %f: f32[2,4]
@@ -156,14 +179,18 @@ def test_an_op_left_in_bf16_a_value_rounded_from_fp32_a_weight_layout_and_a_cast
       %6: f32[2,3] = aten.neg(%5)
       %7: bf16[2,3] = xir.convert(%6) {dtype=bf16}
       return %7
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     (rewrite,) = [p for p in parse_pipeline(PASS) if p.name == "xnnpack.bf16-activations-in-fp32"]
-    rewrite.run(graph_with_data("""
+    rewrite.run(
+        graph_with_data("""
     graph @g {
       input %x: bf16[2,3]
       %h: bf16[2,3] = aten._to_copy(%x) {dtype=bf16}
       return %h
-    }"""))
+    }""")
+    )
     declined = " ".join(rewrite.last_stats.declined["bf16_activations_in_fp32"])
     assert "dtype attribute" in declined
 
@@ -189,7 +216,8 @@ def test_nothing_in_bf16_and_off_without_enable_bf16():
 def test_a_bf16_bmm_with_an_fp32_result_reads_the_fp32_values():
     """``xnnpack.bf16-bmm-f32-output``'s bf16 x bf16 -> fp32 bmm, both operands made in fp32 here
     (one a graph input read by another op too: one convert, at the top), becomes an fp32 bmm."""
-    check_pipeline(graph_with_data("""
+    check_pipeline(
+        graph_with_data("""
     graph @g {
       input %a: bf16[2,s0,4]
       input %b: bf16[2,4,3]
@@ -199,7 +227,9 @@ def test_a_bf16_bmm_with_an_fp32_result_reads_the_fp32_values():
       %c: bf16[2,s0,3] = xir.convert(%m) {dtype=bf16}
       %t: bf16[2,4,3] = aten.tanh(%b)
       return %c, %t
-    }"""), PASS, """
+    }"""),
+        PASS,
+        """
     graph @g {
       input %a: bf16[2,s0,4]
       input %b: bf16[2,4,3]
@@ -212,7 +242,9 @@ def test_a_bf16_bmm_with_an_fp32_result_reads_the_fp32_values():
       %5: f32[2,4,3] = aten.tanh(%0)
       %6: bf16[2,4,3] = xir.convert(%5) {dtype=bf16}
       return %c, %6
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_converted_constant_layout_and_a_table_row_at_a_run_time_position():
@@ -220,7 +252,9 @@ def test_a_converted_constant_layout_and_a_table_row_at_a_run_time_position():
     becomes the same layout of the fp32 constant; a row picked at a run-time position (a slice
     whose bound is a value) is no constant layout: it stays, converted once for its two readers."""
     table = torch.arange(12, dtype=torch.bfloat16).reshape(4, 3) / 7
-    check_pipeline(graph_with_data("""
+    check_pipeline(
+        graph_with_data(
+            """
     graph @g {
       input %x: f32[2,3]
       input %pos: i64[]
@@ -234,7 +268,11 @@ def test_a_converted_constant_layout_and_a_table_row_at_a_run_time_position():
       %a: bf16[2,3] = aten.relu(%r)
       %b: bf16[2,3] = aten.neg(%r)
       return %m, %a, %b
-    }""", t=table), PASS, """
+    }""",
+            t=table,
+        ),
+        PASS,
+        """
     graph @g {
       input %x: f32[2,3]
       input %pos: i64[]
@@ -251,4 +289,6 @@ def test_a_converted_constant_layout_and_a_table_row_at_a_run_time_position():
       %4: f32[2,3] = aten.neg(%1)
       %5: bf16[2,3] = xir.convert(%4) {dtype=bf16}
       return %m, %3, %5
-    }""", changed=True)
+    }""",
+        changed=True,
+    )

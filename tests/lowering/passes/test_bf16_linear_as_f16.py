@@ -15,13 +15,13 @@ from passes.testing import check_pipeline, graph_with_data
 PASS = "xnnpack.bf16-linear-as-f16{enable_bf16=true},dead-code-elimination"
 
 
-
 W = torch.tensor([[1.0, -2.0, 0.5, 3.0], [0.25, 1e-6, -7.0, 59904.0], [100.0, 0.0, -0.125, 2.0]], dtype=torch.bfloat16)
 B = torch.tensor([0.5, -1.0, 2.0], dtype=torch.bfloat16)
 
 
 def test_input_output_bias_and_a_result_read_twice():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: bf16[2,4]
       param %w: bf16[3,4]
@@ -29,8 +29,14 @@ def test_input_output_bias_and_a_result_read_twice():
       %y: bf16[2,3] = aten.linear(%x, %w, %b)
       %r: bf16[2,3] = aten.relu(%y)
       return %y, %r
-    }""", w=W, b=B)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        w=W,
+        b=B,
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: bf16[2,4]
       param %w: bf16[3,4]
@@ -42,16 +48,19 @@ def test_input_output_bias_and_a_result_read_twice():
       %y: bf16[2,3] = xir.convert(%1) {dtype=bf16}
       %r: bf16[2,3] = aten.relu(%y)
       return %y, %r
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     # every bf16 number within fp16's range is an fp16 number (1e-6 becomes an fp16 subnormal)
     assert torch.equal(graph.input_named("w_f16").data, W.to(torch.float16))
     assert graph.input_named("w_f16").data.dtype is torch.float16
-    assert (graph.input_named("w_f16").data.float() - W.float()).abs().max().item() <= 2 ** -25
+    assert (graph.input_named("w_f16").data.float() - W.float()).abs().max().item() <= 2**-25
     assert torch.equal(graph.input_named("b_f16").data.float(), B.float())
 
 
 def test_a_weight_read_by_two_linears_and_an_embedding_symbolic_rows():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %t: i64[s0]
       input %x: bf16[s0,4]
@@ -61,8 +70,13 @@ def test_a_weight_read_by_two_linears_and_an_embedding_symbolic_rows():
       %b: bf16[s0,3] = aten.linear(%e, %w)
       %o: bf16[s0,3] = aten.add.Tensor(%a, %b)
       return %o
-    }""", w=W)
-    check_pipeline(before, PASS, """
+    }""",
+        w=W,
+    )
+    check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %t: i64[s0]
       input %x: bf16[s0,4]
@@ -77,7 +91,9 @@ def test_a_weight_read_by_two_linears_and_an_embedding_symbolic_rows():
       %b: bf16[s0,3] = xir.convert(%3) {dtype=bf16}
       %o: bf16[s0,3] = aten.add.Tensor(%a, %b)
       return %o
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 BEYOND = W.clone()
@@ -93,32 +109,47 @@ PARAM_LINEAR = """
     }"""
 
 
-@pytest.mark.parametrize("text, data, reason", [
-    ("""
+@pytest.mark.parametrize(
+    "text, data, reason",
+    [
+        (
+            """
     graph @g {
       input %x: bf16[2,4]
       input %w: bf16[3,4]
       %y: bf16[2,3] = aten.linear(%x, %w)
       return %y
-    }""", {}, "the weight is not a constant"),
-    (PARAM_LINEAR, {"w": BEYOND}, "beyond fp16's range"),
-    (PARAM_LINEAR, {"w": NOT_FINITE}, "not finite"),
-    ("""
+    }""",
+            {},
+            "the weight is not a constant",
+        ),
+        (PARAM_LINEAR, {"w": BEYOND}, "beyond fp16's range"),
+        (PARAM_LINEAR, {"w": NOT_FINITE}, "not finite"),
+        (
+            """
     graph @g {
       input %x: bf16[2,4]
       param %w: bf16[3,4]
       input %b: bf16[3]
       %y: bf16[2,3] = aten.linear(%x, %w, %b)
       return %y
-    }""", {"w": W}, "the bias is not a constant"),
-    ("""
+    }""",
+            {"w": W},
+            "the bias is not a constant",
+        ),
+        (
+            """
     graph @g {
       input %x: f32[2,4]
       param %w: f32[3,4]
       %y: f32[2,3] = aten.linear(%x, %w)
       return %y
-    }""", {"w": W.float()}, "not a bf16 linear"),
-])
+    }""",
+            {"w": W.float()},
+            "not a bf16 linear",
+        ),
+    ],
+)
 def test_declined_with_the_reason(text, data, reason):
     from passes import parse_pipeline
 

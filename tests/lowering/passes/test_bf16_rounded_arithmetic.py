@@ -24,7 +24,8 @@ def test_a_chain_a_constant_operand_symbolic_rows_an_input_read_twice():
     it; the rounding pair between the mul and the add (bf16 -> f32 after f32 -> bf16) stays through
     remove-no-ops (it is the rounding, not a no-op); the neg only negates a bf16 value; the sigmoid's
     result is returned, and XNNPACK writes it rounded."""
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: bf16[s0,4]
       param %w: bf16[4]
@@ -33,8 +34,13 @@ def test_a_chain_a_constant_operand_symbolic_rows_an_input_read_twice():
       %n: bf16[s0,4] = aten.neg(%a)
       %r: bf16[s0,4] = aten.sigmoid(%n)
       return %r
-    }""", w=W)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        w=W,
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: bf16[s0,4]
       param %w: bf16[4]
@@ -48,21 +54,26 @@ def test_a_chain_a_constant_operand_symbolic_rows_an_input_read_twice():
       %6: bf16[s0,4] = aten.neg(%5)
       %7: bf16[s0,4] = aten.sigmoid(%6)
       return %7
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert torch.equal(graph.input_named("w_f32").data, W.float())
 
 
 def test_a_result_that_is_an_output_and_has_several_readers():
     """The mul's result is returned and read by an add and a sub: rounded once, and the output, the
     add and the sub all read the rounded value; the add and the sub are only returned."""
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: bf16[2,4]
       %m: bf16[2,4] = aten.mul.Tensor(%x, %x)
       %a: bf16[2,4] = aten.add.Tensor(%m, %x)
       %b: bf16[2,4] = aten.sub.Tensor(%x, %m)
       return %m, %a, %b
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: bf16[2,4]
       %0: f32[2,4] = xir.convert(%x) {dtype=f32}
@@ -71,7 +82,9 @@ def test_a_result_that_is_an_output_and_has_several_readers():
       %3: bf16[2,4] = aten.add.Tensor(%2, %x)
       %4: bf16[2,4] = aten.sub.Tensor(%x, %2)
       return %2, %3, %4
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_sum_read_only_by_a_cast_to_f32_and_outside():
@@ -79,7 +92,8 @@ def test_a_sum_read_only_by_a_cast_to_f32_and_outside():
     casts-as-converts later makes a convert inside XNNPACK, reading it unrounded) and by a select
     left outside: rounded (found when hoist-row-select moved the last layer's residual add, the
     sum's only other reader, onto the select's row; Qwen3 bf16's logits then left eager's)."""
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: bf16[1,s0,4]
       input %y: bf16[1,s0,4]
@@ -88,7 +102,9 @@ def test_a_sum_read_only_by_a_cast_to_f32_and_outside():
       %n: f32[1,s0,4] = aten.mul.Tensor(%f, %f)
       %last: bf16[1,4] = aten.select_copy.int(%h) {dim=1, index=-1}
       return %n, %last
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: bf16[1,s0,4]
       input %y: bf16[1,s0,4]
@@ -100,19 +116,24 @@ def test_a_sum_read_only_by_a_cast_to_f32_and_outside():
       %5: f32[1,s0,4] = aten.mul.Tensor(%4, %4)
       %6: bf16[1,4] = aten.select_copy.int(%3) {dim=1, index=-1}
       return %5, %6
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_clamp_to_a_bound_bf16_cannot_hold():
     """clamp(x, min=0.1): eager clamps to 0.1 rounded to bf16; in fp32 between converts the result
     is rounded the same way."""
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: bf16[2,4]
       %c: bf16[2,4] = aten.clamp(%x) {min=0.1}
       %d: bf16[2,4] = aten.neg(%c)
       return %d
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: bf16[2,4]
       %0: f32[2,4] = xir.convert(%x) {dtype=f32}
@@ -120,7 +141,9 @@ def test_a_clamp_to_a_bound_bf16_cannot_hold():
       %2: bf16[2,4] = xir.convert(%1) {dtype=bf16}
       %3: bf16[2,4] = aten.neg(%2)
       return %3
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 DECLINED = """
@@ -137,7 +160,9 @@ DECLINED = """
     }"""
 
 
-@pytest.mark.parametrize("pipeline", [PASS, "xnnpack.bf16-rounded-arithmetic"], ids=["declined", "off-without-enable-bf16"])
+@pytest.mark.parametrize(
+    "pipeline", [PASS, "xnnpack.bf16-rounded-arithmetic"], ids=["declined", "off-without-enable-bf16"]
+)
 def test_declined_and_off(pipeline):
     """Declined: a mul read only by an embedding (outside XNNPACK: what it reads is written
     rounded), a hardtanh to 0 and 6 (bf16 numbers: it only picks values), a neg and a relu (they

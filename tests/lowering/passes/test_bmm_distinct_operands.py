@@ -19,21 +19,27 @@ def case(name, before, expected=None, pipeline=PIPELINE):
 
 
 CASES = [
-    case("permute-of-a-graph-input", """
+    case(
+        "permute-of-a-graph-input",
+        """
     graph @g {
       input %x: f32[2,2,8]
       %p: f32[8,2,2] = aten.permute_copy(%x) {dims=[2, 1, 0]}
       %y: f32[8,2,2] = aten.bmm(%p, %p)
       return %y
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,2,8]
       %0: f32[8,2,2] = aten.permute_copy(%x) {dims=[2, 1, 0]}
       %1: f32[8,2,2] = aten.permute_copy(%x) {dims=[2, 1, 0]}
       %2: f32[8,2,2] = aten.bmm(%0, %1)
       return %2
-    }"""),
-    case("permute-also-returned-and-read-by-another-op", """
+    }""",
+    ),
+    case(
+        "permute-also-returned-and-read-by-another-op",
+        """
     graph @g {
       input %x: bf16[2,2,8]
       %a: bf16[2,2,8] = aten.abs(%x)
@@ -41,7 +47,8 @@ CASES = [
       %y: bf16[8,2,2] = aten.bmm(%p, %p)
       %n: bf16[8,2,2] = aten.neg(%p)
       return %y, %p, %n
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: bf16[2,2,8]
       %0: bf16[2,2,8] = aten.abs(%x)
@@ -50,29 +57,40 @@ CASES = [
       %3: bf16[8,2,2] = aten.bmm(%1, %2)
       %4: bf16[8,2,2] = aten.neg(%1)
       return %3, %1, %4
-    }"""),
-    case("declined-two-different-values", """
+    }""",
+    ),
+    case(
+        "declined-two-different-values",
+        """
     graph @g {
       input %x: f32[2,2,8]
       %p: f32[8,2,2] = aten.permute_copy(%x) {dims=[2, 1, 0]}
       %q: f32[8,2,2] = aten.abs(%p)
       %y: f32[8,2,2] = aten.bmm(%p, %q)
       return %y
-    }"""),
-    case("declined-one-value-not-a-permute", """
+    }""",
+    ),
+    case(
+        "declined-one-value-not-a-permute",
+        """
     graph @g {
       input %x: f32[8,2,2]
       %a: f32[8,2,2] = aten.abs(%x)
       %y: f32[8,2,2] = aten.bmm(%a, %a)
       return %y
-    }"""),
-    case("declined-bf16-without-enable-bf16", """
+    }""",
+    ),
+    case(
+        "declined-bf16-without-enable-bf16",
+        """
     graph @g {
       input %x: bf16[2,2,8]
       %p: bf16[8,2,2] = aten.permute_copy(%x) {dims=[2, 1, 0]}
       %y: bf16[8,2,2] = aten.bmm(%p, %p)
       return %y
-    }""", pipeline="xnnpack.bmm-distinct-operands{enable_bf16=false}"),
+    }""",
+        pipeline="xnnpack.bmm-distinct-operands{enable_bf16=false}",
+    ),
 ]
 
 

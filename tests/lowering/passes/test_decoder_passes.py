@@ -7,137 +7,183 @@ import pytest
 
 from passes.testing import case, check_pipeline
 
-
 SHAPE_OPS = [
-    case("ordinary", """
+    case(
+        "ordinary",
+        """
     graph @g {
       input %x: f32[2,3]
       %a: f32[2,1,3] = aten.unsqueeze_copy(%x) {dim=1}
       %b: f32[2,1,3] = aten.relu(%a)
       return %b
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,3]
       %a: f32[2,1,3] = aten.view_copy(%x) {size=[2, 1, 3]}
       %b: f32[2,1,3] = aten.relu(%a)
       return %b
-    }"""),
-    case("output-result-is-output-and-operand-is-input", """
+    }""",
+    ),
+    case(
+        "output-result-is-output-and-operand-is-input",
+        """
     graph @g {
       input %x: f32[2,1,3]
       %a: f32[2,3] = aten.squeeze_copy.dims(%x) {dim=[1]}
       return %a, %x
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,1,3]
       %a: f32[2,3] = aten.view_copy(%x) {size=[2, 3]}
       return %a, %x
-    }"""),
-    case("const-operand-is-param", """
+    }""",
+    ),
+    case(
+        "const-operand-is-param",
+        """
     graph @g {
       param %w: f32[3]
       %a: f32[1,3] = aten.unsqueeze_copy(%w) {dim=0}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[3]
       %a: f32[1,3] = aten.view_copy(%w) {size=[1, 3]}
       return %a
-    }"""),
-    case("uses-result-has-several-uses-expand-adds-nothing", """
+    }""",
+    ),
+    case(
+        "uses-result-has-several-uses-expand-adds-nothing",
+        """
     graph @g {
       input %x: f32[1,4]
       %a: f32[1,4] = aten.expand_copy(%x) {size=[1, -1]}
       %b: f32[1,4] = aten.mul.Tensor(%a, %a)
       return %b, %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,4]
       %a: f32[1,4] = aten.view_copy(%x) {size=[1, 4]}
       %b: f32[1,4] = aten.mul.Tensor(%a, %a)
       return %b, %a
-    }"""),
-    case("declined-expand-repeats-elements", """
+    }""",
+    ),
+    case(
+        "declined-expand-repeats-elements",
+        """
     graph @g {
       input %x: f32[1,4]
       %a: f32[3,4] = aten.expand_copy(%x) {size=[3, 4]}
       return %a
-    }"""),
+    }""",
+    ),
     # a dynamic shape: the one symbolic dim is written -1 (PyTorch and XNNPACK's reshape infer it)
-    case("symbolic-unsqueeze-at-a-middle-dim", """
+    case(
+        "symbolic-unsqueeze-at-a-middle-dim",
+        """
     graph @g {
       input %x: f32[s0,3]
       %a: f32[s0,1,3] = aten.unsqueeze_copy(%x) {dim=1}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[s0,3]
       %a: f32[s0,1,3] = aten.view_copy(%x) {size=[-1, 1, 3]}
       return %a
-    }"""),
-    case("symbolic-squeeze-result-is-output-and-operand-is-input", """
+    }""",
+    ),
+    case(
+        "symbolic-squeeze-result-is-output-and-operand-is-input",
+        """
     graph @g {
       input %x: f32[1,s0,1,8]
       %a: f32[1,s0,8] = aten.squeeze_copy.dims(%x) {dim=[2]}
       return %a, %x
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,s0,1,8]
       %a: f32[1,s0,8] = aten.view_copy(%x) {size=[1, -1, 8]}
       return %a, %x
-    }"""),
-    case("symbolic-expand-adds-a-leading-one", """
+    }""",
+    ),
+    case(
+        "symbolic-expand-adds-a-leading-one",
+        """
     graph @g {
       input %x: f32[s0,4]
       %a: f32[1,s0,4] = aten.expand_copy(%x) {size=[1, -1, -1]}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[s0,4]
       %a: f32[1,s0,4] = aten.view_copy(%x) {size=[1, -1, 4]}
       return %a
-    }"""),
-    case("symbolic-view-size-several-uses", """
+    }""",
+    ),
+    case(
+        "symbolic-view-size-several-uses",
+        """
     graph @g {
       input %x: f32[1,s0,32]
       %n: int = aten.sym_size.int(%x) {dim=1}
       %a: f32[1,s0,4,8] = aten.view_copy(%x) {size=[1, %n, 4, 8]}
       %b: f32[1,s0,4,8] = aten.mul.Tensor(%a, %a)
       return %b, %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,s0,32]
       %n: int = aten.sym_size.int(%x) {dim=1}
       %a: f32[1,s0,4,8] = aten.view_copy(%x) {size=[1, -1, 4, 8]}
       %b: f32[1,s0,4,8] = aten.mul.Tensor(%a, %a)
       return %b, %a
-    }"""),
-    case("declined-symbolic-two-symbolic-dims", """
+    }""",
+    ),
+    case(
+        "declined-symbolic-two-symbolic-dims",
+        """
     graph @g {
       input %x: f32[s0,s1]
       %a: f32[s0,1,s1] = aten.unsqueeze_copy(%x) {dim=1}
       return %a
-    }"""),
-    case("declined-symbolic-view-two-symbolic-dims", """
+    }""",
+    ),
+    case(
+        "declined-symbolic-view-two-symbolic-dims",
+        """
     graph @g {
       input %x: f32[s0,s1,8]
       %n: int = aten.sym_size.int(%x) {dim=0}
       %m: int = aten.sym_size.int(%x) {dim=1}
       %a: f32[s0,s1,2,4] = aten.view_copy(%x) {size=[%n, %m, 2, 4]}
       return %a
-    }"""),
-    case("declined-symbolic-a-zero-dim-makes-minus-one-ambiguous", """
+    }""",
+    ),
+    case(
+        "declined-symbolic-a-zero-dim-makes-minus-one-ambiguous",
+        """
     graph @g {
       input %x: f32[s0,0]
       %a: f32[s0,1,0] = aten.unsqueeze_copy(%x) {dim=1}
       return %a
-    }"""),
-    case("declined-symbolic-expand-repeats", """
+    }""",
+    ),
+    case(
+        "declined-symbolic-expand-repeats",
+        """
     graph @g {
       input %x: f32[s0,1]
       %a: f32[s0,4] = aten.expand_copy(%x) {size=[-1, 4]}
       return %a
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -147,61 +193,79 @@ def test_shape_ops_as_views(before, expected, changed):
 
 
 SCALARS = [
-    case("ordinary-mul", """
+    case(
+        "ordinary-mul",
+        """
     graph @g {
       input %x: f32[2,3]
       %a: f32[2,3] = aten.mul.Scalar(%x) {other=0.5}
       %b: f32[2,3] = aten.relu(%a)
       return %b
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,3]
       param %scalar: f32[]
       %a: f32[2,3] = aten.mul.Tensor(%x, %scalar)
       %b: f32[2,3] = aten.relu(%a)
       return %b
-    }"""),
-    case("output-and-input-add-with-alpha", """
+    }""",
+    ),
+    case(
+        "output-and-input-add-with-alpha",
+        """
     graph @g {
       input %x: bf16[4]
       %a: bf16[4] = aten.add.Scalar(%x) {other=2, alpha=3}
       return %a, %x
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: bf16[4]
       param %scalar: bf16[]
       %a: bf16[4] = aten.add.Tensor(%x, %scalar)
       return %a, %x
-    }"""),
-    case("const-operand-and-several-uses", """
+    }""",
+    ),
+    case(
+        "const-operand-and-several-uses",
+        """
     graph @g {
       param %w: f32[4]
       %a: f32[4] = aten.div.Scalar(%w) {other=4.0}
       %b: f32[4] = aten.mul.Tensor(%a, %a)
       return %b, %a
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[4]
       param %scalar: f32[]
       %a: f32[4] = aten.div.Tensor(%w, %scalar)
       %b: f32[4] = aten.mul.Tensor(%a, %a)
       return %b, %a
-    }"""),
-    case("declined-integer-tensor", """
+    }""",
+    ),
+    case(
+        "declined-integer-tensor",
+        """
     graph @g {
       input %x: i64[4]
       %a: i64[4] = aten.mul.Scalar(%x) {other=2}
       return %a
-    }"""),
+    }""",
+    ),
     # an add/sub's alpha as a multiply (ExecuTorch's portable add is wrong with an alpha when the
     # first operand is broadcast; XNNPACK's add has none)
-    case("add-alpha-broadcast-first-operand-is-input", """
+    case(
+        "add-alpha-broadcast-first-operand-is-input",
+        """
     graph @g {
       input %x: f32[1]
       input %y: f32[3]
       %a: f32[3] = aten.add.Tensor(%x, %y) {alpha=2.0}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1]
       input %y: f32[3]
@@ -209,15 +273,19 @@ SCALARS = [
       %0: f32[3] = aten.mul.Tensor(%y, %alpha)
       %1: f32[3] = aten.add.Tensor(%x, %0)
       return %1
-    }"""),
-    case("sub-alpha-of-a-constant-result-returned-and-read", """
+    }""",
+    ),
+    case(
+        "sub-alpha-of-a-constant-result-returned-and-read",
+        """
     graph @g {
       input %x: f32[4]
       param %w: f32[4]
       %a: f32[4] = aten.sub.Tensor(%x, %w) {alpha=3}
       %b: f32[4] = aten.relu(%a)
       return %b, %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[4]
       param %w: f32[4]
@@ -226,13 +294,17 @@ SCALARS = [
       %1: f32[4] = aten.sub.Tensor(%x, %0)
       %2: f32[4] = aten.relu(%1)
       return %2, %1
-    }"""),
-    case("declined-integer-alpha-add", """
+    }""",
+    ),
+    case(
+        "declined-integer-alpha-add",
+        """
     graph @g {
       input %x: i64[4]
       %a: i64[4] = aten.add.Tensor(%x, %x) {alpha=2}
       return %a
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -246,13 +318,16 @@ def test_scalar_operands_as_constants(before, expected, changed):
 
 
 MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here): a 4-D spatial mean between views
-    case("ordinary-rms-norm-mean", """
+    case(
+        "ordinary-rms-norm-mean",
+        """
     graph @g {
       input %x: f32[1,5,64]
       %a: f32[1,5,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       %b: f32[1,5,1] = aten.rsqrt(%a)
       return %b
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,5,64]
       param %mean_weight_64: f32[64,1]
@@ -261,8 +336,11 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
       %b: f32[1,5,1] = aten.rsqrt(%a)
       return %b
-    }"""),
-    case("several-users-and-widths-one-weight-per-width", """
+    }""",
+    ),
+    case(
+        "several-users-and-widths-one-weight-per-width",
+        """
     graph @g {
       input %x: f32[1,5,64]
       input %y: f32[1,5,2,64]
@@ -272,7 +350,8 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %d: f32[1,5,1] = aten.add.Tensor(%a, %a)
       %e: f32[1,5,1] = aten.mul.Tensor(%a, %c)
       return %d, %e, %b
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,5,64]
       input %y: f32[1,5,2,64]
@@ -289,13 +368,17 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %d: f32[1,5,1] = aten.add.Tensor(%a, %a)
       %e: f32[1,5,1] = aten.mul.Tensor(%a, %c)
       return %d, %e, %b
-    }"""),
-    case("output-result-is-output-two-trailing-dims-no-keepdim", """
+    }""",
+    ),
+    case(
+        "output-result-is-output-two-trailing-dims-no-keepdim",
+        """
     graph @g {
       input %x: f32[2,3,4]
       %a: f32[2] = aten.mean.dim(%x) {dim=[1, 2]}
       return %a, %x
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,3,4]
       param %mean_weight_12: f32[12,1]
@@ -303,13 +386,17 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %l: f32[2,1] = aten.mm(%v, %mean_weight_12)
       %a: f32[2] = aten.view_copy(%l) {size=[2]}
       return %a, %x
-    }"""),
-    case("const-operand-is-param", """
+    }""",
+    ),
+    case(
+        "const-operand-is-param",
+        """
     graph @g {
       param %w: f32[8]
       %a: f32[1] = aten.mean.dim(%w) {dim=[0], keepdim=true}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[8]
       param %mean_weight_8: f32[8,1]
@@ -317,14 +404,18 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %m: f32[1,1] = aten.mm(%v, %mean_weight_8)
       %a: f32[1] = aten.view_copy(%m) {size=[1]}
       return %a
-    }"""),
-    case("symbolic-rms-norm-mean", """
+    }""",
+    ),
+    case(
+        "symbolic-rms-norm-mean",
+        """
     graph @g {
       input %x: f32[1,s0,64]
       %a: f32[1,s0,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       %b: f32[1,s0,1] = aten.rsqrt(%a)
       return %b, %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,s0,64]
       param %mean_weight_64: f32[64,1]
@@ -333,13 +424,17 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f32[1,s0,1] = aten.view_copy(%m) {size=[1, -1, 1]}
       %b: f32[1,s0,1] = aten.rsqrt(%a)
       return %b, %a
-    }"""),
-    case("symbolic-two-trailing-dims-no-keepdim", """
+    }""",
+    ),
+    case(
+        "symbolic-two-trailing-dims-no-keepdim",
+        """
     graph @g {
       input %x: f32[s0,4,16]
       %a: f32[s0] = aten.mean.dim(%x) {dim=[-1, -2]}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[s0,4,16]
       param %mean_weight_64: f32[64,1]
@@ -347,14 +442,18 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %l: f32[s0,1] = aten.mm(%v, %mean_weight_64)
       %a: f32[s0] = aten.view_copy(%l) {size=[-1]}
       return %a
-    }"""),
-    case("a-quantized-mean-keeps-the-spatial-form", """
+    }""",
+    ),
+    case(
+        "a-quantized-mean-keeps-the-spatial-form",
+        """
     graph @g {
       input %q: i8[1,5,64]
       %x: f32[1,5,64] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}
       %a: f32[1,5,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %q: i8[1,5,64]
       %x: f32[1,5,64] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}
@@ -362,14 +461,18 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %m: f32[1,5,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
       %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
       return %a
-    }"""),
-    case("f16-rms-norm-mean-as-spatial-mean", """
+    }""",
+    ),
+    case(
+        "f16-rms-norm-mean-as-spatial-mean",
+        """
     graph @g {
       input %x: f16[1,5,64]
       %a: f16[1,5,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       %b: f16[1,5,1] = aten.rsqrt(%a)
       return %b
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f16[1,5,64]
       %v: f16[1,5,1,64] = aten.view_copy(%x) {size=[1, 5, 1, 64]}
@@ -377,59 +480,80 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f16[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
       %b: f16[1,5,1] = aten.rsqrt(%a)
       return %b
-    }"""),
-    case("f16-symbolic-rows-are-a-product", """
+    }""",
+    ),
+    case(
+        "f16-symbolic-rows-are-a-product",
+        """
     graph @g {
       input %x: f16[2,s0,64]
       %a: f16[2,s0] = aten.mean.dim(%x) {dim=[-1]}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f16[2,s0,64]
       %v: f16[1,2*s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
       %m: f16[1,2*s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
       %a: f16[2,s0] = aten.view_copy(%m) {size=[2, -1]}
       return %a
-    }"""),
-    case("declined-symbolic-reduced-dim", """
+    }""",
+    ),
+    case(
+        "declined-symbolic-reduced-dim",
+        """
     graph @g {
       input %x: f32[1,4,s0]
       %a: f32[1,4,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
-    }"""),
-    case("declined-two-symbolic-dims-in-the-result", """
+    }""",
+    ),
+    case(
+        "declined-two-symbolic-dims-in-the-result",
+        """
     graph @g {
       input %x: f32[s0,s1,64]
       %a: f32[s0,s1,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
-    }"""),
-    case("wider-than-a-matmul-takes-as-spatial-mean", """
+    }""",
+    ),
+    case(
+        "wider-than-a-matmul-takes-as-spatial-mean",
+        """
     graph @g {
       input %x: f32[2,16385]
       %a: f32[2,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,16385]
       %v: f32[1,2,1,16385] = aten.view_copy(%x) {size=[1, 2, 1, 16385]}
       %m: f32[1,2,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
       %a: f32[2,1] = aten.view_copy(%m) {size=[2, 1]}
       return %a
-    }"""),
-    case("two-dim-input-needs-no-views", """
+    }""",
+    ),
+    case(
+        "two-dim-input-needs-no-views",
+        """
     graph @g {
       input %x: f32[3,16]
       %a: f32[3,1] = aten.mean.dim(%x) {dim=[1], keepdim=true}
       return %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[3,16]
       param %mean_weight_16: f32[16,1]
       %a: f32[3,1] = aten.mm(%x, %mean_weight_16)
       return %a
-    }"""),
+    }""",
+    ),
     # a program that keeps linears: a mean over the last dim is a linear with a 1/cols row, no views
-    case("linear-program-rms-norm-mean-is-a-linear-the-linear-output-read-twice", """
+    case(
+        "linear-program-rms-norm-mean-is-a-linear-the-linear-output-read-twice",
+        """
     graph @g {
       input %x: f32[1,5,64]
       param %w: f32[64,64]
@@ -437,7 +561,8 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f32[1,5,1] = aten.mean.dim(%l) {dim=[-1], keepdim=true}
       %b: f32[1,5,1] = aten.rsqrt(%a)
       return %b, %l
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,5,64]
       param %w: f32[64,64]
@@ -446,8 +571,11 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f32[1,5,1] = aten.linear(%l, %mean_row_64)
       %b: f32[1,5,1] = aten.rsqrt(%a)
       return %b, %l
-    }"""),
-    case("linear-program-symbolic-mean-of-an-input-is-an-output", """
+    }""",
+    ),
+    case(
+        "linear-program-symbolic-mean-of-an-input-is-an-output",
+        """
     graph @g {
       input %x: f32[1,s0,64]
       param %w: f32[8,64]
@@ -455,7 +583,8 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f32[1,s0,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       %c: f32[1,s0,1] = aten.mean.dim(%x) {dim=[2], keepdim=true}
       return %a, %l, %c
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,s0,64]
       param %w: f32[8,64]
@@ -464,8 +593,11 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %a: f32[1,s0,1] = aten.linear(%x, %mean_row_64)
       %c: f32[1,s0,1] = aten.linear(%x, %mean_row_64)
       return %a, %l, %c
-    }"""),
-    case("linear-program-mean-read-by-two-ops-and-returned", """
+    }""",
+    ),
+    case(
+        "linear-program-mean-read-by-two-ops-and-returned",
+        """
     graph @g {
       input %x: f32[1,5,64]
       param %w: f32[64,64]
@@ -474,7 +606,8 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %b: f32[1,5,1] = aten.rsqrt(%a)
       %c: f32[1,5,64] = aten.mul.Tensor(%l, %a)
       return %b, %c, %a
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,5,64]
       param %w: f32[64,64]
@@ -484,8 +617,11 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %b: f32[1,5,1] = aten.rsqrt(%a)
       %c: f32[1,5,64] = aten.mul.Tensor(%l, %a)
       return %b, %c, %a
-    }"""),
-    case("linear-program-no-keepdim-one-view-two-dims-and-a-vector-as-products", """
+    }""",
+    ),
+    case(
+        "linear-program-no-keepdim-one-view-two-dims-and-a-vector-as-products",
+        """
     graph @g {
       input %x: f32[2,3,4]
       param %w: f32[4,4]
@@ -495,7 +631,8 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %b: f32[2] = aten.mean.dim(%l) {dim=[1, 2]}
       %c: f32[1] = aten.mean.dim(%v) {dim=[0], keepdim=true}
       return %a, %b, %c
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,3,4]
       param %w: f32[4,4]
@@ -513,25 +650,35 @@ MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here
       %m3: f32[1,1] = aten.mm(%v3, %mean_weight_4)
       %c: f32[1] = aten.view_copy(%m3) {size=[1]}
       return %a, %b, %c
-    }"""),
-    case("declined-f16-two-symbolic-dims-in-the-result", """
+    }""",
+    ),
+    case(
+        "declined-f16-two-symbolic-dims-in-the-result",
+        """
     graph @g {
       input %x: f16[s0,s1,64]
       %a: f16[s0,s1,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
-    }"""),
-    case("declined-not-trailing", """
+    }""",
+    ),
+    case(
+        "declined-not-trailing",
+        """
     graph @g {
       input %x: f32[2,3,4]
       %a: f32[2,1,4] = aten.mean.dim(%x) {dim=[1], keepdim=true}
       return %a
-    }"""),
-    case("declined-already-spatial", """
+    }""",
+    ),
+    case(
+        "declined-already-spatial",
+        """
     graph @g {
       input %x: f32[1,2,3,4]
       %a: f32[1,2,1,1] = aten.mean.dim(%x) {dim=[2, 3], keepdim=true}
       return %a
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -546,14 +693,17 @@ def test_mean_over_last_dims(before, expected, changed):
 
 
 def test_mean_over_last_dims_linear_false_keeps_the_product_between_views():
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[1,5,64]
       param %w: f32[64,64]
       %l: f32[1,5,64] = aten.linear(%x, %w)
       %a: f32[1,5,1] = aten.mean.dim(%l) {dim=[-1], keepdim=true}
       return %a
-    }""", "xnnpack.mean-over-last-dims{linear=false}", """
+    }""",
+        "xnnpack.mean-over-last-dims{linear=false}",
+        """
     graph @g {
       input %x: f32[1,5,64]
       param %w: f32[64,64]
@@ -563,106 +713,141 @@ def test_mean_over_last_dims_linear_false_keeps_the_product_between_views():
       %m: f32[5,1] = aten.mm(%v, %mean_weight_64)
       %a: f32[1,5,1] = aten.view_copy(%m) {size=[1, 5, 1]}
       return %a
-    }""")
+    }""",
+    )
 
 
 CASTS = [
-    case("ordinary-rms-norm-upcast", """
+    case(
+        "ordinary-rms-norm-upcast",
+        """
     graph @g {
       input %x: bf16[1,4]
       %a: f32[1,4] = dim_order_ops._to_dim_order_copy(%x) {dtype=f32, dim_order=[0, 1]}
       %b: f32[1,4] = aten.mul.Tensor(%a, %a)
       %c: bf16[1,4] = dim_order_ops._to_dim_order_copy(%b) {dtype=bf16}
       return %c
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: bf16[1,4]
       %a: f32[1,4] = xir.convert(%x) {dtype=f32}
       %b: f32[1,4] = aten.mul.Tensor(%a, %a)
       %c: bf16[1,4] = xir.convert(%b) {dtype=bf16}
       return %c
-    }"""),
-    case("output-result-is-output-and-operand-is-input", """
+    }""",
+    ),
+    case(
+        "output-result-is-output-and-operand-is-input",
+        """
     graph @g {
       input %x: f32[3]
       %a: bf16[3] = aten._to_copy(%x) {dtype=bf16}
       return %a, %x
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[3]
       %a: bf16[3] = xir.convert(%x) {dtype=bf16}
       return %a, %x
-    }"""),
-    case("const-and-several-uses", """
+    }""",
+    ),
+    case(
+        "const-and-several-uses",
+        """
     graph @g {
       param %w: bf16[3]
       %a: f32[3] = dim_order_ops._to_dim_order_copy(%w) {dtype=f32}
       %b: f32[3] = aten.mul.Tensor(%a, %a)
       %c: f32[3] = aten.add.Tensor(%a, %b)
       return %c
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: bf16[3]
       %a: f32[3] = xir.convert(%w) {dtype=f32}
       %b: f32[3] = aten.mul.Tensor(%a, %a)
       %c: f32[3] = aten.add.Tensor(%a, %b)
       return %c
-    }"""),
-    case("symbolic-cast-pair", """
+    }""",
+    ),
+    case(
+        "symbolic-cast-pair",
+        """
     graph @g {
       input %x: f32[1,s0,8]
       %a: bf16[1,s0,8] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[0, 1, 2]}
       %b: f32[1,s0,8] = dim_order_ops._to_dim_order_copy(%a) {dtype=f32, dim_order=[0, 1, 2]}
       %c: f32[1,s0,8] = aten.relu(%b)
       return %c
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,s0,8]
       %a: bf16[1,s0,8] = xir.convert(%x) {dtype=bf16}
       %b: f32[1,s0,8] = xir.convert(%a) {dtype=f32}
       %c: f32[1,s0,8] = aten.relu(%b)
       return %c
-    }"""),
+    }""",
+    ),
     # an upcast whose f32 result leaves XNNPACK corrupts another output of the delegate (measured):
     # returned, or read by an op XNNPACK does not take, it stays a cast
-    case("declined-upcast-is-an-output", """
+    case(
+        "declined-upcast-is-an-output",
+        """
     graph @g {
       param %w: bf16[3]
       %a: f32[3] = dim_order_ops._to_dim_order_copy(%w) {dtype=f32}
       %b: f32[3] = aten.mul.Tensor(%a, %a)
       return %b, %a
-    }"""),
-    case("declined-upcast-read-by-an-op-left-outside", """
+    }""",
+    ),
+    case(
+        "declined-upcast-read-by-an-op-left-outside",
+        """
     graph @g {
       input %x: bf16[3]
       %a: f32[3] = dim_order_ops._to_dim_order_copy(%x) {dtype=f32}
       %b: f32[3] = aten.cumsum(%a) {dim=0}
       return %b
-    }"""),
-    case("declined-0d-would-stay-outside", """
+    }""",
+    ),
+    case(
+        "declined-0d-would-stay-outside",
+        """
     graph @g {
       param %w: f32[]
       %a: bf16[] = dim_order_ops._to_dim_order_copy(%w) {dtype=bf16, dim_order=[]}
       return %a
-    }"""),
-    case("declined-7d", """
+    }""",
+    ),
+    case(
+        "declined-7d",
+        """
     graph @g {
       input %x: f32[1,1,1,1,1,1,2]
       %a: bf16[1,1,1,1,1,1,2] = aten._to_copy(%x) {dtype=bf16}
       return %a
-    }"""),
-    case("declined-integer", """
+    }""",
+    ),
+    case(
+        "declined-integer",
+        """
     graph @g {
       input %x: i64[3]
       %a: f32[3] = aten._to_copy(%x) {dtype=f32}
       return %a
-    }"""),
-    case("declined-changes-dim-order", """
+    }""",
+    ),
+    case(
+        "declined-changes-dim-order",
+        """
     graph @g {
       input %x: f32[2,3]
       %a: bf16[2,3] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16, dim_order=[1, 0]}
       return %a
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -677,64 +862,85 @@ def test_casts_stay_without_enable_bf16():
 
 
 EXPANDS = [
-    case("ordinary-repeat-kv", """
+    case(
+        "ordinary-repeat-kv",
+        """
     graph @g {
       input %k: f32[1,2,1,8,4]
       %a: f32[1,2,3,8,4] = aten.expand_copy(%k) {size=[1, 2, 3, 8, 4]}
       %b: f32[1,6,8,4] = aten.view_copy(%a) {size=[1, 6, 8, 4]}
       return %b
-    }""", """
+    }""",
+        """
     graph @g {
       input %k: f32[1,2,1,8,4]
       param %expand_ones: f32[1,1,3,1,1]
       %a: f32[1,2,3,8,4] = aten.mul.Tensor(%k, %expand_ones)
       %b: f32[1,6,8,4] = aten.view_copy(%a) {size=[1, 6, 8, 4]}
       return %b
-    }"""),
-    case("output-new-leading-dims-result-is-output", """
+    }""",
+    ),
+    case(
+        "output-new-leading-dims-result-is-output",
+        """
     graph @g {
       input %x: bf16[1,4]
       %a: bf16[2,3,4] = aten.expand_copy(%x) {size=[2, 3, 4]}
       return %a, %x
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: bf16[1,4]
       param %expand_ones: bf16[2,3,1]
       %a: bf16[2,3,4] = aten.mul.Tensor(%x, %expand_ones)
       return %a, %x
-    }"""),
-    case("const-operand-is-param-and-several-uses", """
+    }""",
+    ),
+    case(
+        "const-operand-is-param-and-several-uses",
+        """
     graph @g {
       param %w: f32[3,1]
       %a: f32[3,5] = aten.expand_copy(%w) {size=[-1, 5]}
       %b: f32[3,5] = aten.add.Tensor(%a, %a)
       return %b, %a
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[3,1]
       param %expand_ones: f32[1,5]
       %a: f32[3,5] = aten.mul.Tensor(%w, %expand_ones)
       %b: f32[3,5] = aten.add.Tensor(%a, %a)
       return %b, %a
-    }"""),
-    case("declined-integer", """
+    }""",
+    ),
+    case(
+        "declined-integer",
+        """
     graph @g {
       input %x: i64[1,4]
       %a: i64[3,4] = aten.expand_copy(%x) {size=[3, 4]}
       return %a
-    }"""),
-    case("declined-7d-result", """
+    }""",
+    ),
+    case(
+        "declined-7d-result",
+        """
     graph @g {
       input %x: f32[1,1,1,1,1,1,4]
       %a: f32[2,1,1,1,1,1,4] = aten.expand_copy(%x) {size=[2, 1, 1, 1, 1, 1, 4]}
       return %a
-    }"""),
-    case("declined-symbolic", """
+    }""",
+    ),
+    case(
+        "declined-symbolic",
+        """
     graph @g {
       input %x: f32[s0,1]
       %a: f32[s0,4] = aten.expand_copy(%x) {size=[-1, 4]}
       return %a
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -785,16 +991,24 @@ def safe_softmax_rewritten(dtype="f32", lowest="-3.4028234663852886e+38", return
 
 SAFE_SOFTMAX = [
     case("ordinary", safe_softmax_graph(), safe_softmax_rewritten()),
-    case("output-input-is-also-returned-bf16", safe_softmax_graph("bf16", returned=", %x"),
-         safe_softmax_rewritten("bf16", lowest="-3.3895313892515355e+38", returned=", %x")),
+    case(
+        "output-input-is-also-returned-bf16",
+        safe_softmax_graph("bf16", returned=", %x"),
+        safe_softmax_rewritten("bf16", lowest="-3.3895313892515355e+38", returned=", %x"),
+    ),
     # (a symbolic query length, as ExecuTorch's LLM flow exports attention without its custom SDPA)
-    case("symbolic-query-length", safe_softmax_graph().replace("[1,2,1,", "[1,2,s0,"),
-         safe_softmax_rewritten().replace("[1,2,1,", "[1,2,s0,")),
+    case(
+        "symbolic-query-length",
+        safe_softmax_graph().replace("[1,2,1,", "[1,2,s0,"),
+        safe_softmax_rewritten().replace("[1,2,1,", "[1,2,s0,"),
+    ),
     case("declined-not-minus-inf", safe_softmax_graph(other="0.0")),
     case("declined-fill-not-zero", safe_softmax_graph(fill="1")),
     # (rows of one head: without keepdim, the condition [1,1,1] still broadcasts to the softmax's shape)
-    case("declined-no-keepdim", safe_softmax_graph(keepdim="false").replace("bool[1,2,1,1]", "bool[1,1,1]")
-         .replace("[1,2,1,4]", "[1,1,1,4]")),
+    case(
+        "declined-no-keepdim",
+        safe_softmax_graph(keepdim="false").replace("bool[1,2,1,1]", "bool[1,1,1]").replace("[1,2,1,4]", "[1,1,1,4]"),
+    ),
 ]
 
 
@@ -807,7 +1021,10 @@ def test_safe_softmax(before, expected, changed):
 
 
 def test_safe_softmax_then_dead_code_leaves_no_bool_ops():
-    graph = check_pipeline(safe_softmax_graph(), "xnnpack.safe-softmax,dead-code-elimination", """
+    graph = check_pipeline(
+        safe_softmax_graph(),
+        "xnnpack.safe-softmax,dead-code-elimination",
+        """
     graph @g {
       input %x: f32[1,2,1,4]
       param %softmax_half: f32[]
@@ -819,62 +1036,82 @@ def test_safe_softmax_then_dead_code_leaves_no_bool_ops():
       %k: f32[1,2,1,4] = aten.clamp(%p) {min=0.0, max=1.0}
       %w: f32[1,2,1,4] = aten.mul.Tensor(%t, %k)
       return %w
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert all(node.result.dtype.name != "bool" for node in graph)
 
 
 SPLITS = [
-    case("ordinary-fused-gate-up", """
+    case(
+        "ordinary-fused-gate-up",
+        """
     graph @g {
       input %x: f32[1,1,8]
       %s: f32[1,1,3], %t: f32[1,1,5] = aten.split_with_sizes_copy(%x) {split_sizes=[3, 5], dim=-1}
       %a: f32[1,1,3] = aten.relu(%s)
       return %a, %t
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,1,8]
       %s: f32[1,1,3] = aten.slice_copy.Tensor(%x) {dim=2, start=0, end=3, step=1}
       %t: f32[1,1,5] = aten.slice_copy.Tensor(%x) {dim=2, start=3, end=8, step=1}
       %a: f32[1,1,3] = aten.relu(%s)
       return %a, %t
-    }"""),
-    case("an-unused-piece-and-a-piece-read-twice", """
+    }""",
+    ),
+    case(
+        "an-unused-piece-and-a-piece-read-twice",
+        """
     graph @g {
       param %w: f32[6,2]
       %a: f32[2,2], %b: f32[2,2], %c: f32[2,2] = aten.split_copy.Tensor(%w) {split_size=2}
       %d: f32[2,2] = aten.mul.Tensor(%c, %c)
       return %d
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[6,2]
       %c: f32[2,2] = aten.slice_copy.Tensor(%w) {dim=0, start=4, end=6, step=1}
       %d: f32[2,2] = aten.mul.Tensor(%c, %c)
       return %d
-    }"""),
-    case("symbolic-shape-static-dim", """
+    }""",
+    ),
+    case(
+        "symbolic-shape-static-dim",
+        """
     graph @g {
       input %x: f32[s0,8]
       %s: f32[s0,4], %t: f32[s0,4] = aten.split_with_sizes_copy(%x) {split_sizes=[4, 4], dim=1}
       return %s, %t
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[s0,8]
       %s: f32[s0,4] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=4, step=1}
       %t: f32[s0,4] = aten.slice_copy.Tensor(%x) {dim=1, start=4, end=8, step=1}
       return %s, %t
-    }"""),
-    case("declined-split-of-the-symbolic-dim", """
+    }""",
+    ),
+    case(
+        "declined-split-of-the-symbolic-dim",
+        """
     graph @g {
       input %x: f32[s0,8]
       %s: f32[4,8], %t: f32[s1,8] = aten.split_copy.Tensor(%x) {split_size=4, dim=0}
       return %s, %t
-    }"""),
-    case("declined-7-d-stays-whole-outside-xnnpack", """
+    }""",
+    ),
+    case(
+        "declined-7-d-stays-whole-outside-xnnpack",
+        """
     graph @g {
       input %x: f32[2,1,2,1,2,1,8]
       %s: f32[2,1,2,1,2,1,4], %t: f32[2,1,2,1,2,1,4] = aten.split_with_sizes_copy(%x) {split_sizes=[4, 4], dim=6}
       return %s, %t
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -884,44 +1121,57 @@ def test_split_as_slices(before, expected, changed):
 
 
 EMPTY_CATS = [
-    case("declined-bypass-would-return-an-input", """
+    case(
+        "declined-bypass-would-return-an-input",
+        """
     graph @g {
       input %q: f32[1,4,1,16]
       input %p: f32[1,4,1,0]
       %c: f32[1,4,1,16] = aten.cat(%q, %p) {dim=-1}
       %r: f32[1,4,1,16] = aten.relu(%c)
       return %r, %c
-    }"""),
-    case("rotary-pass-through-is-empty", """
+    }""",
+    ),
+    case(
+        "rotary-pass-through-is-empty",
+        """
     graph @g {
       input %q: f32[1,4,1,16]
       input %p: f32[1,4,1,0]
       %e: f32[1,4,1,16] = aten.neg(%q)
       %c: f32[1,4,1,16] = aten.cat(%e, %p) {dim=-1}
       return %c
-    }""", """
+    }""",
+        """
     graph @g {
       input %q: f32[1,4,1,16]
       input %p: f32[1,4,1,0]
       %e: f32[1,4,1,16] = aten.neg(%q)
       return %e
-    }"""),
-    case("one-empty-of-three", """
+    }""",
+    ),
+    case(
+        "one-empty-of-three",
+        """
     graph @g {
       input %a: f32[2,3]
       input %b: f32[0]
       %n: f32[2,3] = aten.neg(%a)
       %c: f32[4,3] = aten.cat(%a, %b, %n) {dim=0}
       return %c
-    }""", """
+    }""",
+        """
     graph @g {
       input %a: f32[2,3]
       input %b: f32[0]
       %n: f32[2,3] = aten.neg(%a)
       %c: f32[4,3] = aten.cat(%a, %n) {dim=0}
       return %c
-    }"""),
-    case("one-input-left-is-computed", """
+    }""",
+    ),
+    case(
+        "one-input-left-is-computed",
+        """
     graph @g {
       input %a: f32[2,3]
       input %b: f32[2,0]
@@ -929,14 +1179,16 @@ EMPTY_CATS = [
       %c: f32[2,3] = aten.cat(%n, %b) {dim=1}
       %r: f32[2,3] = aten.relu(%c)
       return %r
-    }""", """
+    }""",
+        """
     graph @g {
       input %a: f32[2,3]
       input %b: f32[2,0]
       %n: f32[2,3] = aten.neg(%a)
       %r: f32[2,3] = aten.relu(%n)
       return %r
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -946,7 +1198,9 @@ def test_remove_no_ops_drops_empty_cat_inputs(before, expected, changed):
 
 
 CONVERT_PAIRS = [
-    case("ordinary-bf16-through-f32", """
+    case(
+        "ordinary-bf16-through-f32",
+        """
     graph @g {
       input %x: bf16[2,4]
       %n: bf16[2,4] = aten.neg(%x)
@@ -954,29 +1208,37 @@ CONVERT_PAIRS = [
       %b: bf16[2,4] = dim_order_ops._to_dim_order_copy(%w) {dtype=bf16}
       %r: bf16[2,4] = aten.relu(%b)
       return %r, %w
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: bf16[2,4]
       %n: bf16[2,4] = aten.neg(%x)
       %w: f32[2,4] = dim_order_ops._to_dim_order_copy(%n) {dtype=f32}
       %r: bf16[2,4] = aten.relu(%n)
       return %r, %w
-    }"""),
-    case("declined-narrowing-first-loses-bits", """
+    }""",
+    ),
+    case(
+        "declined-narrowing-first-loses-bits",
+        """
     graph @g {
       input %x: f32[2,4]
       %n: bf16[2,4] = dim_order_ops._to_dim_order_copy(%x) {dtype=bf16}
       %w: f32[2,4] = dim_order_ops._to_dim_order_copy(%n) {dtype=f32}
       %r: f32[2,4] = aten.relu(%w)
       return %r
-    }"""),
-    case("declined-would-return-the-input", """
+    }""",
+    ),
+    case(
+        "declined-would-return-the-input",
+        """
     graph @g {
       input %x: bf16[2,4]
       %w: f32[2,4] = aten._to_copy(%x) {dtype=f32}
       %b: bf16[2,4] = aten._to_copy(%w) {dtype=bf16}
       return %b
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -990,18 +1252,21 @@ def _weight_only(block: str = "[1, 64]", quant_min: int = -128, quant_max: int =
     return f"""
     graph @g {{
       param %w: i8[32,64]
-      param %s: f32[32,{64 // int(block.split(',')[1].strip(' ]'))}]
-      param %z: i8[32,{64 // int(block.split(',')[1].strip(' ]'))}]
+      param %s: f32[32,{64 // int(block.split(",")[1].strip(" ]"))}]
+      param %z: i8[32,{64 // int(block.split(",")[1].strip(" ]"))}]
       param %b: f32[32]
       input %x: f32[4,64]
       %d: f32[32,64] = torchao.dequantize_affine(%w, %s, %z) {{block_size={block}, input_dtype=i8, quant_min={quant_min}, quant_max={quant_max}}}
-      %y: f32[4,32] = aten.linear(%x, %d{', %b' if bias else ''})
+      %y: f32[4,32] = aten.linear(%x, %d{", %b" if bias else ""})
       return %y
     }}"""
 
 
 WEIGHT_ONLY = [
-    case("int8-per-channel", _weight_only(), """
+    case(
+        "int8-per-channel",
+        _weight_only(),
+        """
     graph @g {
       param %w: i8[32,64]
       param %s: f32[32,1]
@@ -1012,9 +1277,16 @@ WEIGHT_ONLY = [
       %l: f32[4,32] = aten.linear(%x, %d)
       %y: f32[4,32] = aten.add.Tensor(%l, %b)
       return %y
-    }"""),
-    case("result-has-several-users", _weight_only().replace("      return %y", """      %r: f32[4,32] = aten.relu(%y)
-      return %y, %r"""), """
+    }""",
+    ),
+    case(
+        "result-has-several-users",
+        _weight_only().replace(
+            "      return %y",
+            """      %r: f32[4,32] = aten.relu(%y)
+      return %y, %r""",
+        ),
+        """
     graph @g {
       param %w: i8[32,64]
       param %s: f32[32,1]
@@ -1026,7 +1298,8 @@ WEIGHT_ONLY = [
       %y: f32[4,32] = aten.add.Tensor(%l, %b)
       %r: f32[4,32] = aten.relu(%y)
       return %y, %r
-    }"""),
+    }""",
+    ),
     case("declined-no-bias", _weight_only(bias=False)),
     case("declined-int4", _weight_only(quant_min=-8, quant_max=7)),
     case("declined-int8-groups", _weight_only(block="[1, 32]")),
@@ -1038,10 +1311,13 @@ def test_weight_only_linear_bias(before, expected, changed):
     check_pipeline(before, "xnnpack.weight-only-linear-bias", expected, changed=changed)
 
 
-@pytest.mark.parametrize("op_line", [
-    "%a: bf16[1,s0,1,8] = aten.view_copy(%x) {size=[1, %n, 1, 8]}",
-    "%a: bf16[1,s0,1,8] = aten.unsqueeze_copy(%x) {dim=2}",
-])
+@pytest.mark.parametrize(
+    "op_line",
+    [
+        "%a: bf16[1,s0,1,8] = aten.view_copy(%x) {size=[1, %n, 1, 8]}",
+        "%a: bf16[1,s0,1,8] = aten.unsqueeze_copy(%x) {dim=2}",
+    ],
+)
 def test_a_value_read_by_an_op_without_schema_is_rewritten(op_line):
     """A value read by an imported op whose call has no schema (the LLM flow's KV-cache update,
     ``auto_functionalized_v2``) is rewritten like any other: shape-ops-as-views writes the view's
@@ -1089,16 +1365,20 @@ def test_a_cast_read_by_an_op_without_schema_becomes_a_convert():
 
 
 def test_mean_over_last_dims_matmul_false_keeps_the_spatial_form():
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[1,s0,64]
       %a: f32[1,s0,1] = aten.mean.dim(%x) {dim=[-1], keepdim=true}
       return %a
-    }""", "xnnpack.mean-over-last-dims{matmul=false}", """
+    }""",
+        "xnnpack.mean-over-last-dims{matmul=false}",
+        """
     graph @g {
       input %x: f32[1,s0,64]
       %v: f32[1,s0,1,64] = aten.view_copy(%x) {size=[1, -1, 1, 64]}
       %m: f32[1,s0,1,1] = aten.mean.dim(%v) {dim=[2, 3], keepdim=true}
       %a: f32[1,s0,1] = aten.view_copy(%m) {size=[1, -1, 1]}
       return %a
-    }""")
+    }""",
+    )

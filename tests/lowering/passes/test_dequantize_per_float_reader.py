@@ -17,7 +17,9 @@ Q2 = "scale=0.25, zero_point=0, quant_min=-128, quant_max=127, dtype=i8"
 
 
 CASES = [
-    case("shared-with-a-quantized-add-and-a-graph-output", f"""
+    case(
+        "shared-with-a-quantized-add-and-a-graph-output",
+        f"""
     graph @g {{
       input %x: f32[2,3]
       %q: i8[2,3] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
@@ -27,7 +29,8 @@ CASES = [
       %c: f32[2,3] = quantized_decomposed.dequantize_per_tensor(%b) {{{Q2}}}
       %e: f32[2,3] = aten.abs(%d)
       return %c, %e, %d
-    }}""", f"""
+    }}""",
+        f"""
     graph @g {{
       input %x: f32[2,3]
       %0: i8[2,3] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
@@ -39,10 +42,13 @@ CASES = [
       %6: f32[2,3] = quantized_decomposed.dequantize_per_tensor(%0) {{{Q}}}
       %7: f32[2,3] = aten.abs(%6)
       return %5, %7, %1
-    }}"""),
+    }}""",
+    ),
     # (the graph output keeps the original, the quantized add reads a copy, the float abs its own:
     # fuzz static seeds 2679, 42158)
-    case("a-graph-output-and-a-quantized-slice-only", f"""
+    case(
+        "a-graph-output-and-a-quantized-slice-only",
+        f"""
     graph @g {{
       input %x: f32[2,4]
       %q: i8[2,4] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
@@ -51,7 +57,8 @@ CASES = [
       %t: i8[2,2] = quantized_decomposed.quantize_per_tensor(%s) {{{Q}}}
       %u: f32[2,2] = quantized_decomposed.dequantize_per_tensor(%t) {{{Q}}}
       return %d, %u
-    }}""", f"""
+    }}""",
+        f"""
     graph @g {{
       input %x: f32[2,4]
       %0: i8[2,4] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
@@ -61,8 +68,11 @@ CASES = [
       %4: i8[2,2] = quantized_decomposed.quantize_per_tensor(%3) {{{Q}}}
       %5: f32[2,2] = quantized_decomposed.dequantize_per_tensor(%4) {{{Q}}}
       return %1, %5
-    }}"""),
-    case("a-reader-left-outside-and-a-quantized-slice", f"""
+    }}""",
+    ),
+    case(
+        "a-reader-left-outside-and-a-quantized-slice",
+        f"""
     graph @g {{
       input %x: f32[2,4]
       %q: i8[2,4] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
@@ -72,7 +82,8 @@ CASES = [
       %u: f32[2,2] = quantized_decomposed.dequantize_per_tensor(%t) {{{Q}}}
       %m: f32[2] = aten.unknown_op(%d)
       return %u, %m
-    }}""", f"""
+    }}""",
+        f"""
     graph @g {{
       input %x: f32[2,4]
       %0: i8[2,4] = quantized_decomposed.quantize_per_tensor(%x) {{{Q}}}
@@ -83,16 +94,20 @@ CASES = [
       %5: f32[2,2] = quantized_decomposed.dequantize_per_tensor(%4) {{{Q}}}
       %6: f32[2] = aten.unknown_op(%1)
       return %5, %6
-    }}"""),
+    }}""",
+    ),
     # (an op XNNPACK runs neither quantized nor in fp32 keeps the original: fuzz static seed 43094)
-    case("dequantize-of-a-graph-input-read-by-two-float-ops", f"""
+    case(
+        "dequantize-of-a-graph-input-read-by-two-float-ops",
+        f"""
     graph @g {{
       input %q: i8[4]
       %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
       %a: f32[4] = aten.abs(%d)
       %l: f32[4] = aten.log(%d)
       return %a, %l
-    }}""", f"""
+    }}""",
+        f"""
     graph @g {{
       input %q: i8[4]
       %0: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
@@ -100,15 +115,19 @@ CASES = [
       %2: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
       %3: f32[4] = aten.log(%2)
       return %1, %3
-    }}"""),
-    case("dequantize-of-a-constant-read-by-a-float-op-and-returned", f"""
+    }}""",
+    ),
+    case(
+        "dequantize-of-a-constant-read-by-a-float-op-and-returned",
+        f"""
     graph @g {{
       param %w: i8[4]
       input %x: f32[4]
       %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%w) {{{Q}}}
       %s: f32[4] = aten.sub.Tensor(%x, %d)
       return %s, %d
-    }}""", f"""
+    }}""",
+        f"""
     graph @g {{
       param %w: i8[4]
       input %x: f32[4]
@@ -116,15 +135,21 @@ CASES = [
       %1: f32[4] = quantized_decomposed.dequantize_per_tensor(%w) {{{Q}}}
       %2: f32[4] = aten.sub.Tensor(%x, %1)
       return %2, %0
-    }}"""),
-    case("declined-read-twice-by-one-op", f"""
+    }}""",
+    ),
+    case(
+        "declined-read-twice-by-one-op",
+        f"""
     graph @g {{
       input %q: i8[4]
       %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
       %m: f32[4] = aten.mul.Tensor(%d, %d)
       return %m
-    }}"""),
-    case("declined-shared-by-quantized-ops-only", f"""
+    }}""",
+    ),
+    case(
+        "declined-shared-by-quantized-ops-only",
+        f"""
     graph @g {{
       input %q: i8[4]
       %d: f32[4] = quantized_decomposed.dequantize_per_tensor(%q) {{{Q}}}
@@ -133,7 +158,8 @@ CASES = [
       %r: f32[4] = aten.relu(%d)
       %s: i8[4] = quantized_decomposed.quantize_per_tensor(%r) {{{Q}}}
       return %b, %s
-    }}"""),
+    }}""",
+    ),
 ]
 
 

@@ -28,7 +28,8 @@ def _with_provenance(graph, *sources):
 
 
 def test_a_promoted_division_chain_an_output_read_again_and_fp16():
-    graph = _with_provenance(graph_with_data("""
+    graph = _with_provenance(
+        graph_with_data("""
     graph @g {
       input %x: bf16[3,4]
       input %h: f16[]
@@ -41,8 +42,18 @@ def test_a_promoted_division_chain_an_output_read_again_and_fp16():
       %ch: f32[] = dim_order_ops._to_dim_order_copy(%h) {dtype=f32, dim_order=[]}
       %m: f32[] = aten.mul.Tensor(%_lifted_tensor_constant0, %ch)
       return %d, %e, %m
-    }"""), "sum", "div", "div", "div_1", "mul", "mul")
-    check_pipeline(graph, PASS, """
+    }"""),
+        "sum",
+        "div",
+        "div",
+        "div_1",
+        "mul",
+        "mul",
+    )
+    check_pipeline(
+        graph,
+        PASS,
+        """
     graph @g {
       input %x: bf16[3,4]
       input %h: f16[]
@@ -59,7 +70,9 @@ def test_a_promoted_division_chain_an_output_read_again_and_fp16():
       %m: f32[] = aten.mul.Tensor(%_lifted_tensor_constant0, %ch)
       %3: f16[] = dim_order_ops._to_dim_order_copy(%m) {dtype=f16, dim_order=[]}
       return %0, %2, %3
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 USER_WROTE = """
@@ -102,7 +115,8 @@ def test_two_low_precision_scalars_of_one_dtype_are_rounded_and_mixed_ones_are_n
     0.25`` (two products rounded here, no cast: both were fp32 already) are bf16 in eager; their sum
     is rounded, for the output and for its reader (fuzz bf16 97001). ``h * 0.5 + t``, a rounded f16
     product and a bf16 cast, is fp32 in eager (bf16 with f16): left as it is."""
-    graph = _with_provenance(graph_with_data("""
+    graph = _with_provenance(
+        graph_with_data("""
     graph @g {
       input %t: bf16[]
       input %h: f16[]
@@ -121,8 +135,24 @@ def test_two_low_precision_scalars_of_one_dtype_are_rounded_and_mixed_ones_are_n
       %cm: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
       %x: f32[] = aten.add.Tensor(%q, %cm)
       return %a, %n, %s, %x
-    }"""), "mul", "mul", "add", "add", "mul_1", "mul_2", "mul_2", "add_1", "mul_3", "mul_3", "add_2", "add_2")
-    check_pipeline(graph, PASS, """
+    }"""),
+        "mul",
+        "mul",
+        "add",
+        "add",
+        "mul_1",
+        "mul_2",
+        "mul_2",
+        "add_1",
+        "mul_3",
+        "mul_3",
+        "add_2",
+        "add_2",
+    )
+    check_pipeline(
+        graph,
+        PASS,
+        """
     graph @g {
       input %t: bf16[]
       input %h: f16[]
@@ -151,13 +181,16 @@ def test_two_low_precision_scalars_of_one_dtype_are_rounded_and_mixed_ones_are_n
       %cm: f32[] = dim_order_ops._to_dim_order_copy(%t) {dtype=f32, dim_order=[]}
       %x: f32[] = aten.add.Tensor(%9, %cm)
       return %2, %4, %7, %x
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_an_elementwise_op_of_a_rounded_value_is_rounded_and_a_users_cast_is_not():
     """``exp(t * 0.5)`` is bf16 in eager (fuzz bf16 97001, shrunk again: ``exp(t + 0.25 * t)``);
     ``(t * 0.5).float()``, a cast the user wrote, is fp32 in eager: left as it is."""
-    graph = _with_provenance(graph_with_data("""
+    graph = _with_provenance(
+        graph_with_data("""
     graph @g {
       input %t: bf16[]
       buffer %_lifted_tensor_constant0: f32[]
@@ -166,8 +199,16 @@ def test_an_elementwise_op_of_a_rounded_value_is_rounded_and_a_users_cast_is_not
       %e: f32[] = aten.exp(%m)
       %f: f32[] = dim_order_ops._to_dim_order_copy(%m) {dtype=f32, dim_order=[]}
       return %e, %f
-    }"""), "mul", "mul", "exp", "float_1")
-    check_pipeline(graph, PASS, """
+    }"""),
+        "mul",
+        "mul",
+        "exp",
+        "float_1",
+    )
+    check_pipeline(
+        graph,
+        PASS,
+        """
     graph @g {
       input %t: bf16[]
       buffer %_lifted_tensor_constant0: f32[]
@@ -179,4 +220,6 @@ def test_an_elementwise_op_of_a_rounded_value_is_rounded_and_a_users_cast_is_not
       %2: bf16[] = dim_order_ops._to_dim_order_copy(%e) {dtype=bf16, dim_order=[]}
       %f: f32[] = dim_order_ops._to_dim_order_copy(%1) {dtype=f32, dim_order=[]}
       return %2, %f
-    }""", changed=True)
+    }""",
+        changed=True,
+    )

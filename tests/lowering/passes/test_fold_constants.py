@@ -9,10 +9,10 @@ import textwrap
 import pytest
 import torch
 
+import xir
 from lowering.passes.fold_constants import FoldConstants, written_constants
 from passes import PassFailure, PassManager, parse_pipeline
 from passes.testing import check_pipeline
-import xir
 from xir import Graph, InputKind, TensorType, parse_graph, print_graph
 from xir.fx_import import TORCH_TO_DTYPE
 
@@ -32,8 +32,9 @@ def fold(text: str, expected: str | None = None, *, pipeline: str = "fold-consta
     stay as it is). Returns the graph and the fold-constants pass (a list when there are several),
     to read its report."""
     passes = parse_pipeline(pipeline)
-    graph = check_pipeline(with_data(text, **data), passes, expected if expected is not None else text,
-                           changed=expected is not None)
+    graph = check_pipeline(
+        with_data(text, **data), passes, expected if expected is not None else text, changed=expected is not None
+    )
     folders = [p for p in passes if isinstance(p, FoldConstants)]
     return graph, folders[0] if len(folders) == 1 else folders
 
@@ -50,35 +51,42 @@ def test_registered_with_its_option():
 
 # ----------------------------------------------------------------------------- what folds
 
+
 def test_cast_of_a_lifted_scalar_constant():
     """x * 2 as exported: a lifted i64 constant cast to f32, then the multiply."""
-    graph, p = fold("""
+    graph, p = fold(
+        """
     graph @g {
       input %x: f32[4]
       buffer %c: i64[]
       %0: f32[] = dim_order_ops._to_dim_order_copy(%c) {dtype=f32, dim_order=[]}
       %1: f32[4] = aten.mul.Tensor(%x, %0)
       return %1
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[4]
       buffer %c: i64[]
       param %folded_to_dim_order_copy: f32[]
       %1: f32[4] = aten.mul.Tensor(%x, %folded_to_dim_order_copy)
       return %1
-    }""", c=torch.tensor(2))
+    }""",
+        c=torch.tensor(2),
+    )
     constant = graph.input_named("folded_to_dim_order_copy").data
     assert constant.dtype == torch.float32 and constant.shape == () and constant.item() == 2.0
     assert p.folded == {"dim_order_ops._to_dim_order_copy": 1}
     assert p.last_stats.fired == {"fold_constant": 1}
     assert p.last_report.constants == 1 and p.last_report.elements == 1
-    assert p.last_report.summary() == ("folded 1 node(s) (dim_order_ops._to_dim_order_copy x1) into 1 constant(s) "
-                                       "of 1 element(s)")
+    assert p.last_report.summary() == (
+        "folded 1 node(s) (dim_order_ops._to_dim_order_copy x1) into 1 constant(s) of 1 element(s)"
+    )
 
 
 def test_arange_plus_a_constant_then_cast():
     """torch.arange(8) + k as exported: arange from static attributes, add of a lifted constant, cast."""
-    graph, p = fold("""
+    graph, p = fold(
+        """
     graph @g {
       input %x: f32[8]
       buffer %k: i64[]
@@ -87,14 +95,17 @@ def test_arange_plus_a_constant_then_cast():
       %2: f32[8] = dim_order_ops._to_dim_order_copy(%1) {dtype=f32, dim_order=[0]}
       %3: f32[8] = aten.add.Tensor(%x, %2)
       return %3
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[8]
       buffer %k: i64[]
       param %folded_to_dim_order_copy: f32[8]
       %3: f32[8] = aten.add.Tensor(%x, %folded_to_dim_order_copy)
       return %3
-    }""", k=torch.tensor(3))
+    }""",
+        k=torch.tensor(3),
+    )
     assert torch.equal(graph.input_named("folded_to_dim_order_copy").data, torch.arange(8, dtype=torch.float32) + 3)
     assert p.folded == {"aten.arange.start_step": 1, "aten.add.Tensor": 1, "dim_order_ops._to_dim_order_copy": 1}
     # the intermediate constants (the arange, the add) were removed again: only the last one is left
@@ -104,7 +115,8 @@ def test_arange_plus_a_constant_then_cast():
 def test_a_causal_mask_folds_to_a_fixed_point_in_one_run():
     """A decoder's mask from static shapes: arange, unsqueezes, compare, full, scalar_tensor, where.
     The second run finds nothing left (check_pipeline checks its changed flag is False)."""
-    graph, (p, again) = fold("""
+    graph, (p, again) = fold(
+        """
     graph @g {
       input %s: f32[4,4]
       %0: i64[4] = aten.arange.start_step() {start=0, end=4}
@@ -116,13 +128,16 @@ def test_a_causal_mask_folds_to_a_fixed_point_in_one_run():
       %6: f32[4,4] = aten.where.self(%3, %5, %4)
       %7: f32[4,4] = aten.add.Tensor(%s, %6)
       return %7
-    }""", """
+    }""",
+        """
     graph @g {
       input %s: f32[4,4]
       param %folded_where: f32[4,4]
       %7: f32[4,4] = aten.add.Tensor(%s, %folded_where)
       return %7
-    }""", pipeline="fold-constants,fold-constants")
+    }""",
+        pipeline="fold-constants,fold-constants",
+    )
     mask = torch.full((4, 4), float("-inf")).triu(1)
     assert torch.equal(graph.input_named("folded_where").data, mask)
     assert sum(p.folded.values()) == 7 and again.folded == {} and again.last_report.skipped == []
@@ -131,7 +146,8 @@ def test_a_causal_mask_folds_to_a_fixed_point_in_one_run():
 def test_a_constant_with_several_readers():
     """A folded cast read twice becomes one constant read twice; the weight it was cast from stays
     for the node that reads it at run time."""
-    graph, _ = fold("""
+    graph, _ = fold(
+        """
     graph @g {
       input %x: bf16[4]
       param %w: bf16[4]
@@ -141,7 +157,8 @@ def test_a_constant_with_several_readers():
       %3: f32[4] = aten.add.Tensor(%2, %0)
       %4: bf16[4] = aten.mul.Tensor(%x, %w)
       return %3, %4
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: bf16[4]
       param %w: bf16[4]
@@ -151,21 +168,25 @@ def test_a_constant_with_several_readers():
       %3: f32[4] = aten.add.Tensor(%2, %folded_to_dim_order_copy)
       %4: bf16[4] = aten.mul.Tensor(%x, %w)
       return %3, %4
-    }""", w=torch.tensor([1.5, -2.25, 3.0, 0.1], dtype=torch.bfloat16))
+    }""",
+        w=torch.tensor([1.5, -2.25, 3.0, 0.1], dtype=torch.bfloat16),
+    )
     w = graph.input_named("w").data
     assert torch.equal(graph.input_named("folded_to_dim_order_copy").data, w.float())
 
 
 def test_a_folded_value_that_is_a_graph_output_stays_computed_for_the_output():
     """A constant is never made a graph output: the cast stays for the output, the multiply reads the constant."""
-    fold("""
+    fold(
+        """
     graph @g {
       input %x: f32[4]
       buffer %c: i64[4]
       %0: f32[4] = dim_order_ops._to_dim_order_copy(%c) {dtype=f32, dim_order=[0]}
       %1: f32[4] = aten.mul.Tensor(%x, %0)
       return %1, %0
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[4]
       buffer %c: i64[4]
@@ -173,7 +194,9 @@ def test_a_folded_value_that_is_a_graph_output_stays_computed_for_the_output():
       %0: f32[4] = dim_order_ops._to_dim_order_copy(%c) {dtype=f32, dim_order=[0]}
       %1: f32[4] = aten.mul.Tensor(%x, %folded_to_dim_order_copy)
       return %1, %0
-    }""", c=torch.arange(4))
+    }""",
+        c=torch.arange(4),
+    )
 
 
 def test_a_value_that_is_only_a_graph_output_is_not_folded():
@@ -189,19 +212,22 @@ def test_a_value_that_is_only_a_graph_output_is_not_folded():
 
 def test_full_like_reads_only_the_shape_of_a_runtime_input():
     """ones_like(input_ids) as exported: the shape is static, the values never read."""
-    graph, p = fold("""
+    graph, p = fold(
+        """
     graph @g {
       input %ids: i64[1,5]
       %0: i64[1,5] = aten.full_like(%ids) {fill_value=1, pin_memory=false}
       %1: i64[1,5] = aten.mul.Tensor(%ids, %0)
       return %1
-    }""", """
+    }""",
+        """
     graph @g {
       input %ids: i64[1,5]
       param %folded_full_like: i64[1,5]
       %1: i64[1,5] = aten.mul.Tensor(%ids, %folded_full_like)
       return %1
-    }""")
+    }""",
+    )
     assert torch.equal(graph.input_named("folded_full_like").data, torch.ones(1, 5, dtype=torch.int64))
     _, p = fold("""
     graph @g {
@@ -222,7 +248,8 @@ def test_full_like_reads_only_the_shape_of_a_runtime_input():
 
 
 def test_zeros_like_and_ones_like_read_only_the_shape_too():
-    graph, _ = fold("""
+    graph, _ = fold(
+        """
     graph @g {
       input %x: f32[2,3]
       %0: f32[2,3] = aten.zeros_like(%x) {pin_memory=false}
@@ -230,7 +257,8 @@ def test_zeros_like_and_ones_like_read_only_the_shape_too():
       %2: f32[2,3] = aten.add.Tensor(%x, %0)
       %3: f32[2,3] = aten.mul.Tensor(%2, %1)
       return %3
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,3]
       param %folded_zeros_like: f32[2,3]
@@ -238,27 +266,33 @@ def test_zeros_like_and_ones_like_read_only_the_shape_too():
       %2: f32[2,3] = aten.add.Tensor(%x, %folded_zeros_like)
       %3: f32[2,3] = aten.mul.Tensor(%2, %folded_ones_like)
       return %3
-    }""")
+    }""",
+    )
     assert torch.equal(graph.input_named("folded_zeros_like").data, torch.zeros(2, 3))
     assert torch.equal(graph.input_named("folded_ones_like").data, torch.ones(2, 3, dtype=torch.int64))
 
 
 # ----------------------------------------------------------------------------- what does not fold
 
+
 def test_an_operand_computed_at_run_time():
-    _, p = fold("""
+    _, p = fold(
+        """
     graph @g {
       input %x: f32[4]
       param %w: f32[4]
       %0: f32[4] = aten.mul.Tensor(%x, %w)
       %1: f32[4] = aten.neg(%0)
       return %1
-    }""", w=torch.ones(4))
+    }""",
+        w=torch.ones(4),
+    )
     assert p.folded == {} and reasons(p) == []  # runtime operands are the common case: no reason recorded
 
 
 MUTATED = [
-    pytest.param("""
+    pytest.param(
+        """
     graph @g {
       buffer %cache: f32[4,8]
       input %x: f32[1,8]
@@ -267,8 +301,12 @@ MUTATED = [
       %1: f32[8] = aten.sum.dim_IntList(%cache) {dim=[0]}
       %2: f32[1,8] = aten.mul.Tensor(%x, %1)
       return %2
-    }""", "aten.index_put_, which is not pure", id="written-in-place"),
-    pytest.param("""
+    }""",
+        "aten.index_put_, which is not pure",
+        id="written-in-place",
+    ),
+    pytest.param(
+        """
     graph @g {
       buffer %cache: f32[4,8]
       input %x: f32[8]
@@ -277,7 +315,10 @@ MUTATED = [
       %2: f32[8] = aten.sum.dim_IntList(%cache) {dim=[0]}
       %3: f32[8] = aten.mul.Tensor(%x, %2)
       return %3
-    }""", "custom.update, which is not pure", id="written-through-a-view"),
+    }""",
+        "custom.update, which is not pure",
+        id="written-through-a-view",
+    ),
 ]
 
 
@@ -306,7 +347,9 @@ def test_state_is_never_folded_from():
     }"""
     graph = with_data(text, cache=torch.ones(4, 8), a=torch.ones(8))
     assert written_constants(graph) == {}
-    _, p = fold(text, """
+    _, p = fold(
+        text,
+        """
     graph @g {
       state %cache: f32[4,8]
       buffer %a: f32[8]
@@ -316,7 +359,10 @@ def test_state_is_never_folded_from():
       %2: f32[8] = aten.mul.Tensor(%0, %folded_neg)
       %3: f32[1,8] = aten.mul.Tensor(%x, %2)
       return %3
-    }""", cache=torch.ones(4, 8), a=torch.ones(8))
+    }""",
+        cache=torch.ones(4, 8),
+        a=torch.ones(8),
+    )
     assert p.folded == {"aten.neg": 1}
 
 
@@ -330,13 +376,17 @@ def test_the_size_limit():
     }"""
     _, p = fold(text, pipeline="fold-constants{max_elements=7}")
     assert reasons(p) == ["result 0 has 8 elements, more than max_elements=7"]
-    fold(text, """
+    fold(
+        text,
+        """
     graph @g {
       input %x: f32[8]
       param %folded_arange: i64[8]
       %1: f32[8] = aten.add.Tensor(%x, %folded_arange)
       return %1
-    }""", pipeline="fold-constants{max_elements=8}")
+    }""",
+        pipeline="fold-constants{max_elements=8}",
+    )
     # the default: 65536 elements
     _, p = fold("""
     graph @g {
@@ -351,36 +401,45 @@ def test_the_size_limit():
 def test_ops_never_folded():
     """A dequantized int8 weight stays an int8 weight (the quantized lowering needs the pattern);
     an opaque op may have side effects."""
-    _, p = fold("""
+    _, p = fold(
+        """
     graph @g {
       input %x: f32[2,4]
       param %w: i8[3,4]
       %0: f32[3,4] = quantized_decomposed.dequantize_per_tensor(%w) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}
       %1: f32[2,3] = aten.linear(%x, %0)
       return %1
-    }""", w=torch.ones(3, 4, dtype=torch.int8))
+    }""",
+        w=torch.ones(3, 4, dtype=torch.int8),
+    )
     assert reasons(p) == ["quantize/dequantize and xir's own ops are left to the lowering"]
-    _, p = fold("""
+    _, p = fold(
+        """
     graph @g {
       input %x: f32[4]
       param %w: f32[4]
       %0: f32[4] = custom.thing(%w)
       %1: f32[4] = aten.add.Tensor(%x, %0)
       return %1
-    }""", w=torch.ones(4))
+    }""",
+        w=torch.ones(4),
+    )
     assert reasons(p) == ["an opaque op (no definition in xir.ops): it may have side effects"]
 
 
 def test_a_channels_last_copy_is_not_folded():
     """The IR records no dim order and constants are written contiguous: the copy stays."""
-    _, p = fold("""
+    _, p = fold(
+        """
     graph @g {
       input %x: f32[1,2,3,3]
       param %w: f32[1,2,3,3]
       %0: f32[1,2,3,3] = dim_order_ops._to_dim_order_copy(%w) {dtype=f32, dim_order=[0, 2, 3, 1]}
       %1: f32[1,2,3,3] = aten.add.Tensor(%x, %0)
       return %1
-    }""", w=torch.randn(1, 2, 3, 3))
+    }""",
+        w=torch.randn(1, 2, 3, 3),
+    )
     assert reasons(p) == ["its result is not contiguous (a dim order other than the default)"]
 
 
@@ -397,15 +456,18 @@ def test_a_constant_without_data_is_not_folded():
 
 
 def test_an_evaluation_that_raises_leaves_the_node_computed():
-    _, p = fold("""
+    _, p = fold(
+        """
     graph @g {
       input %x: f32[4]
       param %w: f32[4]
       %0: f32[4] = aten.bitwise_not(%w)
       %1: f32[4] = aten.add.Tensor(%x, %0)
       return %1
-    }""", w=torch.ones(4))
-    (node, reason), = p.last_report.skipped
+    }""",
+        w=torch.ones(4),
+    )
+    ((node, reason),) = p.last_report.skipped
     assert node == "%0: f32[4] = aten.bitwise_not(%w)"
     assert reason == "evaluating it failed: NotImplementedError: \"bitwise_not_cpu\" not implemented for 'Float'"
 
@@ -413,7 +475,8 @@ def test_an_evaluation_that_raises_leaves_the_node_computed():
 def test_a_node_whose_result_size_depends_on_its_data_is_not_folded():
     """Its result types are told (on fake tensors) before it is evaluated: a boolean mask's result
     depends on the mask's data, so they cannot be, and the node stays computed."""
-    _, p = fold("""
+    _, p = fold(
+        """
     graph @g {
       input %x: f32[2]
       param %w: f32[4]
@@ -421,7 +484,10 @@ def test_a_node_whose_result_size_depends_on_its_data_is_not_folded():
       %0: f32[2] = aten.index.Tensor(%w) {indices=[%mask]}
       %1: f32[2] = aten.add.Tensor(%x, %0)
       return %1
-    }""", w=torch.arange(4.0), mask=torch.tensor([True, False, True, False]))
+    }""",
+        w=torch.arange(4.0),
+        mask=torch.tensor([True, False, True, False]),
+    )
     (reason,) = reasons(p)
     assert reason.startswith("evaluating it on fake tensors failed: DynamicOutputShapeException")
 
@@ -438,11 +504,15 @@ def test_a_result_of_another_type_than_the_node_says_is_an_error_naming_the_node
     with pytest.raises(PassFailure) as failure:
         PassManager("fold-constants").run(graph)
     message = str(failure.value)
-    assert "aten.arange.start_step" in message and "gave i64[8] for result 0, but the node's result type is f32[8]" in message
+    assert (
+        "aten.arange.start_step" in message
+        and "gave i64[8] for result 0, but the node's result type is f32[8]" in message
+    )
     assert print_graph(graph) == before  # rolled back
 
 
 # ----------------------------------------------------------------------------- end to end
+
 
 def _pipeline_with_fold():
     """The default pipeline, which runs fold-constants after the pattern rewrites that match ops
@@ -460,8 +530,9 @@ class ScaleShiftCast(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(8, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16),
-                                    requires_grad=False)
+        self.w = torch.nn.Parameter(
+            torch.randn(8, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16), requires_grad=False
+        )
 
     def forward(self, x):
         return x * 2 + torch.arange(8) + self.w.float()
@@ -502,9 +573,9 @@ class Accumulate(torch.nn.Module):
 def test_end_to_end_a_mutated_buffer_keeps_its_state():
     """Rewritten with fold-constants only (not delegated), serialized, run three times in one loaded
     method: the buffer's value changes between calls, and every call matches eager."""
-    import lowering
     from executorch.exir import EdgeCompileConfig, to_edge
 
+    import lowering
     from xir_tools.harness import load_method, to_buffer
 
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(2))
@@ -512,8 +583,14 @@ def test_end_to_end_a_mutated_buffer_keeps_its_state():
     ep = torch.export.export(copy.deepcopy(eager), (x,))
     folder = FoldConstants()
     partitioner = lowering.XnnpackPartitioner(pipeline=[folder])
-    edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).transform(partitioner.transform_passes())
-    assert folder.folded == {"dim_order_ops._to_dim_order_copy": 2, "aten.arange.start_step": 1, "aten.sum.dim_IntList": 1}
+    edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).transform(
+        partitioner.transform_passes()
+    )
+    assert folder.folded == {
+        "dim_order_ops._to_dim_order_copy": 2,
+        "aten.arange.start_step": 1,
+        "aten.sum.dim_IntList": 1,
+    }
     assert folder.last_report.skipped == []  # b_total is state, not a constant: nothing to explain
     _program, method = load_method(to_buffer(edge))  # (the method needs its program alive)
     for _ in range(3):

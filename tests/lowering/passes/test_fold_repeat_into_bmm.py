@@ -45,11 +45,21 @@ graph @g {
 CASES = [
     case("keys-of-grouped-query-attention-bmm-result-is-output-repeat-operand-is-input", KEYS, KEYS_FOLDED),
     # (ExecuTorch's LLM flow without its custom SDPA: a symbolic number of queries over the static cache)
-    case("symbolic-query-rows", KEYS.replace("%q: f32[6,5,4]", "%q: f32[6,s0,4]").replace("f32[6,5,8]", "f32[6,s0,8]"),
-         KEYS_FOLDED.replace("%q: f32[6,5,4]", "%q: f32[6,s0,4]").replace("f32[6,5,8]", "f32[6,s0,8]")
-         .replace("%4: f32[2,15,4] = aten.view_copy(%q) {size=[2, 15, 4]}", "%4: f32[2,3*s0,4] = aten.view_copy(%q) {size=[2, -1, 4]}")
-         .replace("%5: f32[2,15,8]", "%5: f32[2,3*s0,8]").replace("{size=[6, 5, 8]}", "{size=[6, -1, 8]}")),
-    case("values-multi-query-repeat-operand-is-constant", """
+    case(
+        "symbolic-query-rows",
+        KEYS.replace("%q: f32[6,5,4]", "%q: f32[6,s0,4]").replace("f32[6,5,8]", "f32[6,s0,8]"),
+        KEYS_FOLDED.replace("%q: f32[6,5,4]", "%q: f32[6,s0,4]")
+        .replace("f32[6,5,8]", "f32[6,s0,8]")
+        .replace(
+            "%4: f32[2,15,4] = aten.view_copy(%q) {size=[2, 15, 4]}",
+            "%4: f32[2,3*s0,4] = aten.view_copy(%q) {size=[2, -1, 4]}",
+        )
+        .replace("%5: f32[2,15,8]", "%5: f32[2,3*s0,8]")
+        .replace("{size=[6, 5, 8]}", "{size=[6, -1, 8]}"),
+    ),
+    case(
+        "values-multi-query-repeat-operand-is-constant",
+        """
     graph @g {
       param %v: f32[1,1,8,4]
       input %p: f32[1,4,5,8]
@@ -62,7 +72,8 @@ CASES = [
       %g: f32[1,4,5,4] = aten.view_copy(%f) {size=[1, 4, 5, 4]}
       %h: f32[1,4,5,4] = aten.relu(%g)
       return %h
-    }""", """
+    }""",
+        """
     graph @g {
       param %v: f32[1,1,8,4]
       input %p: f32[1,4,5,8]
@@ -75,8 +86,11 @@ CASES = [
       %6: f32[1,4,5,4] = aten.view_copy(%5) {size=[1, 4, 5, 4]}
       %7: f32[1,4,5,4] = aten.relu(%6)
       return %7
-    }"""),
-    case("repeated-keys-have-other-users-the-repeat-stays-for-them", """
+    }""",
+    ),
+    case(
+        "repeated-keys-have-other-users-the-repeat-stays-for-them",
+        """
     graph @g {
       input %q: f32[4,5,4]
       input %k: f32[2,8,4]
@@ -87,7 +101,8 @@ CASES = [
       %e: f32[4,4,8] = aten.div.Tensor(%d, %s)
       %h: f32[4,5,8] = aten.bmm(%q, %e)
       return %h, %c
-    }""".replace("input %k: f32[2,8,4]", "input %k: f32[2,8,4]\n      input %s: f32[]"), """
+    }""".replace("input %k: f32[2,8,4]", "input %k: f32[2,8,4]\n      input %s: f32[]"),
+        """
     graph @g {
       input %q: f32[4,5,4]
       input %k: f32[2,8,4]
@@ -102,8 +117,11 @@ CASES = [
       %7: f32[2,10,8] = aten.bmm(%6, %5)
       %8: f32[4,5,8] = aten.view_copy(%7) {size=[4, 5, 8]}
       return %8, %2
-    }"""),
-    case("bf16-values-cast-to-f32-as-sdpa-computes-them", """
+    }""",
+    ),
+    case(
+        "bf16-values-cast-to-f32-as-sdpa-computes-them",
+        """
     graph @g {
       input %p: f32[1,4,1,8]
       input %v: bf16[1,2,8,4]
@@ -115,7 +133,8 @@ CASES = [
       %f: f32[4,1,8] = aten.view_copy(%p) {size=[4, 1, 8]}
       %h: f32[4,1,4] = aten.bmm(%f, %e)
       return %h
-    }""", """
+    }""",
+        """
     graph @g {
       input %p: f32[1,4,1,8]
       input %v: bf16[1,2,8,4]
@@ -127,9 +146,12 @@ CASES = [
       %5: f32[2,2,4] = aten.bmm(%4, %3)
       %6: f32[4,1,4] = aten.view_copy(%5) {size=[4, 1, 4]}
       return %6
-    }"""),
+    }""",
+    ),
     # declines
-    case("the-repeat-is-the-outer-batch-dim", """
+    case(
+        "the-repeat-is-the-outer-batch-dim",
+        """
     graph @g {
       input %q: f32[6,5,8]
       input %k: f32[1,1,2,8,4]
@@ -137,8 +159,11 @@ CASES = [
       %c: f32[6,8,4] = aten.view_copy(%b) {size=[6, 8, 4]}
       %h: f32[6,5,4] = aten.bmm(%q, %c)
       return %h
-    }"""),
-    case("a-permute-moves-batch-dims", """
+    }""",
+    ),
+    case(
+        "a-permute-moves-batch-dims",
+        """
     graph @g {
       input %q: f32[6,5,8]
       input %k: f32[2,1,8,4]
@@ -147,8 +172,11 @@ CASES = [
       %d: f32[6,8,4] = aten.view_copy(%c) {size=[6, 8, 4]}
       %h: f32[6,5,4] = aten.bmm(%q, %d)
       return %h
-    }"""),
-    case("two-repeated-dims", """
+    }""",
+    ),
+    case(
+        "two-repeated-dims",
+        """
     graph @g {
       input %q: f32[6,5,8]
       input %k: f32[2,1,8,1]
@@ -156,8 +184,11 @@ CASES = [
       %c: f32[6,8,4] = aten.view_copy(%b) {size=[6, 8, 4]}
       %h: f32[6,5,4] = aten.bmm(%q, %c)
       return %h
-    }"""),
-    case("the-batch-takes-rows-of-the-repeated-tensor", """
+    }""",
+    ),
+    case(
+        "the-batch-takes-rows-of-the-repeated-tensor",
+        """
     graph @g {
       input %q: f32[8,5,2]
       input %k: f32[2,1,4,4]
@@ -165,8 +196,11 @@ CASES = [
       %c: f32[8,2,4] = aten.view_copy(%b) {size=[8, 2, 4]}
       %h: f32[8,5,4] = aten.bmm(%q, %c)
       return %h
-    }"""),
-    case("a-multiply-by-a-tensor-between", """
+    }""",
+    ),
+    case(
+        "a-multiply-by-a-tensor-between",
+        """
     graph @g {
       input %q: f32[4,5,4]
       input %k: f32[2,1,8,4]
@@ -176,15 +210,22 @@ CASES = [
       %c: f32[4,8,4] = aten.view_copy(%m) {size=[4, 8, 4]}
       %h: f32[4,5,8] = aten.bmm(%q, %c)
       return %h
-    }""".replace("%h: f32[4,5,8] = aten.bmm(%q, %c)", "%t: f32[4,4,8] = aten.permute_copy(%c) {dims=[0, 2, 1]}\n      %h: f32[4,5,8] = aten.bmm(%q, %t)")),
-    case("the-repeat-is-on-the-left-operand", """
+    }""".replace(
+            "%h: f32[4,5,8] = aten.bmm(%q, %c)",
+            "%t: f32[4,4,8] = aten.permute_copy(%c) {dims=[0, 2, 1]}\n      %h: f32[4,5,8] = aten.bmm(%q, %t)",
+        ),
+    ),
+    case(
+        "the-repeat-is-on-the-left-operand",
+        """
     graph @g {
       input %q: f32[1,5,4]
       input %k: f32[2,4,8]
       %b: f32[2,5,4] = aten.expand_copy(%q) {size=[2, 5, 4]}
       %h: f32[2,5,8] = aten.bmm(%b, %k)
       return %h
-    }"""),
+    }""",
+    ),
 ]
 
 

@@ -37,19 +37,26 @@ ROTATION = """
 """
 
 
-def rotation(n="", x="x", t="f32", lead="1,s0,2", dim=3, tail_of=None, tail_start=4, tail_end=9223372036854775807, c="c"):
-    return ROTATION.format(n=n, x=x, t=t, lead=lead, dim=dim, tail_of=tail_of or x, tail_start=tail_start, tail_end=tail_end,
-                           c=c)
+def rotation(
+    n="", x="x", t="f32", lead="1,s0,2", dim=3, tail_of=None, tail_start=4, tail_end=9223372036854775807, c="c"
+):
+    return ROTATION.format(
+        n=n, x=x, t=t, lead=lead, dim=dim, tail_of=tail_of or x, tail_start=tail_start, tail_end=tail_end, c=c
+    )
 
 
 def one(t="f32", lead="1,s0,2", table="s0,1,4", outputs="%y, %x", **variant):
-    return textwrap.dedent(f"""
+    return (
+        textwrap.dedent(f"""
     graph @g {{
       input %x: {t}[{lead},8]
       input %other: {t}[{lead},8]
       input %c: {t}[{table}]
       input %s: {t}[{table}]
-    """) + rotation(t=t, lead=lead, **variant) + f"  return {outputs}\n}}\n"
+    """)
+        + rotation(t=t, lead=lead, **variant)
+        + f"  return {outputs}\n}}\n"
+    )
 
 
 def rewritten(text: str, before: str = SIGN):
@@ -61,7 +68,10 @@ def rewritten(text: str, before: str = SIGN):
 
 
 def test_the_partial_rotation_over_the_whole_head_symbolic_and_an_input_that_is_an_output():
-    graph = check_pipeline(rewritten(one()), PASS, """
+    graph = check_pipeline(
+        rewritten(one()),
+        PASS,
+        """
     graph @g {
       input %x: f32[1,s0,2,8]
       input %other: f32[1,s0,2,8]
@@ -86,7 +96,9 @@ def test_the_partial_rotation_over_the_whole_head_symbolic_and_an_input_that_is_
       %12: f32[1,s0,2,8] = aten.mul.Tensor(%10, %7)
       %13: f32[1,s0,2,8] = aten.add.Tensor(%11, %12)
       return %13, %x
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     swap = torch.zeros(8, 8)
     for j in range(2):
         swap[j, j + 2] = swap[j + 2, j] = 1.0
@@ -133,8 +145,10 @@ def test_the_rewrite_computes_the_same_numbers(dtype):
         assert rewrite.run(after)
     assert not any(node.op == "aten.cat" for node in after)
     generator = torch.Generator().manual_seed(0)
-    inputs = {name: torch.randn(shape, generator=generator).to(dtype) * 4
-              for name, shape in (("x", (1, 5, 2, 8)), ("other", (1, 5, 2, 8)), ("c", (5, 1, 4)), ("s", (5, 1, 4)))}
+    inputs = {
+        name: torch.randn(shape, generator=generator).to(dtype) * 4
+        for name, shape in (("x", (1, 5, 2, 8)), ("other", (1, 5, 2, 8)), ("c", (5, 1, 4)), ("s", (5, 1, 4)))
+    }
     (expected, _), (actual, _) = _run(before, **inputs), _run(after, **inputs)
     assert actual.dtype is dtype and torch.equal(actual, expected)
 
@@ -142,17 +156,25 @@ def test_the_rewrite_computes_the_same_numbers(dtype):
 def test_q_and_k_share_the_widened_tables_which_are_constants_bf16():
     """q and k read the same constant tables: one widening of each, one swap matrix; the result of
     q is a graph output that another op reads too."""
-    text = textwrap.dedent("""
+    text = (
+        textwrap.dedent("""
     graph @g {
       input %q: bf16[1,3,4,8]
       input %k: bf16[1,3,2,8]
       param %c: bf16[3,1,4]
       param %s: bf16[3,1,4]
-    """) + rotation(n="q", x="q", t="bf16", lead="1,3,4") + rotation(n="k", x="k", t="bf16", lead="1,3,2") + textwrap.dedent("""
+    """)
+        + rotation(n="q", x="q", t="bf16", lead="1,3,4")
+        + rotation(n="k", x="k", t="bf16", lead="1,3,2")
+        + textwrap.dedent("""
       %qq: bf16[1,3,4,8] = aten.mul.Tensor(%yq, %yq)
       return %yq, %yk, %qq
     }""")
-    check_pipeline(rewritten(text), PASS, """
+    )
+    check_pipeline(
+        rewritten(text),
+        PASS,
+        """
     graph @g {
       input %q: bf16[1,3,4,8]
       input %k: bf16[1,3,2,8]
@@ -184,15 +206,20 @@ def test_q_and_k_share_the_widened_tables_which_are_constants_bf16():
       %19: bf16[1,3,2,8] = aten.add.Tensor(%17, %18)
       %qq: bf16[1,3,4,8] = aten.mul.Tensor(%13, %13)
       return %13, %19, %qq
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
-@pytest.mark.parametrize("variant, reason", [
-    (dict(outputs="%y, %r"), "the rotated part is read elsewhere"),
-    (dict(tail_of="other"), "not x\\[\\.\\.\\., :R\\]"),
-    (dict(tail_start=2, tail_end=6), "the second piece is not the end of the head"),
-    (dict(table="s0,1,1"), "a table is not of the head's dtype with R as its last dim"),
-    (dict(lead="s1,s0,2"), "two or more symbolic dims"),
-])
+@pytest.mark.parametrize(
+    "variant, reason",
+    [
+        (dict(outputs="%y, %r"), "the rotated part is read elsewhere"),
+        (dict(tail_of="other"), "not x\\[\\.\\.\\., :R\\]"),
+        (dict(tail_start=2, tail_end=6), "the second piece is not the end of the head"),
+        (dict(table="s0,1,1"), "a table is not of the head's dtype with R as its last dim"),
+        (dict(lead="s1,s0,2"), "two or more symbolic dims"),
+    ],
+)
 def test_declined(variant, reason):
     check_declined(rewritten(one(**variant)), PASS, "partial_rotary_whole_head", reason)

@@ -22,7 +22,8 @@ B = torch.randn(5)
 
 
 def test_input_output_bias_and_a_result_read_twice():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: f32[2,3,4,6]
       param %w: f32[5,3,2,2]
@@ -30,8 +31,14 @@ def test_input_output_bias_and_a_result_read_twice():
       %y: f32[2,5,2,3] = aten.convolution(%x, %w, %b) {stride=[2, 2], padding=[0], dilation=[1, 1], transposed=false, output_padding=[0], groups=1}
       %r: f32[2,5,2,3] = aten.relu(%y)
       return %y, %r
-    }""", w=W, b=B)
-    graph = check_pipeline(before, PASS, """
+    }""",
+        w=W,
+        b=B,
+    )
+    graph = check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: f32[2,3,4,6]
       param %w: f32[5,3,2,2]
@@ -46,7 +53,9 @@ def test_input_output_bias_and_a_result_read_twice():
       %y: f32[2,5,2,3] = aten.permute_copy(%5) {dims=[0, 3, 1, 2]}
       %r: f32[2,5,2,3] = aten.relu(%y)
       return %y, %r
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     # the same numbers: the rewritten ops, done by torch on the constant, against the convolution
     x = torch.randn(2, 3, 4, 6)
     matrix = graph.input_named("w_as_matrix").data
@@ -56,15 +65,21 @@ def test_input_output_bias_and_a_result_read_twice():
 
 
 def test_no_bias_and_a_weight_read_elsewhere():
-    before = graph_with_data("""
+    before = graph_with_data(
+        """
     graph @g {
       input %x: f32[1,3,2,2]
       param %w: f32[5,3,2,2]
       %y: f32[1,5,1,1] = aten.convolution(%x, %w) {stride=[2, 2], padding=[0, 0], dilation=[1, 1], transposed=false, output_padding=[0, 0], groups=1}
       %n: f32[5,3,2,2] = aten.neg(%w)
       return %y, %n
-    }""", w=W)
-    check_pipeline(before, PASS, """
+    }""",
+        w=W,
+    )
+    check_pipeline(
+        before,
+        PASS,
+        """
     graph @g {
       input %x: f32[1,3,2,2]
       param %w: f32[5,3,2,2]
@@ -77,7 +92,9 @@ def test_no_bias_and_a_weight_read_elsewhere():
       %y: f32[1,5,1,1] = aten.permute_copy(%4) {dims=[0, 3, 1, 2]}
       %n: f32[5,3,2,2] = aten.neg(%w)
       return %y, %n
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 CONV = """
@@ -89,21 +106,33 @@ CONV = """
     }}"""
 
 
-@pytest.mark.parametrize("case, reason", [
-    (dict(x="1,3,4,4", y="1,5,3,3", stride="[1, 1]", padding="[0, 0]"), "is not the kernel"),
-    (dict(x="1,3,4,4", y="1,5,3,3", stride="[2, 2]", padding="[1, 1]"), "padded"),
-    (dict(x="1,3,s0,4", y="1,5,s1,2", stride="[2, 2]", padding="[0, 0]"), "symbolic"),
-    (dict(x="1,3,5,4", y="1,5,2,2", stride="[2, 2]", padding="[0, 0]"), "does not divide"),
-], ids=["stride", "padding", "symbolic", "remainder"])
+@pytest.mark.parametrize(
+    "case, reason",
+    [
+        (dict(x="1,3,4,4", y="1,5,3,3", stride="[1, 1]", padding="[0, 0]"), "is not the kernel"),
+        (dict(x="1,3,4,4", y="1,5,3,3", stride="[2, 2]", padding="[1, 1]"), "padded"),
+        (dict(x="1,3,s0,4", y="1,5,s1,2", stride="[2, 2]", padding="[0, 0]"), "symbolic"),
+        (dict(x="1,3,5,4", y="1,5,2,2", stride="[2, 2]", padding="[0, 0]"), "does not divide"),
+    ],
+    ids=["stride", "padding", "symbolic", "remainder"],
+)
 def test_declined(case, reason):
     text = CONV.format(source="%x", extra="", **case)
-    check_declined(graph_with_data(text, w=W), "xnnpack.patch-conv-as-matmul", "patch_conv_as_matmul", re.escape(reason))
+    check_declined(
+        graph_with_data(text, w=W), "xnnpack.patch-conv-as-matmul", "patch_conv_as_matmul", re.escape(reason)
+    )
 
 
 def test_declined_without_constant_weights_or_when_quantized():
     text = CONV.format(x="1,3,4,4", y="1,5,2,2", stride="[2, 2]", padding="[0, 0]", source="%x", extra="")
     check_pipeline(text, "xnnpack.patch-conv-as-matmul", text, changed=False)  # (no data for %w)
-    quantized = CONV.format(x="1,3,4,4", y="1,5,2,2", stride="[2, 2]", padding="[0, 0]", source="%d",
-                            extra="%q: i8[1,3,4,4] = quantized_decomposed.quantize_per_tensor(%x) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}\n"
-                                  "      %d: f32[1,3,4,4] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}\n      ")
+    quantized = CONV.format(
+        x="1,3,4,4",
+        y="1,5,2,2",
+        stride="[2, 2]",
+        padding="[0, 0]",
+        source="%d",
+        extra="%q: i8[1,3,4,4] = quantized_decomposed.quantize_per_tensor(%x) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}\n"
+        "      %d: f32[1,3,4,4] = quantized_decomposed.dequantize_per_tensor(%q) {scale=0.1, zero_point=0, quant_min=-128, quant_max=127, dtype=i8}\n      ",
+    )
     check_pipeline(graph_with_data(quantized, w=W), "xnnpack.patch-conv-as-matmul", quantized, changed=False)

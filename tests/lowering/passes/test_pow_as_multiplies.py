@@ -11,49 +11,66 @@ from passes.testing import case, check_pipeline
 from xir_tools.harness import lower, reference
 
 POWERS = [
-    case("a-cube-of-a-graph-input-read-twice-and-returned", """
+    case(
+        "a-cube-of-a-graph-input-read-twice-and-returned",
+        """
     graph @g {
       input %x: f32[2,3]
       %c: f32[2,3] = aten.pow.Tensor_Scalar(%x) {exponent=3.0}
       %y: f32[2,3] = aten.add.Tensor(%c, %c)
       return %y, %c
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,3]
       %0: f32[2,3] = aten.mul.Tensor(%x, %x)
       %c: f32[2,3] = aten.mul.Tensor(%0, %x)
       %y: f32[2,3] = aten.add.Tensor(%c, %c)
       return %y, %c
-    }"""),
-    case("a-float-square-of-a-constant", """
+    }""",
+    ),
+    case(
+        "a-float-square-of-a-constant",
+        """
     graph @g {
       param %w: f32[3]
       %s: f32[3] = aten.pow.Tensor_Scalar(%w) {exponent=2.0}
       return %s
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[3]
       %s: f32[3] = aten.mul.Tensor(%w, %w)
       return %s
-    }"""),
-    case("declined-an-integer-square-xnnpack-runs", """
+    }""",
+    ),
+    case(
+        "declined-an-integer-square-xnnpack-runs",
+        """
     graph @g {
       input %x: f32[3]
       %s: f32[3] = aten.pow.Tensor_Scalar(%x) {exponent=2}
       return %s
-    }"""),
-    case("declined-bf16", """
+    }""",
+    ),
+    case(
+        "declined-bf16",
+        """
     graph @g {
       input %x: bf16[3]
       %s: bf16[3] = aten.pow.Tensor_Scalar(%x) {exponent=3}
       return %s
-    }"""),
-    case("declined-another-exponent", """
+    }""",
+    ),
+    case(
+        "declined-another-exponent",
+        """
     graph @g {
       input %x: f32[3]
       %s: f32[3] = aten.pow.Tensor_Scalar(%x) {exponent=4}
       return %s
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -68,8 +85,10 @@ def test_gpt2_gelu_new_runs_in_xnnpack_as_eager():
     from bench.zoo import OutputOf
 
     torch.manual_seed(0)
-    model = OutputOf(GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=16, n_embd=32, n_layer=1, n_head=2)).eval(),
-                     use_cache=False)
+    model = OutputOf(
+        GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=16, n_embd=32, n_layer=1, n_head=2)).eval(),
+        use_cache=False,
+    )
     inputs = (torch.randint(0, 128, (1, 8)),)
     ep = torch.export.export(model, inputs)
     expected, ours = reference(ep, inputs), lower(ep, inputs, "xir")

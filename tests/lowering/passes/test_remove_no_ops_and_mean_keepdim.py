@@ -7,20 +7,25 @@ from passes.testing import check_pipeline
 
 
 def test_mean_keepdim():
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[2,8,4,4]
       %m: f32[2,8] = aten.mean.dim(%x) {dim=[2, 3]}
       %n: f32[2,8,1,1] = aten.mean.dim(%x) {dim=[-1, -2], keepdim=true}
       return %m, %n
-    }""", "xnnpack.mean-keepdim", """
+    }""",
+        "xnnpack.mean-keepdim",
+        """
     graph @g {
       input %x: f32[2,8,4,4]
       %k: f32[2,8,1,1] = aten.mean.dim(%x) {dim=[2, 3], keepdim=true}
       %m: f32[2,8] = aten.view_copy(%k) {size=[2, 8]}
       %n: f32[2,8,1,1] = aten.mean.dim(%x) {dim=[-1, -2], keepdim=true}
       return %m, %n
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 LINEAR = """
@@ -36,9 +41,13 @@ LINEAR = """
     }"""
 
 
-@pytest.mark.parametrize("pipeline, expected", [
-    # generic: the identity view goes, and the view chain after the mm folds into one view
-    ("remove-no-ops,dead-code-elimination", """
+@pytest.mark.parametrize(
+    "pipeline, expected",
+    [
+        # generic: the identity view goes, and the view chain after the mm folds into one view
+        (
+            "remove-no-ops,dead-code-elimination",
+            """
     graph @g {
       input %x: f32[2,3,8]
       param %w: f32[8,4]
@@ -46,9 +55,12 @@ LINEAR = """
       %m: f32[6,4] = aten.mm(%v, %w)
       %q: f32[24] = aten.view_copy(%m) {size=[24]}
       return %q
-    }"""),
-    # XNNPACK's: the view right after the mm stays (the rebuild reads it); the identity view after it goes
-    ("xnnpack.remove-no-ops,dead-code-elimination", """
+    }""",
+        ),
+        # XNNPACK's: the view right after the mm stays (the rebuild reads it); the identity view after it goes
+        (
+            "xnnpack.remove-no-ops,dead-code-elimination",
+            """
     graph @g {
       input %x: f32[2,3,8]
       param %w: f32[8,4]
@@ -57,8 +69,10 @@ LINEAR = """
       %o: f32[2,3,4] = aten.view_copy(%m) {size=[2, 3, 4]}
       %q: f32[24] = aten.view_copy(%o) {size=[24]}
       return %q
-    }"""),
-])
+    }""",
+        ),
+    ],
+)
 def test_views_of_a_decomposed_linear(pipeline, expected):
     check_pipeline(LINEAR, pipeline, expected, changed=True)
 

@@ -50,7 +50,10 @@ def rope(t="f32", first="%rc", second="%is", ic_table="%c4", extra=""):
 
 
 def test_the_rotation_as_a_pair_swap_symbolic_and_an_output_read_again():
-    graph = check_pipeline(rope(), PASS, """
+    graph = check_pipeline(
+        rope(),
+        PASS,
+        """
     graph @g {
       input %x: f32[1,s0,2,8]
       input %c: f32[s0,4]
@@ -71,7 +74,9 @@ def test_the_rotation_as_a_pair_swap_symbolic_and_an_output_read_again():
       %y5: f32[1,s0,2,4,2] = aten.add.Tensor(%6, %7)
       %y: f32[1,s0,2,8] = aten.view_copy(%y5) {size=[1, -1, 2, 8]}
       return %y, %y5
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     swap = graph.input_named("rope_pair_swap_8").data
     x = torch.arange(8.0)
     assert torch.equal(x @ swap, torch.tensor([1.0, 0, 3, 2, 5, 4, 7, 6]))
@@ -132,12 +137,15 @@ def test_two_rotations_of_one_width_share_the_swap():
     assert [n.op for n in graph].count("aten.mm") == 2
 
 
-@pytest.mark.parametrize("variant, reason", [
-    (dict(first="%is", second="%rc"), "not the two halves|not r\\*c - i\\*s"),
-    (dict(ic_table="%s4"), "not r\\*s \\+ i\\*c"),
-    (dict(extra=", %re"), "read elsewhere"),
-    (dict(t="bf16"), "not an fp32"),
-])
+@pytest.mark.parametrize(
+    "variant, reason",
+    [
+        (dict(first="%is", second="%rc"), "not the two halves|not r\\*c - i\\*s"),
+        (dict(ic_table="%s4"), "not r\\*s \\+ i\\*c"),
+        (dict(extra=", %re"), "read elsewhere"),
+        (dict(t="bf16"), "not an fp32"),
+    ],
+)
 def test_declined(variant, reason):
     check_declined(rope(**variant), PASS, "rope_as_pair_swap", reason)
 
@@ -174,7 +182,10 @@ ROPE_BF16_TABLES = """
 def test_bf16_tables_cast_for_each_product_are_one_table_each():
     """A cast of a table is that table: the rewrite reads the difference's casts (the sum's become
     dead), and computes the numbers the model does (the casts widen bf16 exactly)."""
-    graph = check_pipeline(ROPE_BF16_TABLES.format(ic="%c4"), PASS, """
+    graph = check_pipeline(
+        ROPE_BF16_TABLES.format(ic="%c4"),
+        PASS,
+        """
     graph @g {
       input %x: f32[1,s0,2,8]
       input %c: bf16[s0,4]
@@ -196,7 +207,9 @@ def test_bf16_tables_cast_for_each_product_are_one_table_each():
       %7: f32[1,s0,2,4,2] = aten.mul.Tensor(%4, %5)
       %y5: f32[1,s0,2,4,2] = aten.add.Tensor(%6, %7)
       return %y5
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     tables = torch.randn(5, 4).bfloat16(), torch.randn(5, 4).bfloat16()
     expected, actual = _model_and_rewrite(torch.randn(1, 5, 2, 8), *tables, graph.input_named("rope_pair_swap_8").data)
     assert expected.dtype is torch.float32

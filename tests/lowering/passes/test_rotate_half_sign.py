@@ -33,8 +33,16 @@ ROTATE = """
 
 
 def rotate(t="f32", upper_of="%x", lower_start=0, negated="%x2", pieces="%n, %x1", reader="mul.Tensor", extra=""):
-    return ROTATE.format(t=t, upper_of=upper_of, lower_start=lower_start, lower_end=lower_start + 4, negated=negated, pieces=pieces,
-                         reader=reader, extra=extra)
+    return ROTATE.format(
+        t=t,
+        upper_of=upper_of,
+        lower_start=lower_start,
+        lower_end=lower_start + 4,
+        negated=negated,
+        pieces=pieces,
+        reader=reader,
+        extra=extra,
+    )
 
 
 ROTATED = """
@@ -56,17 +64,22 @@ XIR_SLICE = "xir.slice(%1) {dim=3, start=4, end=12}"
 SLICE_COPY = "aten.slice_copy.Tensor(%1) {dim=3, start=4, end=12, step=1}"
 
 
-@pytest.mark.parametrize("t, options, made", [
-    ("f32", "", XIR_SLICE),
-    ("bf16", "", XIR_SLICE),
-    # bf16 stays outside XNNPACK without enable_bf16, where xir.slice has no kernel: a slice_copy, which the
-    # write-back types at a symbolic length (test_writeback_symbolic.py runs the pass on a program)
-    ("bf16", "{enable_bf16=false}", SLICE_COPY),
-])
+@pytest.mark.parametrize(
+    "t, options, made",
+    [
+        ("f32", "", XIR_SLICE),
+        ("bf16", "", XIR_SLICE),
+        # bf16 stays outside XNNPACK without enable_bf16, where xir.slice has no kernel: a slice_copy, which the
+        # write-back types at a symbolic length (test_writeback_symbolic.py runs the pass on a program)
+        ("bf16", "{enable_bf16=false}", SLICE_COPY),
+    ],
+)
 def test_rotate_half_as_a_doubled_slice_symbolic_and_an_input_that_is_an_output(t, options, made):
     """At a symbolic length the slice is slice_op's: xir.slice where XNNPACK takes it (no later pass
     needed for the program to be written back and delegated), else a slice_copy."""
-    graph = check_pipeline(rotate(t=t), PASS.replace(",", options + ",", 1), ROTATED.format(t=t, slice=made), changed=True)
+    graph = check_pipeline(
+        rotate(t=t), PASS.replace(",", options + ",", 1), ROTATED.format(t=t, slice=made), changed=True
+    )
     assert torch.equal(graph.input_named("rotate_half_sign_8").data.float(), torch.tensor([-1.0] * 4 + [1.0] * 4))
 
 
@@ -96,7 +109,10 @@ def test_q_and_k_share_one_signed_table_which_is_a_constant_and_bf16():
       %{name}y: bf16[1,3,{heads},8] = aten.mul.Tensor(%sin, %{name}r)
     """
     text += "  return %qy, %ky\n}\n"
-    graph = check_pipeline(text, PASS, """
+    graph = check_pipeline(
+        text,
+        PASS,
+        """
     graph @g {
       input %q: bf16[1,3,4,8]
       input %k: bf16[1,3,2,8]
@@ -110,7 +126,9 @@ def test_q_and_k_share_one_signed_table_which_is_a_constant_and_bf16():
       %4: bf16[1,3,2,8] = aten.slice_copy.Tensor(%3) {dim=3, start=4, end=12, step=1}
       %ky: bf16[1,3,2,8] = aten.mul.Tensor(%0, %4)
       return %qy, %ky
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
     assert graph.input_named("rotate_half_sign_8").data.dtype == torch.bfloat16
 
 
@@ -128,7 +146,10 @@ def test_a_rotation_read_by_two_products_is_rewritten_for_both():
       %b: f32[2,8] = aten.mul.Tensor(%t, %r)
       return %a, %b, %n
     }"""
-    check_pipeline(text, PASS, """
+    check_pipeline(
+        text,
+        PASS,
+        """
     graph @g {
       input %x: f32[2,8]
       input %s: f32[2,8]
@@ -143,12 +164,15 @@ def test_a_rotation_read_by_two_products_is_rewritten_for_both():
       %a: f32[2,8] = aten.mul.Tensor(%3, %1)
       %b: f32[2,8] = aten.mul.Tensor(%0, %3)
       return %a, %b, %n
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_table_of_rank_zero():
     """A scalar table broadcasts against the sign: the signed table is the sign times it."""
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[2,8]
       input %t: f32[]
@@ -158,7 +182,9 @@ def test_a_table_of_rank_zero():
       %r: f32[2,8] = aten.cat(%n, %x1) {dim=1}
       %a: f32[2,8] = aten.mul.Tensor(%r, %t)
       return %a
-    }""", PASS, """
+    }""",
+        PASS,
+        """
     graph @g {
       input %x: f32[2,8]
       input %t: f32[]
@@ -168,16 +194,21 @@ def test_a_table_of_rank_zero():
       %2: f32[2,8] = aten.slice_copy.Tensor(%1) {dim=1, start=4, end=12, step=1}
       %a: f32[2,8] = aten.mul.Tensor(%2, %0)
       return %a
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
-@pytest.mark.parametrize("variant, reason", [
-    (dict(extra=", %r"), "graph output"),
-    (dict(reader="add.Tensor"), "not only by products"),
-    (dict(pieces="%x1, %n"), "not two last-dim slices|first piece is not a negation"),
-    (dict(upper_of="%other"), "not two last-dim slices of one tensor"),
-    (dict(lower_start=2), "not the upper half then the lower half"),
-])
+@pytest.mark.parametrize(
+    "variant, reason",
+    [
+        (dict(extra=", %r"), "graph output"),
+        (dict(reader="add.Tensor"), "not only by products"),
+        (dict(pieces="%x1, %n"), "not two last-dim slices|first piece is not a negation"),
+        (dict(upper_of="%other"), "not two last-dim slices of one tensor"),
+        (dict(lower_start=2), "not the upper half then the lower half"),
+    ],
+)
 def test_declined(variant, reason):
     check_declined(rotate(**variant), PASS, "rotate_half_sign_in_sin", reason)
 

@@ -34,7 +34,10 @@ graph @g {
 
 def test_a_roll_of_a_graph_input_to_a_graph_output_is_two_slices_and_a_cat():
     index = torch.roll(torch.arange(8), 3).tolist()  # [5, 6, 7, 0, 1, 2, 3, 4]
-    check_pipeline(with_index(ROLL_OF_AN_INPUT, index), "xnnpack.index-select-as-slices", """
+    check_pipeline(
+        with_index(ROLL_OF_AN_INPUT, index),
+        "xnnpack.index-select-as-slices",
+        """
     graph @g {
       input %x: f32[2,8,3]
       const %index: i64[8]
@@ -42,18 +45,26 @@ def test_a_roll_of_a_graph_input_to_a_graph_output_is_two_slices_and_a_cat():
       %1: f32[2,5,3] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=5, step=1}
       %y: f32[2,8,3] = aten.cat(%0, %1) {dim=1}
       return %y
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_gather_with_several_readers_and_a_symbolic_dim_elsewhere_makes_xir_slices():
-    check_pipeline(with_index("""
+    check_pipeline(
+        with_index(
+            """
     graph @g {
       input %x: f32[s0,6]
       const %index: i64[4]
       %y: f32[s0,4] = aten.index_select(%x, %index) {dim=-1}
       %z: f32[s0,4] = aten.mul.Tensor(%y, %y)
       return %z, %y
-    }""", [4, 5, 1, 2]), "xnnpack.index-select-as-slices", """
+    }""",
+            [4, 5, 1, 2],
+        ),
+        "xnnpack.index-select-as-slices",
+        """
     graph @g {
       input %x: f32[s0,6]
       const %index: i64[4]
@@ -62,11 +73,15 @@ def test_a_gather_with_several_readers_and_a_symbolic_dim_elsewhere_makes_xir_sl
       %y: f32[s0,4] = aten.cat(%0, %1) {dim=1}
       %z: f32[s0,4] = aten.mul.Tensor(%y, %y)
       return %z, %y
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_a_gather_of_a_constant_in_one_run_is_one_slice():
-    check_pipeline(with_index("""
+    check_pipeline(
+        with_index(
+            """
     graph @g {
       param %w: f32[5,2]
       const %index: i64[3]
@@ -74,7 +89,11 @@ def test_a_gather_of_a_constant_in_one_run_is_one_slice():
       %g: f32[3,2] = aten.index_select(%w, %index) {dim=0}
       %y: f32[3,2] = aten.add.Tensor(%x, %g)
       return %y
-    }""", [1, 2, 3]), "xnnpack.index-select-as-slices", """
+    }""",
+            [1, 2, 3],
+        ),
+        "xnnpack.index-select-as-slices",
+        """
     graph @g {
       param %w: f32[5,2]
       const %index: i64[3]
@@ -82,16 +101,22 @@ def test_a_gather_of_a_constant_in_one_run_is_one_slice():
       %g: f32[3,2] = aten.slice_copy.Tensor(%w) {dim=0, start=1, end=4, step=1}
       %y: f32[3,2] = aten.add.Tensor(%x, %g)
       return %y
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
-@pytest.mark.parametrize("index, why", [
-    ([0, 2, 4, 6, 1, 3, 5, 7], "8 runs"),          # a shuffle: more slices than it saves
-    ([0, 9, 1, 2, 3, 4, 5, 6], "out of range"),
-])
+@pytest.mark.parametrize(
+    "index, why",
+    [
+        ([0, 2, 4, 6, 1, 3, 5, 7], "8 runs"),  # a shuffle: more slices than it saves
+        ([0, 9, 1, 2, 3, 4, 5, 6], "out of range"),
+    ],
+)
 def test_a_gather_of_many_runs_or_out_of_range_stays(index, why):
-    check_pipeline(with_index(ROLL_OF_AN_INPUT, index), "xnnpack.index-select-as-slices", ROLL_OF_AN_INPUT,
-                   changed=False)
+    check_pipeline(
+        with_index(ROLL_OF_AN_INPUT, index), "xnnpack.index-select-as-slices", ROLL_OF_AN_INPUT, changed=False
+    )
 
 
 def test_a_gather_by_a_computed_index_stays():
@@ -111,26 +136,33 @@ def test_index_runs():
 
 
 STEP_SLICES = [
-    case("odd-positions-of-a-graph-input-to-a-graph-output", """
+    case(
+        "odd-positions-of-a-graph-input-to-a-graph-output",
+        """
     graph @g {
       input %x: f32[1,8,8,4]
       %y: f32[1,4,8,4] = aten.slice_copy.Tensor(%x) {dim=1, start=1, end=9223372036854775807, step=2}
       return %y
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[1,8,8,4]
       %0: f32[1,4,2,8,4] = aten.view_copy(%x) {size=[1, 4, 2, 8, 4]}
       %1: f32[1,4,1,8,4] = aten.slice_copy.Tensor(%0) {dim=2, start=1, end=2, step=1}
       %y: f32[1,4,8,4] = aten.view_copy(%1) {size=[1, 4, 8, 4]}
       return %y
-    }"""),
-    case("even-positions-read-twice-and-a-symbolic-batch", """
+    }""",
+    ),
+    case(
+        "even-positions-read-twice-and-a-symbolic-batch",
+        """
     graph @g {
       input %x: f32[s0,6,3]
       %y: f32[s0,3,3] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=6, step=2}
       %z: f32[s0,3,3] = aten.add.Tensor(%y, %y)
       return %z, %y
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[s0,6,3]
       %0: f32[s0,3,2,3] = aten.view_copy(%x) {size=[-1, 3, 2, 3]}
@@ -138,13 +170,17 @@ STEP_SLICES = [
       %y: f32[s0,3,3] = aten.view_copy(%1) {size=[-1, 3, 3]}
       %z: f32[s0,3,3] = aten.add.Tensor(%y, %y)
       return %z, %y
-    }"""),
-    case("a-constant-in-part-from-an-offset", """
+    }""",
+    ),
+    case(
+        "a-constant-in-part-from-an-offset",
+        """
     graph @g {
       param %w: f32[10]
       %y: f32[3] = aten.slice_copy.Tensor(%w) {dim=0, start=3, end=9, step=2}
       return %y
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[10]
       %0: f32[5,2] = aten.view_copy(%w) {size=[5, 2]}
@@ -152,13 +188,17 @@ STEP_SLICES = [
       %2: f32[3,1] = aten.slice_copy.Tensor(%1) {dim=1, start=1, end=2, step=1}
       %y: f32[3] = aten.view_copy(%2) {size=[3]}
       return %y
-    }"""),
-    case("an-odd-length-dim-its-positions-sliced-first", """
+    }""",
+    ),
+    case(
+        "an-odd-length-dim-its-positions-sliced-first",
+        """
     graph @g {
       input %x: f32[2,7]
       %y: f32[2,3] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=6, step=2}
       return %y
-    }""", """
+    }""",
+        """
     graph @g {
       input %x: f32[2,7]
       %0: f32[2,6] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=6, step=1}
@@ -166,25 +206,35 @@ STEP_SLICES = [
       %2: f32[2,3,1] = aten.slice_copy.Tensor(%1) {dim=2, start=0, end=1, step=1}
       %y: f32[2,3] = aten.view_copy(%2) {size=[2, 3]}
       return %y
-    }"""),
-    case("declined-the-last-block-does-not-fit", """
+    }""",
+    ),
+    case(
+        "declined-the-last-block-does-not-fit",
+        """
     graph @g {
       input %x: f32[2,7]
       %y: f32[2,3] = aten.slice_copy.Tensor(%x) {dim=1, start=2, end=7, step=2}
       return %y
-    }"""),
-    case("declined-a-symbolic-sliced-dim", """
+    }""",
+    ),
+    case(
+        "declined-a-symbolic-sliced-dim",
+        """
     graph @g {
       input %x: f32[2,s0]
       %y: f32[2,s1] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=9223372036854775807, step=2}
       return %y
-    }"""),
-    case("declined-six-d-would-become-seven", """
+    }""",
+    ),
+    case(
+        "declined-six-d-would-become-seven",
+        """
     graph @g {
       input %x: f32[1,2,2,2,2,4]
       %y: f32[1,2,2,2,2,2] = aten.slice_copy.Tensor(%x) {dim=5, start=0, end=4, step=2}
       return %y
-    }"""),
+    }""",
+    ),
 ]
 
 
@@ -194,35 +244,48 @@ def test_step_slice_as_view(before, expected, changed):
 
 
 AS_STRIDED = [
-    case("a-reshape-of-a-constant", """
+    case(
+        "a-reshape-of-a-constant",
+        """
     graph @g {
       param %w: f32[2,6]
       %y: f32[3,4] = aten.as_strided_copy(%w) {size=[3, 4], stride=[4, 1]}
       return %y
-    }""", """
+    }""",
+        """
     graph @g {
       param %w: f32[2,6]
       %y: f32[3,4] = aten.view_copy(%w) {size=[3, 4]}
       return %y
-    }"""),
-    case("declined-an-offset", """
+    }""",
+    ),
+    case(
+        "declined-an-offset",
+        """
     graph @g {
       param %w: f32[4,6]
       %y: f32[2,3] = aten.as_strided_copy(%w) {size=[2, 3], stride=[3, 1], storage_offset=1}
       return %y
-    }"""),
-    case("declined-a-transposing-stride", """
+    }""",
+    ),
+    case(
+        "declined-a-transposing-stride",
+        """
     graph @g {
       param %w: f32[2,3]
       %y: f32[3,2] = aten.as_strided_copy(%w) {size=[3, 2], stride=[1, 3]}
       return %y
-    }"""),
-    case("declined-not-every-element", """
+    }""",
+    ),
+    case(
+        "declined-not-every-element",
+        """
     graph @g {
       param %w: f32[4,6]
       %y: f32[2,3] = aten.as_strided_copy(%w) {size=[2, 3], stride=[3, 1]}
       return %y
-    }"""),
+    }""",
+    ),
 ]
 
 

@@ -36,14 +36,17 @@ def _norm_ops(x, rows, n, eps="%layer_norm_eps", first=0):
 
 
 def test_layer_norm_of_a_graph_input_returned_with_symbolic_rows():
-    check_pipeline(attach_data_text("""
+    check_pipeline(
+        attach_data_text("""
     graph @g {
       param %w: f32[8]
       param %b: f32[8]
       input %x: f32[2,s0,8]
       %n: f32[2,s0,8], %mean: f32[2,s0,1], %rstd: f32[2,s0,1] = aten.native_layer_norm(%x, %w, %b) {normalized_shape=[8], eps=1e-05}
       return %n
-    }"""), LN, f"""
+    }"""),
+        LN,
+        f"""
     graph @g {{
       param %w: f32[8]
       param %b: f32[8]
@@ -52,20 +55,24 @@ def test_layer_norm_of_a_graph_input_returned_with_symbolic_rows():
       %7: f32[2,s0,8] = aten.mul.Tensor(%6, %w)
       %8: f32[2,s0,8] = aten.add.Tensor(%7, %b)
       return %8
-    }}""")
+    }}""",
+    )
 
 
 def test_symbolic_rows_reach_the_means_as_a_views_inferred_dim():
     """Then xnnpack.mean-over-last-dims: each mean a product with a 1/8 column on (rows, 8),
     the symbolic rows written -1 in both views."""
-    check_pipeline(attach_data_text("""
+    check_pipeline(
+        attach_data_text("""
     graph @g {
       param %w: f32[8]
       param %b: f32[8]
       input %x: f32[1,s0,8]
       %n: f32[1,s0,8], %mean: f32[1,s0,1], %rstd: f32[1,s0,1] = aten.native_layer_norm(%x, %w, %b) {normalized_shape=[8], eps=1e-05}
       return %n
-    }"""), f"{LN},xnnpack.mean-over-last-dims", """
+    }"""),
+        f"{LN},xnnpack.mean-over-last-dims",
+        """
     graph @g {
       param %w: f32[8]
       param %b: f32[8]
@@ -86,13 +93,15 @@ def test_symbolic_rows_reach_the_means_as_a_views_inferred_dim():
       %11: f32[1,s0,8] = aten.mul.Tensor(%10, %w)
       %12: f32[1,s0,8] = aten.add.Tensor(%11, %b)
       return %12
-    }""")
+    }""",
+    )
 
 
 def test_without_weight_and_bias_an_output_read_again():
     """No weight, no bias: the normalized value itself replaces the norm, as the graph output
     and for both of its readers."""
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[s0,8]
       %y: f32[s0,8] = aten.relu(%x)
@@ -100,7 +109,9 @@ def test_without_weight_and_bias_an_output_read_again():
       %a: f32[s0,8] = aten.neg(%n)
       %c: f32[s0,8] = aten.add.Tensor(%n, %a)
       return %c, %n
-    }""", LN, f"""
+    }""",
+        LN,
+        f"""
     graph @g {{
       input %x: f32[s0,8]
       param %layer_norm_eps: f32[]
@@ -108,17 +119,21 @@ def test_without_weight_and_bias_an_output_read_again():
       %a: f32[s0,8] = aten.neg(%6)
       %c: f32[s0,8] = aten.add.Tensor(%6, %a)
       return %c, %6
-    }}""")
+    }}""",
+    )
 
 
 def test_weight_only_over_two_normalized_dims():
-    check_pipeline(attach_data_text("""
+    check_pipeline(
+        attach_data_text("""
     graph @g {
       param %w: f32[4,8]
       input %x: f32[s0,4,8]
       %n: f32[s0,4,8], %mean: f32[s0,1,1], %rstd: f32[s0,1,1] = aten.native_layer_norm(%x, %w) {normalized_shape=[4, 8], eps=1e-05}
       return %n
-    }"""), LN, """
+    }"""),
+        LN,
+        """
     graph @g {
       param %w: f32[4,8]
       input %x: f32[s0,4,8]
@@ -132,19 +147,23 @@ def test_weight_only_over_two_normalized_dims():
       %6: f32[s0,4,8] = aten.mul.Tensor(%1, %5)
       %7: f32[s0,4,8] = aten.mul.Tensor(%6, %w)
       return %7
-    }""")
+    }""",
+    )
 
 
 def test_a_computed_weight_and_bias():
     """Weight and bias graph inputs (not constants): read as they are by the product and the sum."""
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[s0,8]
       input %w: f32[8]
       input %b: f32[8]
       %n: f32[s0,8], %mean: f32[s0,1], %rstd: f32[s0,1] = aten.native_layer_norm(%x, %w, %b) {normalized_shape=[8], eps=1e-05}
       return %n
-    }""", LN, f"""
+    }""",
+        LN,
+        f"""
     graph @g {{
       input %x: f32[s0,8]
       input %w: f32[8]
@@ -153,21 +172,28 @@ def test_a_computed_weight_and_bias():
       %7: f32[s0,8] = aten.mul.Tensor(%6, %w)
       %8: f32[s0,8] = aten.add.Tensor(%7, %b)
       return %8
-    }}""")
+    }}""",
+    )
 
 
 def test_layer_norm_whose_statistics_are_returned_stays():
-    check_declined("""
+    check_declined(
+        """
     graph @g {
       input %x: f32[s0,8]
       %n: f32[s0,8], %mean: f32[s0,1], %rstd: f32[s0,1] = aten.native_layer_norm(%x) {normalized_shape=[8], eps=1e-05}
       return %n, %rstd
-    }""", LN, "decompose_layer_norm", "mean/rstd outputs are used")
+    }""",
+        LN,
+        "decompose_layer_norm",
+        "mean/rstd outputs are used",
+    )
 
 
 def test_group_norm_of_a_symbolic_batch():
     """The batch is the views' inferred dim; weight and bias become (C, 1) constants."""
-    check_pipeline(attach_data_text("""
+    check_pipeline(
+        attach_data_text("""
     graph @g {
       param %w: f32[4]
       param %b: f32[4]
@@ -175,7 +201,9 @@ def test_group_norm_of_a_symbolic_batch():
       %s: int = aten.sym_size.int(%x) {dim=0}
       %n: f32[s0,4,3], %mean: f32[s0,2], %rstd: f32[s0,2] = aten.native_group_norm(%x, %w, %b) {N=%s, C=4, HxW=3, group=2, eps=1e-05}
       return %n
-    }"""), "xnnpack.decompose-group-norm", """
+    }"""),
+        "xnnpack.decompose-group-norm",
+        """
     graph @g {
       param %w: f32[4]
       param %b: f32[4]
@@ -196,18 +224,24 @@ def test_group_norm_of_a_symbolic_batch():
       %10: f32[s0,4,3] = aten.mul.Tensor(%9, %group_norm_weight)
       %11: f32[s0,4,3] = aten.add.Tensor(%10, %group_norm_bias)
       return %11
-    }""")
+    }""",
+    )
 
 
 def test_group_norm_over_a_symbolic_spatial_dim_stays():
     """Its groups would be of a symbolic size, a reduction XNNPACK's ops here cannot write."""
-    check_declined("""
+    check_declined(
+        """
     graph @g {
       input %x: f32[2,4,s0]
       %s: int = aten.sym_size.int(%x) {dim=2}
       %n: f32[2,4,s0], %mean: f32[2,2], %rstd: f32[2,2] = aten.native_group_norm(%x) {N=2, C=4, HxW=%s, group=2, eps=1e-05}
       return %n
-    }""", "xnnpack.decompose-group-norm", "decompose_group_norm", "symbolic dim among the normalized")
+    }""",
+        "xnnpack.decompose-group-norm",
+        "decompose_group_norm",
+        "symbolic dim among the normalized",
+    )
 
 
 # ------------------------------------------------------------------ xnnpack.drop-leading-unit-dims
@@ -236,7 +270,10 @@ BACK = "\n      %5: f32[4,s0,s0] = aten.view_copy(%4) {size=[4, %s, %s]}"
 
 
 def test_attention_scores_stay_3d_the_mask_viewed_down():
-    check_pipeline(_scores(BACK), DROP, """
+    check_pipeline(
+        _scores(BACK),
+        DROP,
+        """
     graph @g {
       param %half: f32[]
       input %q: f32[4,s0,8]
@@ -249,11 +286,13 @@ def test_attention_scores_stay_3d_the_mask_viewed_down():
       %3: f32[4,s0,s0] = aten._softmax(%2) {dim=-1, half_to_float=false}
       %4: f32[4,s0,s0] = aten.mul.Tensor(%3, %half)
       return %4
-    }""")
+    }""",
+    )
 
 
 def test_a_constant_with_the_unit_dims_is_reshaped():
-    check_pipeline(attach_data_text("""
+    check_pipeline(
+        attach_data_text("""
     graph @g {
       param %c: f32[1,1,1,1]
       input %x: f32[4,s0,s0]
@@ -262,7 +301,9 @@ def test_a_constant_with_the_unit_dims_is_reshaped():
       %2: f32[1,4,s0,s0] = aten.mul.Tensor(%1, %c)
       %3: f32[4,s0,s0] = aten.view_copy(%2) {size=[4, %s, %s]}
       return %3
-    }"""), DROP, """
+    }"""),
+        DROP,
+        """
     graph @g {
       param %c: f32[1,1,1,1]
       input %x: f32[4,s0,s0]
@@ -270,7 +311,8 @@ def test_a_constant_with_the_unit_dims_is_reshaped():
       %0: int = aten.sym_size.int(%x) {dim=1}
       %1: f32[4,s0,s0] = aten.mul.Tensor(%x, %c_dropped)
       return %1
-    }""")
+    }""",
+    )
 
 
 def test_scores_returned_between_the_views_stay():
@@ -282,8 +324,11 @@ def test_a_softmax_over_the_unit_dim_stays():
 
 
 def test_a_mask_that_broadcasts_over_the_unit_dim_stays():
-    text = _scores(BACK, mask="f32[2,1,s0,s0]").replace("f32[1,4,s0,s0]", "f32[2,4,s0,s0]").replace(
-        "%1: f32[2,4,s0,s0]", "%1: f32[1,4,s0,s0]")
+    text = (
+        _scores(BACK, mask="f32[2,1,s0,s0]")
+        .replace("f32[1,4,s0,s0]", "f32[2,4,s0,s0]")
+        .replace("%1: f32[2,4,s0,s0]", "%1: f32[1,4,s0,s0]")
+    )
     check_declined(text, DROP, "drop_leading_unit_dims", "gives f32\\[2,4,s0,s0\\]")
 
 
@@ -293,18 +338,24 @@ def test_a_reduction_between_the_views_stays():
 
 
 def test_a_view_xnnpack_writes_is_left_alone():
-    check_declined("""
+    check_declined(
+        """
     graph @g {
       input %x: f32[4,s0,8]
       %1: f32[1,4,s0,8] = aten.view_copy(%x) {size=[1, 4, -1, 8]}
       %2: f32[1,4,s0,8] = aten.relu(%1)
       %3: f32[4,s0,8] = aten.view_copy(%2) {size=[4, -1, 8]}
       return %3
-    }""", DROP, "drop_leading_unit_dims", "a view XNNPACK writes")
+    }""",
+        DROP,
+        "drop_leading_unit_dims",
+        "a view XNNPACK writes",
+    )
 
 
 def test_a_contiguous_copy_between_the_views_keeps_its_order_at_the_lower_rank():
-    check_pipeline("""
+    check_pipeline(
+        """
     graph @g {
       input %x: f32[4,s0,s0]
       %s: int = aten.sym_size.int(%x) {dim=1}
@@ -312,14 +363,18 @@ def test_a_contiguous_copy_between_the_views_keeps_its_order_at_the_lower_rank()
       %2: f32[1,4,s0,s0] = dim_order_ops._to_dim_order_copy(%1) {dtype=f32, dim_order=[0, 1, 2, 3]}
       %3: f32[4,s0,s0] = aten.view_copy(%2) {size=[4, %s, %s]}
       return %3
-    }""", DROP, """
+    }""",
+        DROP,
+        """
     graph @g {
       input %x: f32[4,s0,s0]
       %0: int = aten.sym_size.int(%x) {dim=1}
       %1: f32[4,s0,s0] = dim_order_ops._to_dim_order_copy(%x) {dtype=f32, dim_order=[0, 1, 2]}
       return %1
-    }""")
-    check_declined("""
+    }""",
+    )
+    check_declined(
+        """
     graph @g {
       input %x: f32[4,s0,s0]
       %s: int = aten.sym_size.int(%x) {dim=1}
@@ -327,4 +382,8 @@ def test_a_contiguous_copy_between_the_views_keeps_its_order_at_the_lower_rank()
       %2: f32[1,4,s0,s0] = dim_order_ops._to_dim_order_copy(%1) {dtype=f32, dim_order=[0, 2, 3, 1]}
       %3: f32[4,s0,s0] = aten.view_copy(%2) {size=[4, %s, %s]}
       return %3
-    }""", DROP, "drop_leading_unit_dims", "with the dim order")
+    }""",
+        DROP,
+        "drop_leading_unit_dims",
+        "with the dim order",
+    )

@@ -57,7 +57,8 @@ def test_aten_spelling():
 
 
 def test_edge_spelling_bf16_scales_first_symbolic_rows():
-    before = graph_of("""
+    before = graph_of(
+        """
     graph @g {
       input %x: f32[1,s0,4]
       buffer %w: i8[3,4]
@@ -67,8 +68,13 @@ def test_edge_spelling_bf16_scales_first_symbolic_rows():
       %y: f32[1,s0,3] = aten.linear(%x, %c)
       %o: f32[1,s0,3] = aten.mul.Tensor(%sf, %y)
       return %o
-    }""", scale_dtype=torch.bfloat16)
-    check_pipeline(before, f"{PASS},dead-code-elimination", """
+    }""",
+        scale_dtype=torch.bfloat16,
+    )
+    check_pipeline(
+        before,
+        f"{PASS},dead-code-elimination",
+        """
     graph @g {
       input %x: f32[1,s0,4]
       buffer %w: i8[3,4]
@@ -78,7 +84,9 @@ def test_edge_spelling_bf16_scales_first_symbolic_rows():
       %0: f32[3,4] = quantized_decomposed.dequantize_per_channel(%w, %weight_scales, %weight_zero_points) {axis=0, quant_min=-128, quant_max=127, dtype=i8}
       %y: f32[1,s0,3] = aten.linear(%x, %0)
       return %y
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 def test_weight_and_scales_read_by_two_linears():
@@ -95,7 +103,10 @@ def test_weight_and_scales_read_by_two_linears():
       %sum: f32[2,3] = aten.add.Tensor(%o, %o2)
       return %sum
     }""")
-    check_pipeline(before, f"{PASS},dead-code-elimination", """
+    check_pipeline(
+        before,
+        f"{PASS},dead-code-elimination",
+        """
     graph @g {
       input %x: f32[2,4]
       buffer %w: i8[3,4]
@@ -110,7 +121,9 @@ def test_weight_and_scales_read_by_two_linears():
       %y2: f32[2,3] = aten.linear(%x, %1)
       %sum: f32[2,3] = aten.add.Tensor(%y, %y2)
       return %sum
-    }""", changed=True)
+    }""",
+        changed=True,
+    )
 
 
 DECLINED = {
@@ -175,7 +188,9 @@ def test_scales_from_an_input_are_declined():
     check_pipeline(graph_of(text), PASS, text, changed=False)
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan"), 1e-40], ids=["zero", "negative", "inf", "nan", "subnormal"])
+@pytest.mark.parametrize(
+    "bad", [0.0, -1.0, float("inf"), float("nan"), 1e-40], ids=["zero", "negative", "inf", "nan", "subnormal"]
+)
 def test_scales_xnnpack_refuses_are_declined(bad):
     text = """
     graph @g {
