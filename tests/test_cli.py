@@ -362,7 +362,10 @@ def run_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
             ["lower", "TMP/m.pt2", "--dtype", "bf16", "--quantize", "static"],
             "--dtype bf16 and --quantize cannot be combined (XNNPACK's quantized ops take fp32)",
         ),
-        (["lower", "TMP/m.pt2", "-o", "TMP/m.pt2"], "-o TMP/m.pt2 would overwrite the input program"),
+        (
+            ["lower", "TMP/m.pt2", "-o", "TMP/m.pt2"],
+            "-o TMP/m.pt2 is the input TMP/m.pt2: writing it would overwrite the input; give another file",
+        ),
         (
             ["dump", "TMP/m.pt2", "--after", "fold-batch-norm{bogus=1}"],
             "--after: pass fold-batch-norm has no option 'bogus'; its options: to_affine",
