@@ -9,6 +9,9 @@ from passes.rewriter import RewritePattern
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten
 
+# the float dtypes XNNPACK's ops take (bf16 only with enable_bf16: the passes' gates decide that)
+FLOATS = (DType.f32, DType.f16, DType.bf16)
+
 
 @attrs.frozen
 class Bf16Rewrite(PatternRewritePass, register=False):

@@ -14,10 +14,10 @@ from __future__ import annotations
 import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
-from xir import DType, Node, TensorType
+from xir import Node, TensorType
 from xir.ops import aten, quantized_decomposed
 
-FLOATS = (DType.f32, DType.f16, DType.bf16)
+from ._base import FLOATS
 
 
 def _pair(value) -> list[int] | None:

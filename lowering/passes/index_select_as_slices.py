@@ -12,13 +12,12 @@ from __future__ import annotations
 import attrs
 
 from passes import Rewriter, rewrite_pattern
-from xir import DType, Node, TensorType
+from xir import Node, TensorType
 from xir.ops import aten
 
-from ._base import DelegatedDtypeRewrite
+from ._base import FLOATS, DelegatedDtypeRewrite
 from .slices_as_xir_slices import slice_op
 
-FLOATS = (DType.f32, DType.f16, DType.bf16)
 MAX_RUNS = 4
 
 

@@ -8,12 +8,10 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from passes.shape_ops_as_views import view_size, view_to
-from xir import DType, Node, TensorType
+from xir import Node, TensorType
 from xir.ops import aten
 
-from ._base import DelegatedDtypeRewrite
-
-FLOATS = (DType.f32, DType.f16, DType.bf16)
+from ._base import FLOATS, DelegatedDtypeRewrite
 
 
 @rewrite_pattern(aten.select_copy.int)

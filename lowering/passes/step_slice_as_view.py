@@ -13,13 +13,11 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from passes.shape_ops_as_views import view_size, view_to
-from xir import DType, Node, TensorType
+from xir import Node, TensorType
 from xir.ops import aten
 
-from ._base import DelegatedDtypeRewrite
+from ._base import FLOATS, DelegatedDtypeRewrite
 from .slices_as_xir_slices import slice_op
-
-FLOATS = (DType.f32, DType.f16, DType.bf16)
 
 
 @rewrite_pattern(aten.slice_copy.Tensor)
