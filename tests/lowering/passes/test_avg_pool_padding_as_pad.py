@@ -51,6 +51,22 @@ POOLS = [
     }""",
     ),
     case(
+        "of-a-constant",
+        """
+    graph @g {
+      param %w: f32[1,2,4,4]
+      %p: f32[1,2,4,4] = aten.avg_pool2d(%w) {kernel_size=[3, 3], stride=[1, 1], padding=[1, 1]}
+      return %p
+    }""",
+        """
+    graph @g {
+      param %w: f32[1,2,4,4]
+      %0: f32[1,2,6,6] = aten.constant_pad_nd(%w) {pad=[1, 1, 1, 1], value=0.0}
+      %p: f32[1,2,4,4] = aten.avg_pool2d(%0) {kernel_size=[3, 3], stride=[1, 1], padding=[0, 0]}
+      return %p
+    }""",
+    ),
+    case(
         "declined-count-include-pad-false",
         """
     graph @g {

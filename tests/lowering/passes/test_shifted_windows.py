@@ -260,6 +260,23 @@ AS_STRIDED = [
     }""",
     ),
     case(
+        "read-twice-and-returned",
+        """
+    graph @g {
+      param %w: f32[2,6]
+      %y: f32[3,4] = aten.as_strided_copy(%w) {size=[3, 4], stride=[4, 1]}
+      %z: f32[3,4] = aten.add.Tensor(%y, %y)
+      return %z, %y
+    }""",
+        """
+    graph @g {
+      param %w: f32[2,6]
+      %y: f32[3,4] = aten.view_copy(%w) {size=[3, 4]}
+      %z: f32[3,4] = aten.add.Tensor(%y, %y)
+      return %z, %y
+    }""",
+    ),
+    case(
         "declined-an-offset",
         """
     graph @g {
