@@ -11,6 +11,7 @@ data, in :mod:`lowering.pipeline` (its phases, and ``DEFAULT_PIPELINE``: torch-f
 
 from passes.registry import register_backend_passes
 
+from . import ops  # noqa: F401  (the backend's own ops: defined before anything reads them)
 from .capability import Options
 from .partition import PartitionPlan, plan_partition
 from .passes import PASSES

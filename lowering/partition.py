@@ -15,7 +15,7 @@ from typing import Callable
 import attrs
 
 from xir import Graph, Node, TensorType
-from xir.ops import aten, dim_order_ops, has_trait, quantized_decomposed, xir_ops
+from xir.ops import aten, dim_order_ops, has_trait, quantized_decomposed
 
 from .capability import (
     AFFINE_RULE,
@@ -29,6 +29,7 @@ from .capability import (
     is_float_conv1d,
     zero_pad,
 )
+from .ops import xir_ops
 from .rules import (
     CHANNELS_LAST_OPS,
     CHOOSE_QPARAMS_OPS,

@@ -27,10 +27,9 @@ import torch
 
 import xir
 from passes import Instrument, Pass, PassManager, check_order, format_pipeline, parse_pipeline
-from xir.ops import aten
 
 from .backend_passes import delegation_specs
-from .capability import Options
+from .capability import LINEAR_OPS, Options
 from .linear_rebuild import keep_inexact_matmuls
 from .partition import PartitionPlan, plan_partition
 from .pipeline import Switches, float_op_passes, option_passes, pipeline_text
@@ -42,8 +41,6 @@ from .rules import (
     STATIC,
     STATIC_OPERAND_OPS,
 )
-
-FLOAT_LINEARS = (aten.linear, aten.addmm, aten.mm)
 
 logger = logging.getLogger("xir")
 
@@ -428,7 +425,7 @@ def _runtime_weights(plan: PartitionPlan) -> set[int]:
 
     result: set[int] = set()
     for node in plan.delegated_nodes:
-        if node.op not in FLOAT_LINEARS:
+        if node.op not in LINEAR_OPS:
             continue
         if node.input.producer is not None and node.input.producer.op in DEQUANTIZE_OPS:
             continue  # a quantized linear keeps its constants

@@ -17,7 +17,9 @@ from typing import Callable
 import attrs
 
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, dim_order_ops, quantized_decomposed, xir_ops
+from xir.ops import aten, dim_order_ops, family, quantized_decomposed
+
+from .ops import xir_ops
 
 MAX_RANK = 6
 FP32, STATIC, DYNAMIC = "fp32", "static", "dynamic"
@@ -532,18 +534,10 @@ AFFINE_DEQUANTIZE = "torchao.dequantize_affine"
 AFFINE_QUANTIZE = "torchao.quantize_affine"
 AFFINE_CHOOSE_QPARAMS = "torchao.choose_qparams_affine"
 
-DEQUANTIZE_OPS = (
-    quantized_decomposed.dequantize_per_tensor,
-    quantized_decomposed.dequantize_per_tensor.tensor,
-    quantized_decomposed.dequantize_per_channel,
-    AFFINE_DEQUANTIZE,
-)
-QUANTIZE_OPS = (
-    quantized_decomposed.quantize_per_tensor,
-    quantized_decomposed.quantize_per_tensor.tensor,
-    AFFINE_QUANTIZE,
-)
-CHOOSE_QPARAMS_OPS = (quantized_decomposed.choose_qparams.tensor, AFFINE_CHOOSE_QPARAMS)
+# the quantization families, by the traits of the op definitions (quantized_decomposed's and torchao's)
+DEQUANTIZE_OPS = family("dequantize")
+QUANTIZE_OPS = family("quantize")
+CHOOSE_QPARAMS_OPS = family("choose-qparams")
 
 # --------------------------------------------------------------------------------- the table
 

@@ -2,18 +2,19 @@
 same op, the same operands, equal attributes) is replaced by that node's results and erased.
 
 Purity comes from the op's definition (the ``pure`` trait in :mod:`xir.ops`); opaque ops and ops
-with side effects are never merged, nor random ops (two dropouts draw two masks) nor the
-quantize/dequantize ops a quantized lowering matches one reader at a time. Operands are compared
+with side effects are never merged, nor ops with the ``random`` trait (two dropouts draw two masks)
+nor the quantization ops (``quantize``, ``dequantize``, ``choose-qparams``), which a quantized
+lowering matches one reader at a time. Operands are compared
 by identity (a value, not an equal one), attributes by value (values inside attributes, such as
 a symbolic size, by identity). The earlier node comes first in program order, so it is computed
 before every reader of the node it replaces. Left alone: a node whose operands are all constants
 (a weight's permute or view: a backend matches a GEMM with its own weight layout, and a shared
 one would tie two GEMMs together), a repeat where it or the earlier node is read by a matrix
-multiply (a decomposed linear's input view is part of that linear: fuzz regression
+multiply (an op with the ``matmul`` trait: a decomposed linear's input view is part of that linear: fuzz regression
 "three-linears-of-one-input"), and a node that is a graph output.
 
 Where it pays: a rewrite that builds the same helper for several readers (the rotary tables'
-views, once for q and once for k in every layer, in ``xnnpack.rope-as-pair-swap``), or a model
+views, once for q and once for k in every layer, in a backend's rotary rewrite), or a model
 that recomputes a view or a cast per layer; each merged node is one op fewer to run.
 """
 
@@ -27,10 +28,9 @@ from xir.ops import has_trait
 
 from .pass_base import function_pass
 
-# pure by their definition, but two of them are not one: random ops; and the Q/DQ ops a quantized
-# lowering matches per reader
-NEVER_MERGED_WORDS = ("dropout", "rand", "bernoulli", "normal", "uniform", "multinomial", "poisson")
-NEVER_MERGED_NAMESPACES = ("quantized_decomposed.", "torchao.")
+# pure by their definition, but two of them are not one: random ops (two dropouts draw two masks);
+# and the quantization ops, which a quantized lowering matches one reader at a time
+NEVER_MERGED_TRAITS = ("random", "quantize", "dequantize", "choose-qparams")
 
 
 def _key(value: Any) -> Any:
@@ -52,32 +52,19 @@ def _key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-# readers whose operands a backend matches as one unit with the nodes before them: a decomposed
-# linear's input view belongs to that linear (XNNPACK rebuilds the linear from its source
-# partition), so two linears reading equal views keep one each; and a batched matmul reading one
-# permute as both operands multiplies wrong in XNNPACK (xnnpack.bmm-distinct-operands makes two)
-MATMULS = (
-    "aten.mm",
-    "aten.addmm",
-    "aten.bmm",
-    "aten.linear",
-    "aten.matmul",
-    "xir.bmm_f32out",
-    "xir.linear_f16w",
-)  # (and xir's own matmuls, which bf16 rewrites make)
-
-
+# readers whose operands a backend matches as one unit with the nodes before them: matrix
+# multiplies (the ``matmul`` trait). A decomposed linear's input view belongs to that linear (a
+# backend may rebuild the linear from its source partition), so two linears reading equal views
+# keep one each; and a batched matmul reading one permute as both of its operands is a pattern
+# backends get wrong (so two equal permutes stay two).
 def _read_by_matmul(node: Node) -> bool:
-    return any(user.op in MATMULS for result in node.results for user in result.users)
+    return any(has_trait(user.op, "matmul") for result in node.results for user in result.users)
 
 
 def mergeable(node: Node) -> bool:
     op = node.op
     return (
-        has_trait(op, "pure")
-        and not op.startswith(NEVER_MERGED_NAMESPACES)
-        and not any(word in op for word in NEVER_MERGED_WORDS)
-        and bool(node.results)
+        has_trait(op, "pure") and not any(has_trait(op, trait) for trait in NEVER_MERGED_TRAITS) and bool(node.results)
     )
 
 

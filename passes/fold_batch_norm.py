@@ -7,8 +7,8 @@ that dim is the op's output-channel dim:
 * a convolution (not transposed): output channels are dim 1, weight rows are output channels;
 * a linear with a 2-D output (N, C): output channels are dim 1 = the last dim.
 
-A linear with a 3-D output (N, C, F) has its output channels on F, not C: folding there (as
-ExecuTorch 1.5.1's XNNPACK does) scales the wrong dim. Folding changes what the conv or linear
+A linear with a 3-D output (N, C, F) has its output channels on F, not C: folding there (as a
+fold that only checks the producer's op does) scales the wrong dim. Folding changes what the conv or linear
 computes, so it also needs the batch norm to be the only use of that output (not another
 node's operand, not a graph output). :func:`fold_target` is the one place that decides; the
 lowering's capability check asks it too. A batch norm that cannot fold becomes

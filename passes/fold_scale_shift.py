@@ -28,11 +28,11 @@ weight and bias: ``linear(x, W, c) * s = linear(x, W * s, c * s)`` (rows of ``W`
 the weight and bias are constants the linear alone reads.
 
 And a number, or one number per output feature, added right after a linear (RMSNorm's ``eps``
-after its mean, which ``xnnpack.mean-over-last-dims`` writes as a linear) goes into that linear's
+after its mean, when a backend writes the mean as a linear) goes into that linear's
 bias: ``linear(x, W, c) + s = linear(x, W, c + s)``, when the linear's weight is a constant and its
 bias a constant it alone reads (or none): one op fewer per norm. Only with ``bias_shifts=true``:
 the sum then starts from ``c + s`` in the GEMM instead of adding ``s`` to its rounded result,
-which moves the output by about an ulp, and xir's XNNPACK pipeline keeps stock's numbers instead
+which moves the output by about an ulp, and a pipeline that must keep a reference's numbers leaves it off
 (in the flow's 8da4w program with group 128, that ulp flipped an activation's int8 rounding: the
 decode step's logits moved by 0.006 from stock's, which are otherwise equal to the bit; the step
 was no faster: docs/benchmarks.md).
@@ -40,7 +40,7 @@ was no faster: docs/benchmarks.md).
 The numbers: ``W * w`` is rounded once in fp32 (the product eager rounds per activation instead),
 and ``W @ b`` is summed in fp64 and rounded once; the linear's outputs move by about an fp32 ulp
 of their size (measured on the transformers zoo and the LLM flow in docs/benchmarks.md). A shift
-moved into the bias is added where XNNPACK's GEMM starts its sums (``c + s`` rounded once in
+moved into the bias is added where the GEMM starts its sums (``c + s`` rounded once in
 fp32) rather than to the rounded result: again about an ulp.
 """
 

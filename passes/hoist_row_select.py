@@ -1,7 +1,7 @@
 """hoist-row-select: a select of one row moves up through the ops that compute each row on its own,
 so they compute that row only.
 
-ExecuTorch's LLM flow ends its decoder with ``h[:, -1, :]`` (``select_copy`` of the last token) after
+An LLM export flow ends its decoder with ``h[:, -1, :]`` (``select_copy`` of the last token) after
 the last layer: a prefill of 64 tokens computes the last layer's attention output projection, its
 feed-forward and the residual adds for 64 rows, and keeps one. Those ops compute each row from the
 same row of their inputs (a linear, an elementwise op, a norm over the last dim), so the select can
@@ -24,8 +24,8 @@ the shape it has (a matmul's decomposition writes them); the rows of ``bmm``'s f
 before each linear. Exact: each narrowed op computes the same numbers for that row as before.
 
 Worth it only where the narrowed ops include a linear or a batched matmul: elsewhere the walk is
-left undone (a row picked from a symbolic dim is a select outside XNNPACK, which would split a
-delegate for an elementwise tail's sake).
+left undone (a row picked from a symbolic dim is a select a backend may not take, which would
+split its delegate for an elementwise tail's sake).
 
 Not passed (the walk ends there): the op of a pt2e Q/DQ pattern (the operand it reads a row of is a
 ``quantized_decomposed`` dequantize's result), whose pattern a pick would break, leaving its Q/DQ
@@ -51,7 +51,6 @@ NAME = "hoist-row-select"
 # torchao's dynamic quantization ops, row-wise when their block is 1 along the dim
 CHOOSE_QPARAMS = "torchao.choose_qparams_affine"
 QUANTIZE = ("torchao.quantize_affine", "torchao.dequantize_affine")
-MATMULS = (str(aten.linear), str(aten.bmm))  # what makes a walk worth its picks
 REDUCTIONS = (str(aten.mean.dim), str(aten.sum.dim_IntList), str(aten.amax))
 SOFTMAXES = (str(aten._softmax), str(aten._log_softmax))
 
@@ -149,9 +148,9 @@ def operand_dims(node: Node, dim: int) -> list[int | None] | None:
     if op == str(aten.expand_copy):  # (a matmul's decomposition expands to the shape it has)
         return [dim] if tensors[0].shape == result.shape else None
     if op == str(aten.bmm):
-        # not in bf16: XNNPACK's bf16 batched matmul (xnnpack.bf16-bmm-f32-output) sums in an
-        # order that depends on the rows it gets; on one row a bf16 rounding flipped against
-        # eager's, which the whole matmul matched (tests/lowering/test_hoist_row_select_e2e.py)
+        # not in bf16: a backend's bf16 batched matmul may sum in an order that depends on the rows
+        # it gets; on one row a bf16 rounding flipped against eager's, which the whole matmul
+        # matched (tests/lowering/test_hoist_row_select_e2e.py)
         return [dim, None] if dim == 1 and result.dtype is not DType.bf16 else None
     return None
 
@@ -178,7 +177,7 @@ def _quantize_dims(node: Node, dim: int) -> list[int | None] | None:
 def _quantized_pattern(value: Value) -> bool:
     """``value`` is a pt2e dequantize's result (``quantized_decomposed``): the op reading it is the
     quantized op of a Q/DQ pattern, which a row picked between them would break; its Q/DQ would then
-    stay outside XNNPACK (fuzz dynamic 97034: a dynamically quantized linear, then ``x.select(0, 2)``)."""
+    stay outside the backend (fuzz dynamic 97034: a dynamically quantized linear, then ``x.select(0, 2)``)."""
     producer = value.producer
     return producer is not None and str(producer.op).startswith("quantized_decomposed.")
 
@@ -235,9 +234,9 @@ def _narrowed_attributes(node: Node, result: TensorType, dim: int) -> dict:
 def _hoist(graph: Graph, select: Node) -> bool:
     x, dim, index = _seed(select)
     region, row_dim = _region(graph, select, x, dim)
-    if not any(node.op in MATMULS for node, _ in region):
+    if not any(has_trait(node.op, "matmul") for node, _ in region):
         # elementwise ops and norms alone save little, and a row picked from a symbolic dim is a
-        # select outside XNNPACK: in the middle of a delegate it splits it in two (measured on
+        # select a backend may leave outside: in the middle of a delegate it splits it in two (measured on
         # random programs: a tail of a mean or a softmax took two delegates where there was one)
         return False
     made_here = {id(r) for node, _ in region for r in node.results}

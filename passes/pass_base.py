@@ -12,7 +12,7 @@
 A subclass with a ``name`` defined by a program is registered where it is defined (the built-in
 passes are listed instead, and found by name: :mod:`passes.registry`); :func:`function_pass`
 turns a plain function ``fn(graph, *, option=default) -> bool`` into a pass. Passes tied to one
-backend carry its name as a prefix (``xnnpack.bf16-in-fp32``); generic passes have none.
+backend carry its name as a prefix (``backend.some-rewrite``); generic passes have none.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ No pass registers by being imported. A name is looked up in four places, in this
    under a name already taken is an error that says how to free it (:func:`unregister_pass`);
 2. the generic built-in passes of this package, listed in :data:`BUILTIN`;
 3. the passes of backends: a backend's package hands its table (``name -> "module:Class"``) to
-   :func:`register_backend_passes` when it is imported (xir's XNNPACK backend does so in
-   ``lowering/__init__.py``), so no installed metadata is needed;
+   :func:`register_backend_passes` when it is imported (the backend in ``lowering/`` does so
+   in its ``__init__.py``), so no installed metadata is needed;
 4. the passes of third parties, listed as entry points of the group ``xir.passes``
    (``name = "module:Class"``). An entry point never replaces a name of 2. or 3.: a clash is an
    error that names both modules.
@@ -119,7 +119,7 @@ def check_name(name: str) -> None:
     if not re.fullmatch(NAME_PATTERN, name):
         raise PipelineError(
             f"pass name {name!r} is not kebab-case with an optional backend prefix "
-            "(e.g. 'fold-batch-norm', 'xnnpack.bf16-in-fp32')"
+            "(e.g. 'fold-batch-norm', 'backend.some-rewrite')"
         )
 
 

@@ -1,6 +1,6 @@
 """remove-no-ops: drop views, permutes, copies and conversions that change nothing, and fold
 chains of views and of permutes. Graphs from torch.export are full of them. (A backend whose
-preprocessing reads some of them keeps those with a variant of its own: ``xnnpack.remove-no-ops``.)"""
+preprocessing reads some of them keeps those with a variant of its own.)"""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """shape-ops-as-views: ``unsqueeze``, ``squeeze`` and an ``expand`` that adds no elements only
-change a tensor's shape; each is a ``view_copy`` to its result shape, which backends (XNNPACK
-among them) run as a reshape. ExecuTorch's decoder LLM exports are full of them (attention masks,
+change a tensor's shape; each is a ``view_copy`` to its result shape, which backends run as
+a reshape. Decoder LLM exports are full of them (attention masks,
 rotary embeddings, KV-cache heads).
 
 With a dynamic shape (a dim is a ``Symbol``) the view's size is written with ``-1`` in place of
-the one symbolic dim (PyTorch, and XNNPACK's reshape, infer it from the element count): exact for
+the one symbolic dim (PyTorch, and a backend's reshape, infer it from the element count): exact for
 every run-time size, as long as no other dim is 0 (then -1 is ambiguous). A view whose size is
 computed at run time (``view_copy(x) {size=[1, %s, 4, 8]}``, ``%s`` a ``sym_size``) is rewritten
 the same way, so its size is all integers. Two or more symbolic dims: left as it is."""

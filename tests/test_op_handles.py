@@ -9,8 +9,9 @@ import textwrap
 
 import pytest
 
+from lowering.ops import xir_ops
 from xir import IRError, VerificationError, parse_graph, verify
-from xir.ops import aten, quantized_decomposed, xir_ops
+from xir.ops import aten, quantized_decomposed
 
 
 def test_handles_are_the_op_names():

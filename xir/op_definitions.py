@@ -18,7 +18,23 @@ from .core import Value
 from .dtypes import DType
 from .errors import IRError
 from .op_schemas import CATCH_ALL, SCHEMAS
-from .ops import COMMUTATIVE, ELEMENTWISE, PURE, REQUIRED, VIEW, define_op, dims_agree, same_as_input, show_shape
+from .ops import (
+    CHOOSE_QPARAMS,
+    COMMUTATIVE,
+    DEQUANTIZE,
+    ELEMENTWISE,
+    LINEAR,
+    MATMUL,
+    PURE,
+    QUANTIZE,
+    RANDOM,
+    REQUIRED,
+    VIEW,
+    define_op,
+    dims_agree,
+    same_as_input,
+    show_shape,
+)
 from .types import ScalarType, Symbol, TensorType, Type
 
 # ------------------------------------------------------------------------------- attributes
@@ -160,19 +176,6 @@ def broadcast(node):
 def _to_dtype(node):
     x = _tensor(node.operands[0])
     return None if x is None else [x.with_dtype(_dtype(node, "dtype", x.dtype))]
-
-
-def _xir_slice(node):
-    x = _tensor(node.operands[0])
-    if x is None:
-        return None
-    dim, start, end = (_attr(node, name) for name in ("dim", "start", "end"))
-    if not all(_is_int(v) for v in (dim, start, end)) or not 0 <= dim < x.rank:
-        raise IRError(f"dim, start and end must be integers and dim in [0, {x.rank}), got {dim!r}, {start!r}, {end!r}")
-    size = x.shape[dim]
-    if not 0 <= start <= end or (isinstance(size, int) and end > size):
-        raise IRError(f"[{start}:{end}] is not in range of dim {dim} (size {size})")
-    return [TensorType(x.dtype, x.shape[:dim] + (end - start,) + x.shape[dim + 1 :])]
 
 
 def _linear(node):
@@ -950,20 +953,6 @@ def _check_linear(node) -> str | None:
     return _linear_shapes(node) or _same_dtype(node)
 
 
-def _check_linear_f16w(node) -> str | None:
-    """xir.linear_f16w: an f32 input and bias, an f16 weight, a linear's shapes."""
-    x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
-    if x is None or w is None:
-        return "an operand is not a tensor"
-    if x.dtype is not DType.f32 or w.dtype is not DType.f16:
-        return f"input must be f32 and weight f16, got {x.dtype} and {w.dtype}"
-    if len(node.operands) > 2 and (
-        _tensor(node.operands[2]) is None or _tensor(node.operands[2]).dtype is not DType.f32
-    ):
-        return "bias must be an f32 tensor"
-    return _linear_shapes(node)
-
-
 def _check_matrices(first: int):
     def check(node) -> str | None:
         a, b = _tensor(node.operands[first]), _tensor(node.operands[first + 1])
@@ -1250,25 +1239,30 @@ define_op(
 define_op(
     "aten.linear",
     operands=("input", "weight", "bias?"),
-    traits=PURE,
+    traits=PURE | LINEAR,
     weights=("weight", "bias"),
     infer=_linear,
     check=_check_linear,
 )
 define_op(
-    "aten.mm", operands=("input", "weight"), traits=PURE, weights=("weight",), infer=_mm, check=_check_matrices(0)
+    "aten.mm",
+    operands=("input", "weight"),
+    traits=PURE | LINEAR,
+    weights=("weight",),
+    infer=_mm,
+    check=_check_matrices(0),
 )
 define_op(
     "aten.addmm",
     operands=("bias", "input", "weight"),
     attributes={"beta": 1, "alpha": 1},
-    traits=PURE,
+    traits=PURE | LINEAR,
     weights=("weight", "bias"),
     infer=_addmm,
     check=_check_matrices(1),
 )
-define_op("aten.bmm", operands=("input", "mat2"), traits=PURE, infer=_bmm(), check=_check_bmm)
-define_op("aten.matmul", operands=("input", "other"), traits=PURE, infer=_matmul, check=_check_matmul)
+define_op("aten.bmm", operands=("input", "mat2"), traits=PURE | MATMUL, infer=_bmm(), check=_check_bmm)
+define_op("aten.matmul", operands=("input", "other"), traits=PURE | MATMUL, infer=_matmul, check=_check_matmul)
 define_op(
     "aten.convolution",
     operands=("input", "weight", "bias?"),
@@ -1609,6 +1603,7 @@ _CATCH_ALL_INFER = {
     "aten.pixel_unshuffle": _pixel_shuffle,
     "aten.bucketize.Tensor": _bucketize,
 }
+_RANDOM = {"aten.native_dropout"}  # (a dropout draws its mask)
 for _full in CATCH_ALL:
     _operands, _attributes = SCHEMAS[_full]
     _namespace, _name, *_overload = _full.split(".")
@@ -1617,7 +1612,7 @@ for _full in CATCH_ALL:
         overloads=(_overload[0] if _overload else "default",),
         operands=_operands,
         attributes=_attributes,
-        traits=ELEMENTWISE_PURE if _full in _PREDICATES else PURE,
+        traits=(ELEMENTWISE_PURE if _full in _PREDICATES else PURE) | (RANDOM if _full in _RANDOM else frozenset()),
         infer=_CATCH_ALL_INFER[_full],
     )
 
@@ -1627,7 +1622,7 @@ define_op(
     "quantized_decomposed.quantize_per_tensor",
     operands=("input",),
     attributes=_QPARAMS,
-    traits=PURE,
+    traits=PURE | QUANTIZE,
     infer=_quantize,
     check=_check_quantize,
 )
@@ -1635,7 +1630,7 @@ define_op(
     "quantized_decomposed.dequantize_per_tensor",
     operands=("input",),
     attributes={**_QPARAMS, "out_dtype": None},
-    traits=PURE,
+    traits=PURE | DEQUANTIZE,
     infer=_dequantize,
     check=_check_dequantize,
 )
@@ -1645,7 +1640,7 @@ define_op(
     overloads=("tensor",),
     operands=("input", "scale", "zero_point"),
     attributes=_TENSOR_QPARAMS,
-    traits=PURE,
+    traits=PURE | QUANTIZE,
     infer=_quantize,
     check=_check_quantize,
 )
@@ -1654,7 +1649,7 @@ define_op(
     overloads=("tensor",),
     operands=("input", "scale", "zero_point"),
     attributes={**_TENSOR_QPARAMS, "out_dtype": None},
-    traits=PURE,
+    traits=PURE | DEQUANTIZE,
     infer=_dequantize,
     check=_check_dequantize,
 )
@@ -1662,7 +1657,7 @@ define_op(
     "quantized_decomposed.quantize_per_channel",
     operands=("input", "scales", "zero_points"),
     attributes={"axis": REQUIRED, **_TENSOR_QPARAMS},
-    traits=PURE,
+    traits=PURE | QUANTIZE,
     infer=_quantize,
     check=_check_quantize,
 )
@@ -1670,7 +1665,7 @@ define_op(
     "quantized_decomposed.dequantize_per_channel",
     operands=("input", "scales", "zero_points?"),
     attributes={"axis": REQUIRED, **_TENSOR_QPARAMS, "out_dtype": None},
-    traits=PURE,
+    traits=PURE | DEQUANTIZE,
     infer=_dequantize,
     check=_check_dequantize,
 )
@@ -1679,7 +1674,7 @@ define_op(
     overloads=("tensor",),
     operands=("input",),
     attributes={"quant_min": REQUIRED, "quant_max": REQUIRED, "eps": REQUIRED, "dtype": REQUIRED},
-    traits=PURE,
+    traits=PURE | CHOOSE_QPARAMS,
     infer=lambda node: [TensorType(DType.f64, (1,)), TensorType(DType.i64, (1,))],
 )
 
@@ -1732,7 +1727,7 @@ define_op(
         "zero_point_dtype": None,
         "keepdim": False,
     },
-    traits=PURE,
+    traits=PURE | CHOOSE_QPARAMS,
     infer=_choose_qparams_affine,
     doc="a scale and zero point per block of block_size elements of input (its min and max)",
 )
@@ -1740,7 +1735,7 @@ define_op(
     "torchao.quantize_affine",
     operands=("input", "scale", "zero_point?"),
     attributes={"block_size": REQUIRED, "output_dtype": REQUIRED, "quant_min": None, "quant_max": None},
-    traits=PURE,
+    traits=PURE | QUANTIZE,
     infer=_quantize_affine,
     doc="input quantized with a scale and zero point per block of block_size elements",
 )
@@ -1754,42 +1749,7 @@ define_op(
         "quant_max": None,
         "output_dtype": DType.f32,
     },
-    traits=PURE,
+    traits=PURE | DEQUANTIZE,
     infer=_dequantize_affine,
     doc="input (int data) dequantized with a scale and zero point per block of block_size elements",
-)
-
-# xir's own ops (their XNNPACK serialization is in lowering/xnnpack_ops.py)
-define_op(
-    "xir.bmm_f32out",
-    operands=("input", "mat2"),
-    traits=PURE,
-    infer=_bmm(DType.f32),
-    check=_check_bmm,
-    doc="batched matmul of bf16 (or f32) matrices with an f32 result, as XNNPACK computes it",
-)
-define_op(
-    "xir.linear_f16w",
-    operands=("input", "weight", "bias?"),
-    traits=PURE,
-    weights=("weight", "bias"),
-    infer=_linear,
-    check=_check_linear_f16w,
-    doc="linear of an f32 input on an f16 weight (f32 bias and result), as XNNPACK's fully connected takes it",
-)
-define_op(
-    "xir.convert",
-    operands=("input",),
-    attributes={"dtype": REQUIRED},
-    traits=PURE | ELEMENTWISE,
-    infer=_to_dtype,
-    doc="a dtype conversion XNNPACK runs (f32 <-> bf16)",
-)
-define_op(
-    "xir.slice",
-    operands=("input",),
-    attributes={"dim": REQUIRED, "start": REQUIRED, "end": REQUIRED},
-    traits=PURE,
-    infer=_xir_slice,
-    doc="input[start:end] along dim, in range (XNNPACK's slice; the other dims, symbolic or not, whole)",
 )

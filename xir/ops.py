@@ -10,6 +10,12 @@ defaults, result-type inference, a check of its operands, and traits:
 * ``elementwise``: each output element depends on the input elements at the same position;
 * ``view``: layout only (a view, permute, expand, copy): moves elements, computes nothing;
 * ``commutative``: the first two operands may be swapped;
+* ``random``: draws random numbers: two nodes with the same operands give different results;
+* ``matmul``: multiplies matrices (its cost is the GEMM; backends match its operands as a unit);
+* ``linear``: a linear layer, ``input @ weight.T + bias`` with a weight operand (``aten.linear``
+  and the ``addmm``/``mm`` torch.export decomposes it into);
+* ``quantize``, ``dequantize``, ``choose-qparams``: the quantization ops (a quantized lowering
+  matches each with its one reader);
 * ``weights``: the operands that are weights (static data in a backend: has-static-weights).
 
 The verifier, dead-code elimination, :meth:`Graph.create_node` (which infers result types
@@ -35,7 +41,24 @@ PURE = frozenset({"pure"})
 ELEMENTWISE = frozenset({"elementwise"})
 VIEW = frozenset({"view"})
 COMMUTATIVE = frozenset({"commutative"})
-TRAITS = ("pure", "elementwise", "view", "commutative")
+RANDOM = frozenset({"random"})
+MATMUL = frozenset({"matmul"})
+LINEAR = frozenset({"linear", "matmul"})  # (a linear layer multiplies matrices)
+QUANTIZE = frozenset({"quantize"})
+DEQUANTIZE = frozenset({"dequantize"})
+CHOOSE_QPARAMS = frozenset({"choose-qparams"})
+TRAITS = (
+    "pure",
+    "elementwise",
+    "view",
+    "commutative",
+    "random",
+    "matmul",
+    "linear",
+    "quantize",
+    "dequantize",
+    "choose-qparams",
+)
 
 REQUIRED = object()  # an attribute the node must carry (no default)
 
@@ -316,7 +339,6 @@ aten = Namespace("aten")
 quantized_decomposed = Namespace("quantized_decomposed")
 dim_order_ops = Namespace("dim_order_ops")
 torchao = Namespace("torchao")  # torchao's affine quantization (only dequantize_affine is defined)
-xir_ops = Namespace("xir")  # xir's own ops (xir.convert, xir.bmm_f32out, xir.linear_f16w, xir.slice)
 
 
 def check_op_names(ops: Iterable[str], where: str) -> None:
@@ -375,6 +397,13 @@ def ops_with(trait: str) -> frozenset[str]:
     """Every full op name whose definition has ``trait`` (``pure``, ``view``, ``weights``, ...)."""
     _load_definitions()
     return frozenset(name for name, d in _REGISTRY.items() if d.has(trait))
+
+
+def family(trait: str) -> tuple[Op, ...]:
+    """The ops defined with ``trait``, as handles (sorted): an op family declared on the op
+    definitions (``family("linear")``: ``aten.addmm``, ``aten.linear``, ``aten.mm``). Read when
+    called: a family read at import time holds the ops defined by then."""
+    return tuple(Op(name) for name in sorted(ops_with(trait)))
 
 
 def all_ops() -> dict[str, OpDef]:

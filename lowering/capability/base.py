@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from xir import Node, Value
-from xir.ops import aten
+from xir.ops import aten, family
 
 from ..rules import (
     ALL_PRECISIONS,
@@ -23,8 +23,8 @@ from ..rules import (
 # what XNNPACK's FuseActivationPass folds into the op before it (a conv, a linear, ...): in a
 # static unit the op's quantize may come after one of these; a clamp is not fused
 FUSED_ACTIVATIONS = (aten.relu, aten.hardtanh)
-GEMM_OPS = (aten.linear, aten.addmm, aten.mm, aten.convolution)
-LINEAR_OPS = (aten.linear, aten.addmm, aten.mm)
+LINEAR_OPS = family("linear")  # (aten.linear and the addmm/mm torch.export decomposes it into)
+GEMM_OPS = LINEAR_OPS + (aten.convolution,)
 STATIC_QUANT_OPS = (
     {op for op, rule in RULES.items() if STATIC in rule.precisions} - set(QUANTIZE_OPS) - set(DEQUANTIZE_OPS)
 )

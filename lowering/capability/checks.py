@@ -19,8 +19,9 @@ import attrs
 
 from passes.fold_batch_norm import fold_target
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, quantized_decomposed, xir_ops
+from xir.ops import aten, quantized_decomposed
 
+from ..ops import xir_ops
 from ..rules import (
     AFFINE_DEQUANTIZE,
     DYNAMIC,

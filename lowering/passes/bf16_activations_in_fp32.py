@@ -49,8 +49,9 @@ import attrs
 from passes import Rewriter
 from passes.rewriter import RewritePattern
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, xir_ops
+from xir.ops import aten
 
+from ..ops import xir_ops
 from ._base import Bf16Rewrite
 from .bf16_linear_as_f16 import _as_f16, _f16_problem
 

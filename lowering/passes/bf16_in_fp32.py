@@ -6,8 +6,9 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType
-from xir.ops import aten, xir_ops
+from xir.ops import aten
 
+from ..ops import xir_ops
 from ._base import Bf16Rewrite
 
 # ops XNNPACK defines in fp32 but not in bf16

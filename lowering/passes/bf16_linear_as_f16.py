@@ -33,8 +33,9 @@ import attrs
 
 from passes import Rewriter
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, xir_ops
+from xir.ops import aten
 
+from ..ops import xir_ops
 from ._base import Bf16Rewrite, RunStateRule
 
 F16_MAX = 65504.0

@@ -39,8 +39,9 @@ from passes.common_subexpressions import _key
 from passes.pass_base import Pass
 from passes.rewriter import KeepsStats, Rewriter, RewriteStats
 from xir import DType, Graph, Node, TensorType, Value
-from xir.ops import aten, torchao, xir_ops
+from xir.ops import aten, torchao
 
+from ..ops import xir_ops
 from ..rules import AFFINE_CHOOSE_QPARAMS, AFFINE_QUANTIZE
 from .slices_as_xir_slices import slice_op
 

@@ -41,10 +41,11 @@ from passes.common_subexpressions import _key
 from passes.pass_base import Pass
 from passes.rewriter import KeepsStats, Rewriter, RewriteStats
 from xir import Graph, Node, TensorType, Value
-from xir.ops import aten, xir_ops
+from xir.ops import aten
 from xir.types import Symbol
 
 from ..capability.linears import same_dim
+from ..ops import xir_ops
 from .slices_as_xir_slices import slice_op
 
 # ops computed independently per position of every dim but the ones their attributes name

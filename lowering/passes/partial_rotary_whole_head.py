@@ -42,8 +42,9 @@ import attrs
 from passes import PatternRewritePass, Rewriter
 from passes.shape_ops_as_views import dims_product, view_size, view_to
 from xir import Node, TensorType, Value
-from xir.ops import aten, xir_ops
+from xir.ops import aten
 
+from ..ops import xir_ops
 from ._base import _TORCH_DTYPES, RunStateRule
 from .rope_as_pair_swap import write_swap_rotation
 from .rotate_half_sign import last_dim_slice

@@ -20,11 +20,11 @@ from passes.remove_no_ops import (
 )
 from passes.rewriter import RewritePattern, rewrite_pattern
 from xir import Node
-from xir.ops import aten, dim_order_ops
+from xir.ops import aten, dim_order_ops, family
 
 from ..rules import dim_order_of
 
-DECOMPOSED_LINEAR_OPS = (aten.addmm, aten.mm)
+DECOMPOSED_LINEAR_OPS = tuple(op for op in family("linear") if op != aten.linear)  # (addmm, mm)
 KEEPS_VIEW = "a view of a decomposed linear (XNNPACK rebuilds the linear from it)"
 
 

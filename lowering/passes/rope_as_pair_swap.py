@@ -42,8 +42,9 @@ from passes.remove_no_ops import CONVERT_OPS as CASTS
 from passes.remove_no_ops import layout_change
 from passes.shape_ops_as_views import dims_product, view_to
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, xir_ops
+from xir.ops import aten
 
+from ..ops import xir_ops
 from ._base import RunStateRule
 
 

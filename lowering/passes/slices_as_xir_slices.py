@@ -16,8 +16,9 @@ import attrs
 
 from passes import Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType
-from xir.ops import aten, xir_ops
+from xir.ops import aten
 
+from ..ops import xir_ops
 from ._base import DelegatedDtypeRewrite
 
 FLOATS = (DType.f32, DType.bf16)

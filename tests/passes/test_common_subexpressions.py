@@ -94,3 +94,37 @@ def test_two_permutes_read_by_xirs_bf16_batched_matmul_stay_apart():
       return %m
     }"""
     check_pipeline(text, PASS, text, changed=False)
+
+
+def test_decides_from_traits_not_names():
+    """An op of a third party's namespace merges or not by the traits of its definition alone: a
+    ``random`` one stays twice, a ``matmul`` one keeps the views it reads."""
+    from xir.ops import MATMUL, PURE, RANDOM, define_op, same_as_input, undefine_op
+
+    define_op("thirdparty.jitter", operands=("input",), traits=PURE | RANDOM, infer=same_as_input)
+    define_op("thirdparty.gemm", operands=("input", "other"), traits=PURE | MATMUL, infer=same_as_input)
+    define_op("thirdparty.scale", operands=("input",), traits=PURE, infer=same_as_input)
+    try:
+        text = """
+    graph @g {
+      input %x: f32[4,4]
+      %j1: f32[4,4] = thirdparty.jitter(%x)
+      %j2: f32[4,4] = thirdparty.jitter(%x)
+      %v1: f32[4,4] = aten.view_copy(%x) {size=[4, 4]}
+      %v2: f32[4,4] = aten.view_copy(%x) {size=[4, 4]}
+      %g1: f32[4,4] = thirdparty.gemm(%v1, %j1)
+      %g2: f32[4,4] = thirdparty.gemm(%v2, %j2)
+      %s1: f32[4,4] = thirdparty.scale(%g1)
+      %s2: f32[4,4] = thirdparty.scale(%g1)
+      %o: f32[4,4] = aten.add.Tensor(%s1, %s2)
+      return %o, %g2
+    }"""
+        check_pipeline(
+            text,
+            PASS,
+            text.replace("      %s2: f32[4,4] = thirdparty.scale(%g1)\n", "").replace("(%s1, %s2)", "(%s1, %s1)"),
+            changed=True,
+        )
+    finally:
+        for name in ("thirdparty.jitter", "thirdparty.gemm", "thirdparty.scale"):
+            undefine_op(name)
