@@ -15,7 +15,7 @@ own (recipes: fp32; bf16 (dtype_override and enable_bf16); qmode 8da4w with grou
 128 (``8da4w``, ``8da4w-g128``); 8da8w per channel; the weight-only qmodes int8 (per channel)
 and 4w (groups of 32): the source transform; pt2e quantizers from ``get_quantizer_and_quant_params``,
 none for these recipes). Each partitioner set then lowers a copy as
-``_to_edge_and_lower_llama_xnnpack`` does (``lowering.llm``: the builder's
+``_to_edge_and_lower_llama_xnnpack`` does (``lowering.fx.llm``: the builder's
 ``to_edge_transform_and_lower``, xir's rewrites as its transform_passes unless --bare, then
 ``to_executorch(passes=<the flow's additional passes>)``):
 
@@ -257,7 +257,7 @@ def prepare(cfg) -> Prepared:
     ``_prepare_for_llama_export``, ``export()``, ``run_canonical_optimizations()``."""
     from executorch.examples.models.llama import export_llama_lib as flow
 
-    from lowering.llm import additional_passes
+    from lowering.fx.llm import additional_passes
 
     start = time.perf_counter()
     flow._validate_args(cfg)
@@ -396,7 +396,7 @@ def lower(prepared: Prepared, side: Side, enable_bf16: bool, bare: bool) -> None
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama::custom_sdpa, update_cache)
 
     import lowering
-    from lowering.llm import llm_partitioners, to_edge_transform_and_lower_llama
+    from lowering.fx.llm import llm_partitioners, to_edge_transform_and_lower_llama
     from xir_tools.harness import delegate_count, outside_ops
 
     if side.kind in EXTRA_SETS:
@@ -601,7 +601,7 @@ def lower_variants(
     import executorch.kernels.quantized  # noqa: F401
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import to_edge_transform_and_lower_llama
+    from lowering.fx.llm import to_edge_transform_and_lower_llama
     from xir_tools.harness import delegated_ops
 
     with tempfile.TemporaryDirectory() as directory:

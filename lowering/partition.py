@@ -30,6 +30,7 @@ from .capability import (
     zero_pad,
 )
 from .ops import xir_ops
+from .report import format_report
 from .rules import (
     CHANNELS_LAST_OPS,
     CHOOSE_QPARAMS_OPS,
@@ -101,7 +102,7 @@ class PartitionPlan:
         """Rejected nodes whose ops run nowhere but in XNNPACK (see :data:`capability.AFFINE_RULE`,
         :data:`capability.UNRUNNABLE_RULE`). Not xir's own ops (``xir.*``, made by its transform
         passes for XNNPACK): one left outside is left to the next partitioner of the list, and what
-        no delegate takes is written back as the ATen ops it stands for (``lowering.xir_ops_as_aten``)."""
+        no delegate takes is written back as the ATen ops it stands for (``lowering.fx.xir_ops_as_aten``)."""
         return [r for r in self.rejected if r.rule in (AFFINE_RULE, UNRUNNABLE_RULE)]
 
     def raise_if_unlowerable(self) -> None:
@@ -124,7 +125,6 @@ class PartitionPlan:
         return [n for g in self.groups for n in g.nodes]
 
     def report(self) -> str:
-        from .report import format_report
 
         return format_report(self)
 

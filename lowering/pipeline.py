@@ -22,9 +22,11 @@ Torch-free: pass names only; a pass's module is imported when a pipeline is pars
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import attrs
+
+from passes import Pass, check_order, parse_pipeline
 
 FLOAT_OPS = "float_ops"
 
@@ -246,3 +248,83 @@ def describe(switches: Switches = Switches(), phases: Iterable[Phase] = PHASES) 
             only = f"  (with {' and '.join(step.when)})" if step.when else ""
             lines.append(f"  {number} {step.text}{only}")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------- the partitioner's pipeline
+
+
+def partitioner_pipeline(pipeline: "Sequence[Pass] | str | None", switches: Switches, enable_bf16: bool) -> list:
+    """The rewrite pipeline of a partitioner: the table's for its switches when ``pipeline`` is
+    None; else the user's (text, a ``+``-prefixed text extending the default, or pass objects) as
+    the switches switch it. Passes that make ops only XNNPACK runs follow ``enable_bf16``; the
+    declared orderings are checked."""
+    if pipeline is None:
+        passes = parse_pipeline(pipeline_text(switches))
+    else:
+        if isinstance(pipeline, str) and pipeline.startswith("+"):
+            passes = parse_pipeline(DEFAULT_PIPELINE) + parse_pipeline(pipeline[1:])
+        else:
+            passes = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+        passes = switched(passes, switches)
+    passes = [with_partitioner_options(p, enable_bf16) for p in passes]
+    check_order(passes)
+    return passes
+
+
+def switched(passes: list, switches: Switches) -> list:
+    """A pipeline the user wrote, as the partitioner's options switch it (as they switch the steps
+    of :data:`lowering.pipeline.PHASES`): the passes an option adds (each where its declared order
+    puts it: :func:`with_pass`), and without ``float_ops``, no pass for XNNPACK's float ops."""
+    for option, name in option_passes().items():
+        if getattr(switches, option):
+            passes = with_pass(passes, name)
+    if not switches.float_ops:
+        passes = [p for p in passes if getattr(p, "name", None) not in float_op_passes()]
+    return passes
+
+
+def with_pass(pipeline: list, name: str) -> list:
+    """``pipeline`` with the pass ``name`` right after the last of the passes it runs after
+    (``runs_after``) in it, or else before the first it runs before (``runs_before``), before a
+    last dead-code-elimination, or at the end; unless it is in it already."""
+    names = [getattr(p, "name", None) for p in pipeline]
+    if name in names:
+        return pipeline
+    (rewrite,) = parse_pipeline(name)
+    makers = [i for i, other in enumerate(names) if other in rewrite.runs_after]
+    readers = [i for i, other in enumerate(names) if other in rewrite.runs_before]
+    if makers:
+        at = max(makers) + 1
+    elif readers:
+        at = min(readers)
+    elif names and names[-1] == "dead-code-elimination":
+        at = len(names) - 1
+    else:
+        at = len(names)
+    return pipeline[:at] + [rewrite] + pipeline[at:]
+
+
+def planned_rewrites(pipeline: Iterable[Pass]) -> frozenset[str]:
+    """The rewrites of ``pipeline`` the plan counts as done before they run (capability's
+    ``options.rewrites``): its passes whose class declares ``planned_as_done`` (a torchao weight-only
+    linear with a bias is kept whole for ``xnnpack.weight-only-linear-bias``). A pass that declares
+    ``runs_for_planning`` (``xnnpack.weight-only-int8-linear``) is run on ops_to_not_decompose's own
+    import before planning instead: it turns a linear the plan would reject into one it takes whole,
+    and to_edge must keep that linear for it to match."""
+    return frozenset(p.name for p in pipeline if getattr(p, "planned_as_done", False))
+
+
+def with_partitioner_options(p: Pass, enable_bf16: bool) -> Pass:
+    """Passes that create ops only XNNPACK runs take their settings from the partitioner. A pass
+    whose ``enable_bf16`` was set (away from its default) to something else than the partitioner's
+    is an error, not overwritten: the partitioner would not delegate what the pass made for it."""
+    if not attrs.has(type(p)) or "enable_bf16" not in attrs.fields_dict(type(p)):
+        return p
+    default = attrs.fields_dict(type(p))["enable_bf16"].default
+    if p.enable_bf16 != default and p.enable_bf16 != enable_bf16:
+        raise ValueError(
+            f"the pipeline sets {p.name}{{enable_bf16={str(p.enable_bf16).lower()}}}, the partitioner "
+            f"enable_bf16={enable_bf16}: set enable_bf16 on XnnpackPartitioner (its passes "
+            "follow it), not on the pass"
+        )
+    return attrs.evolve(p, enable_bf16=enable_bf16)

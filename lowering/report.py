@@ -44,6 +44,6 @@ def format_report(plan: "PartitionPlan") -> str:
         if own:
             lines.append(
                 f"  xir's own ops left outside ({', '.join(own)}) go to the next partitioner of the list; "
-                "what none takes is written back as the ATen ops it stands for (lowering.xir_ops_as_aten)"
+                "what none takes is written back as the ATen ops it stands for (lowering.fx.xir_ops_as_aten)"
             )
     return "\n".join(lines) + "\n"

@@ -257,7 +257,7 @@ def _mean_dim(node: Node, options=None) -> str | None:
 
 
 # ops whose constant operands must be static tensors inside XNNPACK (weights, biases, statistics);
-# other 0-D constants are passed to the delegate as inputs (lowering.partitioner.emit_tags)
+# other 0-D constants are passed to the delegate as inputs (lowering.fx.partitioner.emit_tags)
 STATIC_OPERAND_OPS = (
     aten.linear,
     xir_ops.linear_f16w,
@@ -667,7 +667,7 @@ RULES: dict[str, OpRule] = {
             bf16_reason="in bf16 a batch norm runs in XNNPACK only when it folds into a conv or linear",
         ),
         OpRule(aten.prelu, _F, check=_prelu, constraint="4-D input, constant weight"),
-        # xir's own ops (lowering/xnnpack_ops.py)
+        # xir's own ops (lowering/fx/xnnpack_ops.py)
         OpRule(xir_ops.bmm_f32out, _F, check=_bmm_f32out, constraint="bf16 or f32 matrices, f32 result"),
         OpRule(xir_ops.linear_f16w, _F, constraint="f32 input and bias, f16 constant weight"),
         OpRule(xir_ops.convert, _F, check=_xir_convert, constraint="between f32 and bf16, or bf16 and f16"),

@@ -1,4 +1,4 @@
-"""What giving a delegate only ExecuTorch's XNNPACK linear rebuild saves (``lowering/backend_passes.py``).
+"""What giving a delegate only ExecuTorch's XNNPACK linear rebuild saves (``lowering/fx/backend_passes.py``).
 
 Each program is lowered (``to_edge_transform_and_lower``: ExecuTorch's steps and xir's) three ways,
 in random order in every round: stock's partitioner(s), xir with ``all_backend_passes=True`` (every
@@ -36,7 +36,7 @@ WAYS = ("stock", "xir, all passes", "xir")
 def _payloads(edge_manager) -> list[tuple[bytes, bool]]:
     from executorch.exir.lowered_backend_module import get_lowered_submodules
 
-    from lowering.backend_passes import KEY
+    from lowering.fx.backend_passes import KEY
 
     modules = get_lowered_submodules(edge_manager.exported_program().graph_module)
     return [(m.processed_bytes, any(s.key == KEY for s in m.compile_specs)) for _, m, _ in modules]
@@ -105,7 +105,7 @@ def flow(rounds: int) -> None:
 
     from bench import llm_flow
     from lowering import XnnpackPartitioner
-    from lowering.llm import llm_partitioners, to_edge_transform_and_lower_llama
+    from lowering.fx.llm import llm_partitioners, to_edge_transform_and_lower_llama
 
     print(HEADER)
     for model in ("llama3", "qwen3"):

@@ -63,7 +63,7 @@ def _register_rsqrt_as_div() -> None:
 
 
 def _pipeline(change: tuple[str, str]) -> str:
-    from lowering.partitioner import DEFAULT_PIPELINE
+    from lowering.pipeline import DEFAULT_PIPELINE
 
     names = DEFAULT_PIPELINE.split(",")
     how, name = change
@@ -93,7 +93,7 @@ def _instructions(buffer: bytes) -> Counter:
 
 def main(argv=None) -> int:
     from lowering import XnnpackPartitioner
-    from lowering.llm import llm_partitioners
+    from lowering.fx.llm import llm_partitioners
     from xir_tools.harness import load_method
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

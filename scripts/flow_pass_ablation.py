@@ -37,8 +37,8 @@ from bench import llm_flow as flow  # noqa: E402  (sets OMP_NUM_THREADS=1 before
 
 def main(argv=None) -> int:
     from lowering import XnnpackPartitioner
-    from lowering.llm import llm_partitioners
-    from lowering.partitioner import DEFAULT_PIPELINE
+    from lowering.fx.llm import llm_partitioners
+    from lowering.pipeline import DEFAULT_PIPELINE
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--without", default="xnnpack.rotate-half-sign-in-sin", help="the pass to leave out")

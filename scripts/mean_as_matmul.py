@@ -36,8 +36,8 @@ MM = "xnnpack.mean-over-last-dims{linear=false}"
 
 def lowered_programs(recipe: str, model: str) -> dict[str, bytes]:
     from lowering import XnnpackPartitioner
-    from lowering.llm import llm_partitioners
-    from lowering.partitioner import DEFAULT_PIPELINE
+    from lowering.fx.llm import llm_partitioners
+    from lowering.pipeline import DEFAULT_PIPELINE
 
     bf16 = recipe == "bf16"
     spatial = DEFAULT_PIPELINE.replace("xnnpack.mean-over-last-dims", SPATIAL)
@@ -58,7 +58,7 @@ def lowered_programs(recipe: str, model: str) -> dict[str, bytes]:
 def zoo(rounds: int) -> None:
     from bench import zoo as models
     from lowering import XnnpackPartitioner
-    from lowering.partitioner import DEFAULT_PIPELINE
+    from lowering.pipeline import DEFAULT_PIPELINE
 
     print(
         f"the zoo (--quick sizes), fp32, xir's means spatial, as mm between views, and as linear (the default); "

@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench.zoo import siglip, vit
-    from lowering.partitioner import DEFAULT_PIPELINE
+    from lowering.pipeline import DEFAULT_PIPELINE
     from xir_tools.harness import load_method, lower_edge, make_partitioner, reference, run_method, to_buffer
 
     assert PASS in DEFAULT_PIPELINE

@@ -7,7 +7,7 @@ by ``XNNPACKRecipeProvider``. This script runs that file twice, each time in a p
 
 * ``stock``: untouched;
 * ``xir``:   ``XNNPackRecipeType`` and ``XNNPACKRecipeProvider`` are xir's ``XirRecipeType`` and
-  ``XirRecipeProvider`` (``lowering.recipes``) wherever the test file takes them from, so the same
+  ``XirRecipeProvider`` (``lowering.fx.recipes``) wherever the test file takes them from, so the same
   test bodies get xir's recipes: XNNPACK's quantization, xir's partitioner and rewrites.
 
 In both runs every ``partition()`` of xir's partitioner and of ExecuTorch's is counted per test,
@@ -71,7 +71,7 @@ def _count_partitions() -> None:
     """Count every partition() of xir's partitioner and of ExecuTorch's XNNPACK partitioner."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as Stock
 
-    from lowering.partitioner import XnnpackPartitioner as Xir
+    from lowering.fx.partitioner import XnnpackPartitioner as Xir
 
     for cls, kind in ((Stock, "stock_partition"), (Xir, "xir_partition")):
         original = cls.partition
@@ -91,7 +91,7 @@ def install_xir_recipes() -> dict:
     import executorch.backends.xnnpack.recipes.xnnpack_recipe_provider as provider_mod
     import executorch.backends.xnnpack.recipes.xnnpack_recipe_types as types_mod
 
-    from lowering.recipes import XirRecipeProvider, XirRecipeType  # (binds the stock classes it builds on first)
+    from lowering.fx.recipes import XirRecipeProvider, XirRecipeType  # (binds the stock classes it builds on first)
 
     # (not the recipe types the stock provider's module holds: xir's provider builds on that
     # provider, which checks the types it is given against them)

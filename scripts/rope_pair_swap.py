@@ -60,7 +60,7 @@ class RotateHalf(torch.nn.Module):
 
 def main() -> int:
     from lowering import XnnpackPartitioner
-    from lowering.partitioner import DEFAULT_PIPELINE
+    from lowering.pipeline import DEFAULT_PIPELINE
     from xir_tools.harness import delegated_ops, load_method, lower_edge, max_error, run_method, to_buffer
 
     parser = argparse.ArgumentParser()

@@ -91,7 +91,7 @@ def install_xir_patches(apply_transforms: bool = True) -> dict:
     from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
     from executorch.exir.backend.backend_api import validation_disabled
 
-    from lowering.partitioner import XnnpackPartitioner as XirPartitioner
+    from lowering.fx.partitioner import XnnpackPartitioner as XirPartitioner
 
     def make(name: str, stock_cls: type, fixed: dict | None = None, pinned: str | None = None):
         fixed = dict(fixed or {})

@@ -145,7 +145,7 @@ def test_creation_ops_infer_the_type_pytorch_makes(op, attributes):
     """The result type the creation ops' definitions give is the one PyTorch's op returns: a declared
     type that disagrees fails verification, and fold-constants checks sizes by it."""
 
-    from lowering.writeback import resolve_op
+    from lowering.fx.writeback import resolve_op
     from xir.fx_import import TORCH_TO_DTYPE, op_arguments
 
     node = Graph().create_node(op, [], attributes=attributes)  # the result type inferred

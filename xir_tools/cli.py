@@ -166,8 +166,8 @@ def _latencies(buffers: dict, inputs: tuple, runs: int = 50) -> dict:
 
 
 def _llm(args) -> int:
-    """``xir llm ARGS`` = ``python -m lowering.llm ARGS`` (export_llm's arguments)."""
-    llm = importlib.import_module("lowering.llm")
+    """``xir llm ARGS`` = ``python -m lowering.fx.llm ARGS`` (export_llm's arguments)."""
+    llm = importlib.import_module("lowering.fx.llm")
     try:
         return llm.main(args.args)
     except llm.UnsupportedOption as error:
@@ -1032,9 +1032,9 @@ def _parser() -> argparse.ArgumentParser:
     llm = commands.add_parser(
         "llm",
         add_help=False,
-        prefix_chars="\0",  # every argument goes to lowering.llm
+        prefix_chars="\0",  # every argument goes to lowering.fx.llm
         help="ExecuTorch's LLM export (export_llm's --config FILE and key=value overrides) "
-        "with xir's partitioner (python -m lowering.llm)",
+        "with xir's partitioner (python -m lowering.fx.llm)",
     )
     llm.add_argument("args", nargs=argparse.REMAINDER)
     llm.set_defaults(run=_llm)

@@ -43,15 +43,9 @@ def _linear_source_partitions(graph: Graph) -> dict:
     fx_graph = next((n.fx_node.graph for n in graph if n.fx_node is not None), None)
     if fx_graph is None:
         return {}
-    import torch
-    from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
+    from ..fx.linear_rebuild import linear_source_partitions  # (the FX side; a parsed graph never gets here)
 
-    result = {}
-    for partitions in get_source_partitions(fx_graph, [torch.nn.Linear, torch.nn.functional.linear]).values():
-        for partition in partitions:
-            for fx_node in partition.nodes:
-                result[fx_node] = partition
-    return result
+    return linear_source_partitions(fx_graph)
 
 
 def same_dim(a, b) -> bool:

@@ -9,6 +9,8 @@ from passes.rewriter import RewritePattern
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten
 
+from ..rules import MAX_RANK
+
 # the float dtypes XNNPACK's ops take (bf16 only with enable_bf16: the passes' gates decide that)
 FLOATS = (DType.f32, DType.f16, DType.bf16)
 
@@ -85,7 +87,6 @@ def _norm_input_problem(node: Node, x: Value, min_rank: int, what: str, static_f
     ``static_from`` on (those it normalizes over, and for a group norm its channels) must be
     static; the ones before may be symbolic (a dynamic batch or sequence length: the rows), as the
     decomposition's ops take them (its means reduce static dims only)."""
-    from ..rules import MAX_RANK
 
     if not isinstance(x.type, TensorType) or x.dtype is not DType.f32:
         return f"not an f32 {what}"

@@ -51,6 +51,7 @@ from passes.rewriter import RewritePattern
 from xir import DType, Node, TensorType, Value
 from xir.ops import aten
 
+from ..capability import Options, float_verdict
 from ..ops import xir_ops
 from ._base import Bf16Rewrite
 from .bf16_linear_as_f16 import _as_f16, _f16_problem
@@ -93,7 +94,6 @@ def _made_of_constants(value: Value) -> bool:
 
 def _problem(node: Node) -> str | None:
     """Why ``node`` stays in bf16, or None."""
-    from ..capability import Options, float_verdict
 
     if node.op == xir_ops.convert:
         return "a convert (the boundary between fp32 and bf16)"

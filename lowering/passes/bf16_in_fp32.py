@@ -8,6 +8,7 @@ from passes import Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType
 from xir.ops import aten
 
+from ..capability import Options, float_verdict
 from ..ops import xir_ops
 from ._base import Bf16Rewrite
 
@@ -34,7 +35,6 @@ def compute_in_fp32(node: Node, rewriter: Rewriter) -> bool:
     constant becomes an fp32 constant equal to it), the op in fp32, its first result converted back
     to bf16 (the rounding eager bf16 makes). Declined when the op has a second result that is used,
     or when XNNPACK would not take the op in fp32 either."""
-    from ..capability import Options, float_verdict
 
     if node.results[0].dtype is not DType.bf16:
         return rewriter.notify_match_failure(node, "not bf16")

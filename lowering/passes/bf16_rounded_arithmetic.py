@@ -45,6 +45,7 @@ from passes import Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType
 from xir.ops import aten
 
+from ..capability import Options, float_verdict
 from ._base import Bf16Rewrite
 from .bf16_in_fp32 import compute_in_fp32
 from .casts_as_converts import CASTS
@@ -78,7 +79,6 @@ _BOUNDS = {aten.clamp: ("min", "max"), aten.hardtanh: ("min_val", "max_val")}
 def _read_inside(node: Node) -> bool:
     """Whether an op XNNPACK takes reads ``node``'s result (an op left outside, or the graph's
     output, reads what XNNPACK writes: bf16, rounded)."""
-    from ..capability import Options, float_verdict
 
     options = Options(enable_bf16=True)
     return any(

@@ -9,7 +9,9 @@ from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
 from xir.ops import aten, dim_order_ops
 
+from ..capability import Options, float_verdict
 from ..ops import xir_ops
+from ..rules import MAX_RANK
 from ._base import Bf16Rewrite
 
 CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)
@@ -20,7 +22,6 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
     """A bf16 <-> f32 cast that keeps the layout => xir.convert, which XNNPACK runs. Only where it
     will be delegated (rank 1 to 6, not empty): xir.convert has no portable kernel. A dynamic
     shape is fine: XNNPACK converts elementwise, at the size the tensor has at run time."""
-    from ..rules import MAX_RANK
 
     x, result = node.input.type, node.result.type
     if (
@@ -38,8 +39,6 @@ def cast_as_convert(node: Node, rewriter: Rewriter) -> bool:
         # measured: an f32 result of a bf16 -> f32 convert that leaves the delegate (returned, or read
         # by an op left outside) corrupts another output of the delegate. Convert only what XNNPACK
         # reads on: every reader is an op it takes.
-        from ..capability import Options, float_verdict
-
         options = Options(enable_bf16=True)
         readers = node.result.users
         if any(user.is_return or not float_verdict(user, options).supported for user in readers):

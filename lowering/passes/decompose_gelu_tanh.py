@@ -10,6 +10,7 @@ from passes import Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType
 from xir.ops import aten, dim_order_ops
 
+from ..rules import MAX_RANK
 from ._base import DelegatedDtypeRewrite
 
 
@@ -24,7 +25,6 @@ def decompose_gelu_tanh(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "exact GELU (XNNPACK runs it as it is)")
     if not isinstance(x.type, TensorType) or x.dtype not in (DType.f32, DType.bf16):
         return rewriter.notify_match_failure(node, "not f32 or bf16")
-    from ..rules import MAX_RANK
 
     if x.rank > MAX_RANK:  # (decomposed, it would only be more ops outside)
         return rewriter.notify_match_failure(node, f"{x.rank}-D: it stays outside XNNPACK, whole")

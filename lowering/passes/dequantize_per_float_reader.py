@@ -8,6 +8,8 @@ from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node
 from xir.ops import quantized_decomposed
 
+from ..capability import Options, float_verdict, may_run_between_conversions, static_unit
+
 
 @rewrite_pattern(quantized_decomposed.dequantize_per_tensor)
 def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
@@ -20,12 +22,6 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     shares a dequantize with quantized readers, those readers share a copy and the others keep the
     original (fuzz static seeds 2679, 42158, 43094: the dequantize, folded into the readers but
     also read outside their delegate, stayed outside with them; stock delegates them and is right)."""
-    from ..capability import (
-        Options,
-        float_verdict,
-        may_run_between_conversions,
-        static_unit,
-    )
 
     result = node.results[0]
     if len(result.users) < 2:

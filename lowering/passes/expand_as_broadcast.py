@@ -8,6 +8,7 @@ from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node, TensorType
 from xir.ops import aten
 
+from ..rules import MAX_RANK
 from ._base import _TORCH_DTYPES, _float_constant
 
 
@@ -16,7 +17,6 @@ def expand_as_broadcast(node: Node, rewriter: Rewriter) -> bool:
     """An expand that repeats elements => x * ones, the ones only as large as the repeated dims:
     XNNPACK has no expand but broadcasts a multiply (grouped-query attention's repeat_kv, the
     masks of encoders). Exact: x * 1 == x."""
-    from ..rules import MAX_RANK
 
     x, result = node.input.type, node.result.type
     if not isinstance(x, TensorType) or not isinstance(result, TensorType) or x.dtype not in _TORCH_DTYPES:

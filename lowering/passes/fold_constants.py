@@ -17,7 +17,7 @@ A node folds when
 * some reader of a result is a node: a constant never becomes a graph output, so a result that
   is also returned keeps its node for the output, and only its other readers read the constant.
 
-The node is evaluated by calling the same op the program calls (:func:`lowering.writeback.resolve_op`
+The node is evaluated by calling the same op the program calls (:func:`lowering.fx.writeback.resolve_op`
 with the arguments :func:`xir.fx_import.op_arguments` rebuilds from the node) on the constants'
 data, so the constant is what that op computes; its dtype and shape must be the node's result
 type exactly (otherwise the pass raises, naming the node). That is checked before anything is
@@ -46,6 +46,7 @@ constant, not an ``xir.convert`` run on every call).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
 from collections import Counter
@@ -56,7 +57,7 @@ import attrs
 from passes import Pass, Rewriter
 from passes.rewriter import RewritePattern, RewriteStats, apply_patterns_greedily
 from xir import EnumAttr, Graph, Node, TensorType, Value, print_node
-from xir.ops import aten
+from xir.ops import aten, has_trait, lookup
 from xir.printer import Namer
 
 from .remove_no_ops import DECOMPOSED_LINEAR_OPS
@@ -115,7 +116,6 @@ def written_constants(graph: Graph) -> dict[int, str]:
 
 
 def _impure_reader(value: Value) -> Node | None:
-    from xir.ops import has_trait, lookup
 
     seen: set[int] = set()
     pending = [value]
@@ -148,14 +148,13 @@ def evaluate(node: Node, fake: bool = False) -> list[Any]:
     tensor of its type). Results are returned as the op gives them (possibly views of the data).
     With ``fake``, the op runs on fake tensors: the results have the real ones' dtypes and shapes,
     and no data (nothing is allocated; an op PyTorch has no shape function for raises)."""
-    import contextlib
 
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from xir.fx_import import DTYPE_TO_TORCH, op_arguments
 
-    from ..writeback import resolve_op
+    from ..fx.writeback import resolve_op
 
     target = resolve_op(node.op)
     shaped = node.input if node.op in SHAPE_ONLY_OPS else None
@@ -186,7 +185,6 @@ def _contiguous_in_program(value: Value) -> bool:
 
 def _real_tensors():
     """A context where no fake tensor mode is active (the folded data must be real)."""
-    import contextlib
 
     try:
         from torch._subclasses.fake_tensor import unset_fake_temporarily

@@ -15,6 +15,7 @@ from passes import Rewriter, rewrite_pattern
 from xir import Node, TensorType
 from xir.ops import aten
 
+from ..rules import MAX_RANK
 from ._base import FLOATS, DelegatedDtypeRewrite
 from .slices_as_xir_slices import slice_op
 
@@ -36,7 +37,6 @@ def index_runs(positions: list[int]) -> list[tuple[int, int]]:
 def index_select_as_slices(node: Node, rewriter: Rewriter) -> bool:
     """index_select(x, index) {dim}, index a constant of runs r1..rk => cat(slice(x, r1), ..., slice(x, rk)) {dim}
     (a single run: the slice alone)."""
-    from ..rules import MAX_RANK
 
     x, index, result = node.input.type, node.operand("index"), node.result.type
     if not isinstance(x, TensorType) or not isinstance(result, TensorType) or x.dtype not in FLOATS:

@@ -46,6 +46,7 @@ from xir.types import Symbol
 
 from ..capability.linears import same_dim
 from ..ops import xir_ops
+from ..rules import slice_bounds
 from .slices_as_xir_slices import slice_op
 
 # ops computed independently per position of every dim but the ones their attributes name
@@ -242,7 +243,6 @@ class MergeHeadChains(KeepsStats, Pass):
 
 def _bounds(value: Value) -> tuple[Value, int, int, int] | None:
     """(source, dim, start, end) when ``value`` is a slice of step 1 with bounds known now."""
-    from ..rules import slice_bounds
 
     node = value.producer
     if node is None or str(node.op) not in (_XIR_SLICE, _SLICE_COPY) or node.attributes.get("step", 1) != 1:

@@ -12,7 +12,7 @@ overlaps another, so:
 
 The numbers are the same products, summed in another order (fp32 rounding). What it buys: a
 delegate without a convolution needs none of ExecuTorch's XNNPACK layout passes
-(``lowering.backend_passes``), which is most of a ViT's or SigLIP's lowering time; XNNPACK runs the
+(``lowering.fx.backend_passes``), which is most of a ViT's or SigLIP's lowering time; XNNPACK runs the
 transposes the convolution's channels-last layout needed anyway.
 
 Matched on fp32, ungrouped, not transposed, no padding or dilation, a static input whose height

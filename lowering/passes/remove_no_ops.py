@@ -69,7 +69,7 @@ def drop_clone_keeping_dim_order(node: Node, rewriter: Rewriter) -> bool:
     """A ``_clone_dim_order`` to the dim order its operand has (as torch.export traced it) copies
     nothing a functional program can tell apart. XNNPACK's preprocessing removes such clones itself
     (``RemoveCloneOpsTransform``); removed here, the delegate needs none of its other passes
-    (``lowering.backend_passes``). A clone to another dim order, or from an unknown one, stays."""
+    (``lowering.fx.backend_passes``). A clone to another dim order, or from an unknown one, stays."""
     wanted = node.attributes.get("dim_order")
     if wanted is None or node.results[0].type != node.input.type:
         return rewriter.notify_match_failure(node, "no dim order, or it changes the type")

@@ -11,6 +11,7 @@ from passes.shape_ops_as_views import view_size, view_to
 from xir import Node, TensorType
 from xir.ops import aten
 
+from ..rules import MAX_RANK
 from ._base import FLOATS, DelegatedDtypeRewrite
 
 
@@ -18,7 +19,6 @@ from ._base import FLOATS, DelegatedDtypeRewrite
 def select_as_slice(node: Node, rewriter: Rewriter) -> bool:
     """select_copy(x) {dim, index} => view_copy(slice_copy(x) {dim, start=index, end=index+1}) to
     the select's result shape (-1 for one symbolic dim)."""
-    from ..rules import MAX_RANK
 
     x, result = node.input.type, node.result.type
     if not isinstance(x, TensorType) or not isinstance(result, TensorType) or x.dtype not in FLOATS:

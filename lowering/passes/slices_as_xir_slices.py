@@ -6,7 +6,7 @@ symbolic dim, so stock's slice fails at any other size and both partitioners lea
 ExecuTorch's LLM flow exports with a symbolic sequence length: the rotary embedding's halves and
 the fused projections' pieces are such slices. ``xir.slice`` is written as XNNPACK's static slice
 with size 0 ("the whole dim", which XNNPACK infers at run time from an offset of 0) for every dim
-but the sliced one (``lowering/xnnpack_ops.py``). The sliced dim's offset and size must be known:
+but the sliced one (``lowering/fx/xnnpack_ops.py``). The sliced dim's offset and size must be known:
 a static dim, or a static length from a non-negative start (the first token). xir.slice has no
 kernel outside XNNPACK: it is made only where XNNPACK takes it."""
 
@@ -19,6 +19,7 @@ from xir import DType, Node, TensorType
 from xir.ops import aten
 
 from ..ops import xir_ops
+from ..rules import MAX_RANK, slice_bounds
 from ._base import DelegatedDtypeRewrite
 
 FLOATS = (DType.f32, DType.bf16)
@@ -27,7 +28,6 @@ FLOATS = (DType.f32, DType.bf16)
 @rewrite_pattern(aten.slice_copy.Tensor)
 def slice_as_xir_slice(node: Node, rewriter: Rewriter) -> bool:
     """slice_copy(x) {dim, start, end, step=1} of a symbolic x => xir.slice(x) {dim, start, end} in range."""
-    from ..rules import MAX_RANK, slice_bounds
 
     x, result = node.input.type, node.result.type
     if not isinstance(x, TensorType) or not isinstance(result, TensorType) or x.is_static:
@@ -57,7 +57,6 @@ def slice_op(x: TensorType, dim: int, start: int, end: int, *, enable_bf16: bool
     XNNPACK, which is why a bf16 slice without ``enable_bf16`` stays a slice_copy, and why a pass that
     calls this is among the partitioner's ``XNNPACK_FLOAT_OP_PASSES`` (left out of its pipeline when
     fp32 is not among its precisions, where the float ops stay outside)."""
-    from ..rules import MAX_RANK
 
     delegated = (x.dtype is DType.f32 or (x.dtype is DType.bf16 and enable_bf16)) and 1 <= x.rank <= MAX_RANK
     if not x.is_static and delegated:

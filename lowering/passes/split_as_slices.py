@@ -8,6 +8,7 @@ from passes import Rewriter, rewrite_pattern
 from xir import Node, TensorType
 from xir.ops import aten
 
+from ..rules import MAX_RANK
 from ._base import DelegatedDtypeRewrite
 
 
@@ -18,7 +19,6 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
     x = node.input  # (None when the node has no operand)
     if x is None or not isinstance(x.type, TensorType):
         return rewriter.notify_match_failure(node, "not a tensor")
-    from ..rules import MAX_RANK
 
     if x.rank > MAX_RANK:  # (decomposed, it would only be more ops outside)
         return rewriter.notify_match_failure(node, f"{x.rank}-D: it stays outside XNNPACK, whole")

@@ -16,6 +16,7 @@ from passes.shape_ops_as_views import view_size, view_to
 from xir import Node, TensorType
 from xir.ops import aten
 
+from ..rules import MAX_RANK
 from ._base import FLOATS, DelegatedDtypeRewrite
 from .slices_as_xir_slices import slice_op
 
@@ -24,7 +25,6 @@ from .slices_as_xir_slices import slice_op
 def step_slice_as_view(node: Node, rewriter: Rewriter) -> bool:
     """slice_copy(x) {dim, start, end, step>1} => view(slice(slice(view(x) to [.., size/step, step, ..])
     {dim, blocks}) {dim+1, start % step, +1}) to the result shape (or the positions sliced first)."""
-    from ..rules import MAX_RANK
 
     x, result = node.input.type, node.result.type
     step = node.attributes.get("step", 1)

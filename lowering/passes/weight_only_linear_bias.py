@@ -8,13 +8,14 @@ from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import Node
 from xir.ops import aten
 
+from ..capability import weight_only_linear_reason
+
 
 @rewrite_pattern(aten.linear)
 def weight_only_linear_bias(node: Node, rewriter: Rewriter) -> bool:
     """linear(x, dequantize_affine(w), b) => linear(x, dequantize_affine(w)) + b, for torchao's int8
     weight-only linears XNNPACK runs as an fp32 x qc8w fully connected (ExecuTorch's serializer
     quantizes the bias of a linear whose weight is quantized, and refuses it with an fp32 input)."""
-    from ..capability import weight_only_linear_reason
 
     bias = node.operand("bias")
     if bias is None:

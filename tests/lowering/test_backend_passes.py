@@ -1,4 +1,4 @@
-"""Delegates that get only ExecuTorch's XNNPACK linear rebuild (``lowering/backend_passes.py``).
+"""Delegates that get only ExecuTorch's XNNPACK linear rebuild (``lowering/fx/backend_passes.py``).
 
 For each program: lowered once with xir's default (a delegate whose ops no other XNNPACK
 preprocessing pass changes gets the ``dqlinear_partitioner`` compile spec, so ExecuTorch runs only
@@ -16,7 +16,7 @@ import torch
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 from bench.llm import Sizes, build_decoder, export_decoder, quantize_decoder
-from lowering.backend_passes import KEY, why_all_passes
+from lowering.fx.backend_passes import KEY, why_all_passes
 from xir_tools.harness import compare, delegated_ops, load_method, lower_edge, reference, run_method, to_buffer
 
 DYNAMIC = torch.export.Dim("s", min=1, max=64)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from lowering.quantizer import make_quantizer
+from lowering.fx.quantizer import make_quantizer
 from passes import PassManager, VerifyEach
 from xir import parse_graph, print_graph
 from xir_tools.examples import quantize_module

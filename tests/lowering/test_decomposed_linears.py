@@ -25,8 +25,8 @@ from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPr
 from executorch.exir import EdgeCompileConfig, to_edge
 
 import lowering
+from lowering.fx.quantizer import quantize_pt2e
 from lowering.partition import NotLowerable
-from lowering.quantizer import quantize_pt2e
 from xir_tools.harness import lower, max_error, run_pte
 
 VIAS = ("etal", "backend")

@@ -365,7 +365,7 @@ def test_cast_pair_converts_inside(lowered):
 
 def _slices_written(edge):
     """(offsets, sizes) of every xir::slice in the delegates, as its visitor writes them."""
-    from lowering.xnnpack_ops import static_slice_sizes
+    from lowering.fx.xnnpack_ops import static_slice_sizes
 
     ep, written = edge.exported_program(), []
     for _, module in ep.graph_module.named_children():
@@ -438,7 +438,7 @@ def test_grouped_query_attention_of_a_symbolic_length_is_inside(lowered):
     assert program.inside["aten.bmm"] == 2 and program.inside["aten.mul.Tensor"] == 4
     assert "aten.expand_copy" not in program.inside
     # the copy reshape() makes of the transposed output keeps its dim order: xnnpack.remove-no-ops drops it
-    # (XNNPACK's preprocessing would), and the delegate gets only the linear rebuild (lowering.backend_passes)
+    # (XNNPACK's preprocessing would), and the delegate gets only the linear rebuild (lowering.fx.backend_passes)
     assert "dim_order_ops._clone_dim_order" not in program.inside
     assert program.partitioner.all_passes_reasons == {}
 

@@ -18,7 +18,7 @@ from torch.export import Dim
 from torch.utils import _pytree
 
 import lowering
-from lowering import writeback
+from lowering.fx import writeback
 from passes import function_pass
 from tests.lowering.test_dynamic_shapes import RotateHalf
 from xir_tools import harness

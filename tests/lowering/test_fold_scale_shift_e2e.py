@@ -63,7 +63,7 @@ def test_pre_norm_block_folds_and_matches_eager():
 
 
 def _without_fold():
-    from lowering.partitioner import DEFAULT_PIPELINE
+    from lowering.pipeline import DEFAULT_PIPELINE
 
     return ",".join(p for p in DEFAULT_PIPELINE.split(",") if p != "fold-scale-shift-into-linears")
 

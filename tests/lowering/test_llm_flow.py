@@ -1,5 +1,5 @@
-"""lowering.llm: the LLM flow's partitioner sets, xir's rewrites handed to the builder as
-transform_passes, and ``python -m lowering.llm`` (export_llm's arguments, xir's partitioner) end to
+"""lowering.fx.llm: the LLM flow's partitioner sets, xir's rewrites handed to the builder as
+transform_passes, and ``python -m lowering.fx.llm`` (export_llm's arguments, xir's partitioner) end to
 end on tiny models: Llama 3 in fp32, bf16 and 8da4w, with the custom SDPA or ATen's, dynamic or
 static shapes; Qwen3 and Phi-4-mini (about three minutes in all; the flow's families and recipes
 against stock run in ``python -m bench.llm_flow``)."""
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lowering import XnnpackPartitioner
-from lowering.llm import PARTITIONER_SETS, llm_partitioners, to_edge_transform_and_lower_llama, transform_passes
+from lowering.fx.llm import PARTITIONER_SETS, llm_partitioners, to_edge_transform_and_lower_llama, transform_passes
 
 
 def test_partitioner_sets():
@@ -34,7 +34,7 @@ def test_partitioner_sets():
 
 
 class _Builder:
-    """The two methods of the flow's LLMEdgeManager that lowering.llm calls, recorded."""
+    """The two methods of the flow's LLMEdgeManager that lowering.fx.llm calls, recorded."""
 
     def __init__(self):
         self.calls = []
@@ -57,7 +57,7 @@ def test_builder_gets_xir_rewrites():
     assert bare.calls[1][2] is None
 
 
-# ------------------------------------------------------------------ python -m lowering.llm, end to end
+# ------------------------------------------------------------------ python -m lowering.fx.llm, end to end
 
 # the smallest config the flow exports as it does an LLM: 2 layers, KV cache, custom SDPA, dynamic shapes
 TINY_PARAMS = dict(
@@ -93,7 +93,7 @@ backend:
 # the flow's phone recipe, as a yaml section for _flow_argv's ``extra``
 QUANTIZATION_8DA4W = "quantization:\n  qmode: 8da4w\n  group_size: 32\n"
 # What the flow's stock partitioners ([XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner])
-# make of this config: `python -m lowering.llm --config tiny.yaml xir.partitioners=stock` (its own
+# make of this config: `python -m lowering.fx.llm --config tiny.yaml xir.partitioners=stock` (its own
 # run costs as much as the test; measured with executorch 1.5.1)
 STOCK_DELEGATES = 24
 # outside xir's delegates (in the ExecuTorch program: out variants, views as memory.view), besides
@@ -116,14 +116,14 @@ KNOWN_OUTSIDE = ("aten.slice_copy.", "aten.select_copy.")
 
 
 def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
-    """``python -m lowering.llm --config tiny.yaml`` as export_llm takes it: the flow's .pte,
+    """``python -m lowering.fx.llm --config tiny.yaml`` as export_llm takes it: the flow's .pte,
     lowered by xir alone, loads on the runtime and matches eager at prefill lengths 1 and 7."""
     import executorch.kernels.quantized  # noqa: F401
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama::custom_sdpa, update_cache)
 
     from bench.llm_flow import write_checkpoint
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, max_error, outside_ops
 
     monkeypatch.chdir(tmp_path)  # hydra writes its outputs/ where it runs
@@ -281,7 +281,7 @@ def _tensor_ops(ops: dict) -> dict:
 
 
 def test_unsupported_option_is_named(tmp_path, monkeypatch):
-    from lowering.llm import UnsupportedOption, check_supported, parse_args
+    from lowering.fx.llm import UnsupportedOption, check_supported, parse_args
 
     monkeypatch.chdir(tmp_path)
     config, kind, options = parse_args(["backend.coreml.enabled=true", "xir.partitioners=dq+xir"])
@@ -307,7 +307,7 @@ BF16_OPTIONS = {
 
 @pytest.mark.parametrize("option", sorted(BF16_OPTIONS))
 def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
-    """``python -m lowering.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true
+    """``python -m lowering.fx.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true
     xir.OPTION=true``: the flow's bf16 program with every linear run as XNNPACK's fp16 GEMM (fp16
     weights inside the delegates), or with the delegated ops in fp32 (fp32 linears on fp16 weights,
     no bf16 op inside but converts), loaded on the runtime, within bf16's tolerance of the eager bf16
@@ -317,7 +317,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import UnsupportedOption, export_llama, parse_args, run
+    from lowering.fx.llm import UnsupportedOption, export_llama, parse_args, run
     from xir_tools.harness import delegate_count, delegated_bf16_ops, delegated_linear_dtypes, outside_ops
 
     monkeypatch.chdir(tmp_path)
@@ -349,7 +349,7 @@ def test_export_llm_command_bf16_option(tmp_path, monkeypatch, option):
 
 
 def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
-    """``python -m lowering.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true``, xir's
+    """``python -m lowering.fx.llm ... model.dtype_override=bf16 backend.xnnpack.enable_bf16=true``, xir's
     default bf16 program, on a 1-layer model: the layer in two delegates, the head in the second, the
     rotary embedding of q and k as one pair swap on fp32 copies of their heads (the flow keeps its
     rope tables in bf16 and casts them for each product: xnnpack.rope-as-pair-swap takes the casts
@@ -362,7 +362,7 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
@@ -393,7 +393,7 @@ def test_export_llm_command_bf16_one_layer(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("extended_ops", [True, False], ids=["extended-ops", "dq-linears-only"])
 def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops):
-    """``python -m lowering.llm ... quantization.qmode=8da4w quantization.group_size=32``, the phone
+    """``python -m lowering.fx.llm ... quantization.qmode=8da4w quantization.group_size=32``, the phone
     recipe, on a 1-layer model: xir's partitioner alone takes every dynamically quantized linear
     into the layer's two delegates, the head in the second (the flow's stock stages make one
     delegate per linear), and one
@@ -407,7 +407,7 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)
@@ -453,7 +453,7 @@ def test_export_llm_command_8da4w_one_layer(tmp_path, monkeypatch, extended_ops)
 
 @pytest.mark.parametrize("recipe", ["fp32", "bf16"])
 def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, recipe):
-    """``python -m lowering.llm`` on a 1-layer Phi-4-mini (``model_class: phi_4_mini``: the Hugging
+    """``python -m lowering.fx.llm`` on a 1-layer Phi-4-mini (``model_class: phi_4_mini``: the Hugging
     Face rope on 12 of each head's 16 dims, partial_rotary_factor 0.75), in fp32 and in bf16 (where
     the rotation is bf16 arithmetic): the layer in two delegates, the head in the second, q's and
     k's heads rotated together over the whole head (xnnpack.partial-rotary-whole-head: one swap mm,
@@ -464,7 +464,7 @@ def test_export_llm_command_partial_rotary_one_layer(tmp_path, monkeypatch, reci
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = dict(
@@ -524,7 +524,7 @@ ATEN_SDPA_OUTSIDE = {
 
 @pytest.mark.parametrize("recipe", ["fp32", "bf16", "8da4w"])
 def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
-    """``python -m lowering.llm ... model.use_sdpa_with_kv_cache=false``: the flow's attention as ATen
+    """``python -m lowering.fx.llm ... model.use_sdpa_with_kv_cache=false``: the flow's attention as ATen
     ops (the grouped-query repeat of K and V, the additive mask, softmax) on a symbolic sequence
     length, in fp32, bf16 and 8da4w, on a 1-layer model. The layer is two delegates (split by the
     cache writes at input_pos, which run on the portable index_put) and the head a third; attention
@@ -535,7 +535,7 @@ def test_export_llm_command_aten_sdpa_one_layer(tmp_path, monkeypatch, recipe):
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
@@ -585,7 +585,7 @@ TINY_QWEN3_PARAMS = dict(
 
 @pytest.mark.parametrize("recipe", ["fp32", "8da4w"])
 def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
-    """``python -m lowering.llm`` on a 1-layer Qwen3 (``model_class: qwen3_0_6b``: an RMSNorm on each
+    """``python -m lowering.fx.llm`` on a 1-layer Qwen3 (``model_class: qwen3_0_6b``: an RMSNorm on each
     of q's and k's heads, then the Hugging Face ``rotate_half`` rope), dynamic sequence length, in
     fp32 and 8da4w: the layer in two delegates, the head in the second, nothing unexpected outside;
     q's and k's heads normed and rotated as one chain (xnnpack.merge-head-chains on the heads of
@@ -597,7 +597,7 @@ def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = TINY_QWEN3_PARAMS
@@ -625,7 +625,7 @@ def test_export_llm_command_qwen3_one_layer(tmp_path, monkeypatch, recipe):
 
 
 def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
-    """``python -m lowering.llm ... model.enable_dynamic_shape=false``: the flow's one-token program
+    """``python -m lowering.fx.llm ... model.enable_dynamic_shape=false``: the flow's one-token program
     (static shapes) on a 1-layer Llama 3 in fp32. The layer's part after the custom SDPA joins the
     final norm and head (no symbolic last-token pick splits them): two delegates; outside only the
     embedding, the rope tables' rows at input_pos (``index``), the input_pos pick, the custom SDPA
@@ -635,7 +635,7 @@ def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
 
     monkeypatch.chdir(tmp_path)
     params = dict(TINY_PARAMS, n_layers=1)
@@ -665,13 +665,13 @@ def test_export_llm_command_static_one_layer(tmp_path, monkeypatch):
 
 
 # What the flow's stock stages ([XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner]) make of
-# the 1-layer tiny config, by recipe (`python -m lowering.llm ... xir.partitioners=stock`; executorch 1.5.1)
+# the 1-layer tiny config, by recipe (`python -m lowering.fx.llm ... xir.partitioners=stock`; executorch 1.5.1)
 STOCK_ONE_LAYER_DELEGATES = {"fp32": 14, "bf16": 19, "8da4w": 14}
 
 
 @pytest.mark.parametrize("recipe", ["fp32", "bf16", "8da4w"])
 def test_export_llm_command_two_xir_stages_one_layer(tmp_path, monkeypatch, capsys, recipe):
-    """``python -m lowering.llm ... xir.partitioners=xir-dq+xir``: the flow's two stages, both xir's
+    """``python -m lowering.fx.llm ... xir.partitioners=xir-dq+xir``: the flow's two stages, both xir's
     (``config_precisions=DYNAMIC_QUANT``, then all), xir's rewrites as the transform passes of both.
     The DQ-only stage leaves the float ops, xir's own among them (xir.slice, xir.convert), to the
     second (issue 54: it refused the program); no xir op is left outside, no linear either, the
@@ -681,7 +681,7 @@ def test_export_llm_command_two_xir_stages_one_layer(tmp_path, monkeypatch, caps
     from executorch.examples.models.llama import export_llama_lib as flow
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    from lowering.llm import parse_args, run
+    from lowering.fx.llm import parse_args, run
     from xir_tools.harness import delegate_count, delegated_ops, outside_ops
 
     monkeypatch.chdir(tmp_path)

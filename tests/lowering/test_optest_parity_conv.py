@@ -27,7 +27,7 @@ import pytest
 import torch
 from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
 
-from lowering.quantizer import quantize_pt2e
+from lowering.fx.quantizer import quantize_pt2e
 from xir_tools.harness import lower, max_error, run_pte
 
 VIAS = ("etal", "backend")

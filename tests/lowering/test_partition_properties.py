@@ -532,8 +532,8 @@ def test_6_write_back_round_trip_and_emit_tags(name):
 
     import lowering
     import xir
-    from lowering.partitioner import IMPLICIT_QDQ_KEY, emit_tags
-    from lowering.writeback import write_back
+    from lowering.fx.tags import IMPLICIT_QDQ_KEY, emit_tags
+    from lowering.fx.writeback import write_back
     from passes import PassManager, VerifyEach
     from passes.testing import normalize
     from xir import InputKind

@@ -1,7 +1,7 @@
 """xir's partitioner in lists of partitioners, as ExecuTorch's flows build them (issue 54): a
 DQ-only stage then the rest, xir before or after stock's XNNPACK partitioner, and xir's own ops
 (xir.slice, xir.convert, ...) that no partitioner of the list takes written back as ATen ops
-(``lowering.xir_ops_as_aten``). Every program is lowered, serialized, loaded on the runtime, run
+(``lowering.fx.xir_ops_as_aten``). Every program is lowered, serialized, loaded on the runtime, run
 at two sequence lengths and compared with eager; none keeps an xir op outside a delegate."""
 
 import pytest
@@ -43,7 +43,7 @@ def _program(quantized: bool, dtype=torch.float32):
     module = GatedBlock().eval().to(dtype)
     sample = _inputs(7, dtype)
     if quantized:
-        from lowering.quantizer import quantize_pt2e
+        from lowering.fx.quantizer import quantize_pt2e
 
         module = quantize_pt2e(module, sample, is_per_channel=True, is_dynamic=True)
     return harness.export(module, sample, dynamic_shapes=({1: SEQ},)), module
@@ -86,7 +86,7 @@ def test_lists_with_xir(quantized, order):
     the second (or stay outside, for a DQ-only list), xir before and after stock's partitioner."""
     from executorch.exir import to_edge_transform_and_lower
 
-    from lowering.llm import transform_passes
+    from lowering.fx.llm import transform_passes
 
     ep, module = quantized
     stages = {
@@ -149,7 +149,7 @@ def test_to_backend_then_to_executorch_pass():
     ``rewrite_edge_manager``); a second to_backend with xir's fp32 partitioner takes them instead."""
     from executorch.exir import ExecutorchBackendConfig, to_edge
 
-    from lowering.xir_ops_as_aten import XirOpsAsAten, rewrite_edge_manager, undelegated_xir_nodes
+    from lowering.fx.xir_ops_as_aten import XirOpsAsAten, rewrite_edge_manager, undelegated_xir_nodes
 
     ep, module = _program(quantized=False)
     full = harness.make_partitioner("xir")
@@ -179,7 +179,7 @@ def test_linears_on_fp16_weights_written_back():
     weight cast to fp32, and the program matches eager bf16 within bf16's rounding."""
     from executorch.exir import EdgeCompileConfig, to_edge
 
-    from lowering.xir_ops_as_aten import rewrite_edge_manager
+    from lowering.fx.xir_ops_as_aten import rewrite_edge_manager
 
     ep, module = _program(quantized=False, dtype=torch.bfloat16)
     rewrites = harness.make_partitioner("xir", enable_bf16=True, bf16_activations_in_fp32=True)
@@ -198,8 +198,8 @@ def test_an_xir_op_without_a_value_is_named():
     ATen ops need) is an error naming the node, and the graph is left as it was."""
     from executorch.exir.dialects._ops import ops as exir_ops
 
-    import lowering.xnnpack_ops  # noqa: F401  (registers xir's ops)
-    from lowering.xir_ops_as_aten import XirOpLeftOutside, rewrite_graph_module
+    import lowering.fx.xnnpack_ops  # noqa: F401  (registers xir's ops)
+    from lowering.fx.xir_ops_as_aten import XirOpLeftOutside, rewrite_graph_module
 
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
@@ -221,8 +221,8 @@ def test_cast_follows_the_programs_dim_order_mode():
     dim_order_ops' otherwise (and when it has none, ExecuTorch's default)."""
     from executorch.exir.dialects._ops import ops as exir_ops
 
-    import lowering.xnnpack_ops  # noqa: F401
-    from lowering.xir_ops_as_aten import rewrite_graph_module
+    import lowering.fx.xnnpack_ops  # noqa: F401
+    from lowering.fx.xir_ops_as_aten import rewrite_graph_module
 
     edge = exir_ops.edge
     for cast, expected in (

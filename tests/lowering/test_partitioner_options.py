@@ -113,7 +113,7 @@ def test_an_xir_op_left_outside_is_left_to_the_next_partitioner():
     """xir's own ops (made by its passes for XNNPACK) have no kernel outside it, but one the plan
     leaves outside (here: fp32 is not among the partitioner's precisions, as in the LLM flow's
     DQ-only first stage) does not stop the lowering: the next partitioner of the list may take it,
-    and what none takes is written back as ATen ops (lowering.xir_ops_as_aten, tested end to end
+    and what none takes is written back as ATen ops (lowering.fx.xir_ops_as_aten, tested end to end
     in test_partitioner_lists.py)."""
     from lowering.rules import STATIC
 

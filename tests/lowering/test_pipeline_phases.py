@@ -155,9 +155,9 @@ def test_the_partitioner_runs_the_pipeline_of_before(case):
 
 
 def test_default_pipeline_is_importable_with_its_value():
-    from lowering import partitioner
+    from lowering import pipeline
 
-    assert DEFAULT_PIPELINE == lowering.DEFAULT_PIPELINE == partitioner.DEFAULT_PIPELINE == names(DEFAULT)
+    assert DEFAULT_PIPELINE == lowering.DEFAULT_PIPELINE == pipeline.DEFAULT_PIPELINE == names(DEFAULT)
 
 
 def test_the_side_tables_of_before_are_derived_from_the_table():
@@ -266,7 +266,7 @@ def test_an_option_puts_its_pass_where_its_declared_order_says():
 def test_the_planner_learns_its_rewrites_from_the_pipeline():
     from lowering import XnnpackPartitioner
     from lowering.capability import WEIGHT_ONLY_BIAS_REWRITE
-    from lowering.partitioner import planned_rewrites
+    from lowering.pipeline import planned_rewrites
 
     pipeline = XnnpackPartitioner().pipeline
     assert planned_rewrites(pipeline) == {WEIGHT_ONLY_BIAS_REWRITE}

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from lowering.quantizer import quantize_pt2e
+from lowering.fx.quantizer import quantize_pt2e
 from xir_tools.harness import lower, reference
 
 

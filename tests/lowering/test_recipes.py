@@ -1,4 +1,4 @@
-"""xir's recipes for ExecuTorch's export recipe API (lowering.recipes), end to end: a small
+"""xir's recipes for ExecuTorch's export recipe API (lowering.fx.recipes), end to end: a small
 conv + linear model exported with ``executorch.export.export`` and an xir recipe, its program
 run by ExecuTorch's runtime against eager, what is delegated, and that xir did the lowering."""
 
@@ -9,9 +9,9 @@ import logging
 import pytest
 import torch
 
-import lowering.recipes  # noqa: F401  (registers xir's provider)
+import lowering.fx.recipes  # noqa: F401  (registers xir's provider)
 from lowering import XnnpackPartitioner
-from lowering.recipes import XirRecipeProvider, XirRecipeType, xir_partitioner
+from lowering.fx.recipes import XirRecipeProvider, XirRecipeType, xir_partitioner
 
 DELEGATE = "executorch_call_delegate"
 # ops that must not run outside a delegate (a gELU tanh is what xir rewrites for XNNPACK)

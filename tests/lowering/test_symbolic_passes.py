@@ -24,7 +24,7 @@ from torch.export import Dim
 
 import lowering
 import xir
-from lowering.writeback import write_back
+from lowering.fx.writeback import write_back
 from passes import PassManager
 from passes.registry import get_pass_class, listed, pass_names
 from tests.lowering import test_dynamic_shapes as dyn

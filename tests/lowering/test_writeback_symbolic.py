@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import xir
-from lowering import writeback
-from lowering.writeback import WriteBackError, write_back
+from lowering.fx import writeback
+from lowering.fx.writeback import WriteBackError, write_back
 from passes import Rewriter
 from xir import Symbol, TensorType
 from xir.ops import aten

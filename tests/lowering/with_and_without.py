@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from lowering.partitioner import DEFAULT_PIPELINE
+from lowering.pipeline import DEFAULT_PIPELINE
 from xir_tools import harness
 
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # then `xir dump`, timing each refusal; one JSON line per step (the imports are made before timing)
 CHILD = r"""
 import contextlib, io, json, sys, time
-import torch, xir_tools.html_report, lowering.partitioner
+import torch, xir_tools.html_report, lowering.fx.partitioner
 from xir_tools import cli
 from xir_tools.pt2 import BadArchive, load_exported_program
 from xir_tools.explorer.main import convert_model

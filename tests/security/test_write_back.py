@@ -18,7 +18,7 @@ from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPar
 from executorch.exir import EdgeCompileConfig, to_edge  # noqa: E402
 
 import lowering  # noqa: E402
-from lowering.writeback import WriteBackError, write_back  # noqa: E402
+from lowering.fx.writeback import WriteBackError, write_back  # noqa: E402
 from passes import function_pass  # noqa: E402
 from xir_tools.harness import delegated_ops, max_error, run_pte  # noqa: E402
 

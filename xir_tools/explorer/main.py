@@ -54,7 +54,7 @@ def _report_data(model_path: str, trust_pickle: bool = False) -> tuple[dict, str
         return data, graph_id(graph, text=True)
     import torch
 
-    from lowering.partitioner import XnnpackPartitioner, to_edge_transform_and_lower
+    from lowering import XnnpackPartitioner, to_edge_transform_and_lower
 
     from ..pt2 import load_exported_program
 

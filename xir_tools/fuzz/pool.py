@@ -37,7 +37,7 @@ def _worker_main(conn, log_path: str) -> None:
     import torch
 
     torch.set_num_threads(1)  # the workers share the machine's cores
-    import lowering.partitioner  # noqa: F401  (imports ahead of the first task: torch, ExecuTorch)
+    import lowering.fx.partitioner  # noqa: F401  (imports ahead of the first task: torch, ExecuTorch)
     from xir_tools.fuzz import case
 
     case.memoize_cia_ops()

@@ -121,7 +121,7 @@ def test_xir_slices_after_common_subexpressions_as_the_default_pipeline_has_them
 def _run(graph, **inputs):
     """The graph's outputs, each node run with torch's own op on the given inputs (and the
     constants the passes made)."""
-    from lowering.writeback import resolve_op
+    from lowering.fx.writeback import resolve_op
     from xir.fx_import import op_arguments
 
     values = {value: inputs[value.name] if value.name in inputs else value.data for value in graph.inputs}

@@ -9,6 +9,9 @@ quantization error.
 from __future__ import annotations
 
 import torch
+from executorch.backends.transforms.duplicate_dynamic_quant_chain import DuplicateDynamicQuantChainPass
+from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 ANNOTATION_KEY = "quantization_annotation"
 CONV3D_TARGETS = ("conv3d",)
@@ -29,10 +32,6 @@ def _is_conv3d(node: torch.fx.Node) -> bool:
 def make_quantizer(**config_options):
     """An XNNPACKQuantizer (global symmetric config from ``config_options``, e.g.
     ``is_per_channel=True``, ``is_dynamic=False``) that leaves 3-D convolutions in float."""
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
 
     class XirXnnpackQuantizer(XNNPACKQuantizer):
         def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -61,14 +60,6 @@ def quantize_pt2e(module: torch.nn.Module, inputs: tuple, **config_options) -> t
     The result is the eager reference of the quantized program, and exports again with dynamic
     shapes (``torch.export.export(result, inputs, dynamic_shapes=..., strict=True)``): the capture
     adds no guard on the example's sizes."""
-    from executorch.backends.transforms.duplicate_dynamic_quant_chain import (
-        DuplicateDynamicQuantChainPass,
-    )
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**config_options))
     captured = torch.export.export(module, inputs, strict=True).module(check_guards=False)

@@ -37,6 +37,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import DelegationSpec
+
 KEY = "dqlinear_partitioner"  # (ExecuTorch 1.5.1: preprocess then runs only ConvertToLinearPass)
 MAX_CAT_INPUTS = 5
 
@@ -101,8 +104,6 @@ def why_all_passes(fx_nodes: Iterable[Any]) -> str | None:
 def delegation_specs(ep: Any, tags: Iterable[str], spec: Any, all_passes: bool = False) -> tuple[dict, dict]:
     """Each tag's DelegationSpec: ``spec``, or ``spec`` with the ``dqlinear_partitioner`` key where
     the delegate needs only the linear rebuild. Also returns why the others need all passes."""
-    from executorch.exir.backend.compile_spec_schema import CompileSpec
-    from executorch.exir.backend.partitioner import DelegationSpec
 
     tags = list(tags)
     specs = {tag: spec for tag in tags}

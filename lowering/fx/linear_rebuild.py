@@ -17,11 +17,12 @@ be exact and takes the linear's source off them, so that XNNPACK runs them as th
 from __future__ import annotations
 
 import torch
+from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
 
 from xir.fx_import import op_name
 from xir.ops import aten
 
-from .capability import MATMUL_OPS, TRANSPOSE_OPS, same_dim
+from ..capability import MATMUL_OPS, TRANSPOSE_OPS, same_dim
 
 # what the walk may pass through and still be the decomposition of one linear
 _VIEWS = (aten.view_copy, aten.expand_copy, aten.clone, aten._unsafe_view, aten.squeeze_copy.dims, aten.unsqueeze_copy)
@@ -111,11 +112,21 @@ def rebuild_is_exact(matmul: torch.fx.Node, partition_nodes: list, tag: str) -> 
     return True
 
 
+def linear_source_partitions(fx_graph: torch.fx.Graph) -> dict:
+    """FX node -> the source partition (``torch.nn.Linear`` / ``F.linear``) it belongs to, found
+    exactly as XNNPACK's ``ConvertToLinearPass`` finds them."""
+    result = {}
+    for partitions in get_source_partitions(fx_graph, [torch.nn.Linear, torch.nn.functional.linear]).values():
+        for partition in partitions:
+            for fx_node in partition.nodes:
+                result[fx_node] = partition
+    return result
+
+
 def keep_inexact_matmuls(graph_module: torch.fx.GraphModule, exact=()) -> list[torch.fx.Node]:
     """Take the linear's source off every delegated matmul whose rebuild would not be exact;
     returns those matmuls. ``exact``: matmuls known to be rebuilt exactly (of the decomposed linears
     the partition plan delegated whole, :attr:`lowering.partition.PartitionPlan.whole_linears`)."""
-    from torch.fx.passes.utils.source_matcher_utils import get_source_partitions
 
     tagged = [
         n
@@ -124,11 +135,7 @@ def keep_inexact_matmuls(graph_module: torch.fx.GraphModule, exact=()) -> list[t
     ]
     if not tagged:
         return []
-    partition_of = {}
-    for partitions in get_source_partitions(graph_module.graph, [torch.nn.Linear, torch.nn.functional.linear]).values():
-        for partition in partitions:
-            for node in partition.nodes:
-                partition_of[node] = partition
+    partition_of = linear_source_partitions(graph_module.graph)
     changed = []
     for matmul in tagged:
         partition = partition_of.get(matmul)

@@ -14,7 +14,11 @@ import operator
 from typing import Any
 
 import torch
+from executorch.backends.transforms.utils import create_constant_placeholder, delete_constant_placeholder
+from executorch.exir.dialects._ops import ops as exir_ops
 from torch._guards import detect_fake_mode
+from torch.export.graph_signature import ExportGraphSignature, OutputSpec, TensorArgument
+from torch.export.graph_signature import InputKind as TorchInputKind
 
 from xir import Graph, InputKind, Node, Value
 from xir.fx_import import op_arguments
@@ -28,7 +32,6 @@ class WriteBackError(RuntimeError):
 
 def resolve_op(name: str) -> Any:
     """The edge-dialect op for an IR op name (``aten.add.Tensor``, ``aten.linear``)."""
-    from executorch.exir.dialects._ops import ops as exir_ops
 
     parts = name.split(".")
     namespace, op = parts[0], parts[1]
@@ -142,8 +145,6 @@ class _Writer:
 
     def add_constants(self, graph: Graph) -> None:
         """Map the graph's inputs; a constant a pass added becomes a placeholder, before the user inputs."""
-        from executorch.backends.transforms.utils import create_constant_placeholder
-        from torch.export.graph_signature import InputKind as TorchInputKind
 
         user_inputs = self.ep.graph_signature.user_inputs
         first_user_input = next((n for n in self.placeholders if n.name in user_inputs), None)
@@ -251,7 +252,6 @@ class _Writer:
                 self.fx_graph.erase_node(fx_node)
 
     def delete_unread_constants(self) -> None:
-        from executorch.backends.transforms.utils import delete_constant_placeholder
 
         signature = self.ep.graph_signature
         for fx_node in list(self.fx_graph.nodes):
@@ -324,11 +324,6 @@ def _free_attribute_name(gm: torch.fx.GraphModule, base: str) -> str:
 
 def _rename_outputs(ep: Any, outputs: list) -> None:
     """Point the graph signature's output specs at the FX nodes that now produce the outputs."""
-    from torch.export.graph_signature import (
-        ExportGraphSignature,
-        OutputSpec,
-        TensorArgument,
-    )
 
     specs = list(ep.graph_signature.output_specs)
     if len(specs) != len(outputs):

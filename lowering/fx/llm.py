@@ -6,7 +6,7 @@ builder's ``to_edge_transform_and_lower``. That builder takes ``transform_passes
 them to ExecuTorch's ``to_edge_transform_and_lower``, which is where xir's rewrites go:
 
     from executorch.examples.models.llama import export_llama_lib as flow
-    from lowering.llm import llm_partitioners, to_edge_and_lower_llama_xnnpack
+    from lowering.fx.llm import llm_partitioners, to_edge_and_lower_llama_xnnpack
 
     builder = flow._prepare_for_llama_export(llm_config).export()
     builder.run_canonical_optimizations()
@@ -17,7 +17,7 @@ them to ExecuTorch's ``to_edge_transform_and_lower``, which is where xir's rewri
 The whole flow, from export_llm's own arguments (``--config FILE`` and ``key=value``), lowered
 by xir's partitioner alone and saved where the flow saves it:
 
-    python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
+    python -m lowering.fx.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
                            [xir.bf16_linears_as_f16=true] [xir.bf16_activations_in_fp32=true]
 
 (``main``; ``run(argv)`` returns the builder, ``export_llama(llm_config)`` takes an LlmConfig).
@@ -26,8 +26,22 @@ Nothing here patches ExecuTorch: the flow's builder and functions are used as th
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from typing import Any, Sequence
+
+import hydra
+from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackDynamicallyQuantizedPartitioner
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as StockPartitioner
+from executorch.examples.models.llama import export_llama_lib as flow
+from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+from executorch.extension.llm.export import export_llm as et
+from executorch.extension.llm.export.config.llm_config import LlmConfig
+from omegaconf import OmegaConf
+
+from .partitioner import XnnpackPartitioner
 
 # the partitioner sets: "stock" is what the flow builds with xnnpack + xnnpack_extended_ops;
 # "xir-dq+xir" is the flow's two stages with xir's partitioner in both
@@ -50,12 +64,6 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) 
     quantized stage, then xir's partitioner; ``xir-dq+xir``: the flow's two stages, each xir's
     (``config_precisions=DYNAMIC_QUANT``, then all). ``xir_options`` (:data:`XIR_BF16_OPTIONS`:
     ``bf16_linears_as_f16``, ``bf16_activations_in_fp32``) go to xir's partitioner."""
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-        XnnpackDynamicallyQuantizedPartitioner,
-    )
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as StockPartitioner
-
-    from .partitioner import XnnpackPartitioner
 
     xir_options = _xir_options(xir_options)
     if kind == "stock":
@@ -74,8 +82,6 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) 
             XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options),
         ]
     if kind == "xir-dq+xir":
-        from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
-
         return [
             XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT, enable_bf16=enable_bf16),
             XnnpackPartitioner(enable_bf16=enable_bf16, **xir_options),
@@ -86,7 +92,6 @@ def llm_partitioners(kind: str, enable_bf16: bool = False, **xir_options: bool) 
 def transform_passes(partitioners: Sequence[Any]) -> list:
     """The transform passes of every xir partitioner in ``partitioners`` (in order): what
     ExecuTorch's ``to_edge_transform_and_lower`` must run before partitioning."""
-    from .partitioner import XnnpackPartitioner
 
     passes: list = []
     for p in partitioners:
@@ -118,7 +123,7 @@ def to_edge_and_lower_llama_xnnpack(
 
 # ------------------------------------------------------------------ export_llm with xir's partitioner
 #
-#     python -m lowering.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
+#     python -m lowering.fx.llm --config llm.yaml [key=value ...] [xir.partitioners=xir|dq+xir|xir-dq+xir|stock]
 #
 # takes what ``python -m executorch.extension.llm.export.export_llm`` takes (parsed by ExecuTorch's
 # own code: its ``export_llm`` helpers and hydra's ``llm_config`` schema) and runs the flow's
@@ -133,7 +138,7 @@ _OTHER_BACKENDS = ("coreml", "vulkan", "qnn", "openvino", "tosa", "ethosu", "vgf
 
 
 class UnsupportedOption(ValueError):
-    """An LlmConfig option the flow supports and ``python -m lowering.llm`` does not."""
+    """An LlmConfig option the flow supports and ``python -m lowering.fx.llm`` does not."""
 
 
 def check_supported(llm_config) -> None:
@@ -168,12 +173,6 @@ def partitioners_for_config(kind: str, llm_config, **xir_options: bool) -> list:
     enable_bf16 = llm_config.backend.xnnpack.enable_bf16
     if llm_config.backend.xnnpack.extended_ops:
         return llm_partitioners(kind, enable_bf16=enable_bf16, **xir_options)
-    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-        XnnpackDynamicallyQuantizedPartitioner,
-    )
-
-    from .partitioner import XnnpackPartitioner
 
     if kind in ("xir", "xir-dq+xir"):
         return [XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT, enable_bf16=enable_bf16)]
@@ -185,9 +184,6 @@ def partitioners_for_config(kind: str, llm_config, **xir_options: bool) -> list:
 def _download_checkpoint_if_needed(llm_config) -> None:
     """``export_llama``'s first step: an HF model named without a checkpoint is downloaded and
     converted (the flow's own ``download_and_convert_hf_checkpoint`` and converters)."""
-    import importlib
-
-    from executorch.examples.models.llama import export_llama_lib as flow
 
     name = llm_config.base.model_class.value
     if llm_config.base.checkpoint or name not in flow.HUGGING_FACE_REPO_IDS:
@@ -220,7 +216,6 @@ def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
     (:data:`XIR_BF16_OPTIONS`) go to xir's partitioner: ``bf16_linears_as_f16`` runs bf16 linears
     as XNNPACK's fp16 GEMM, ``bf16_activations_in_fp32`` the delegated bf16 ops in fp32 (both
     ``XnnpackPartitioner``'s options; they need ``backend.xnnpack.enable_bf16``)."""
-    from executorch.examples.models.llama import export_llama_lib as flow
 
     if partitioners not in COMMAND_SETS:
         raise ValueError(f"unknown partitioner set {partitioners!r}; expected one of {', '.join(COMMAND_SETS)}")
@@ -291,8 +286,6 @@ def export_llama(llm_config, partitioners: str = "xir", **xir_options: bool):
 def additional_passes(llm_config) -> list:
     """The passes ``_export_llama`` hands to ``to_executorch`` for this config (the Arm backends'
     KV-cache pass is not here: check_supported refuses those backends)."""
-    from executorch.examples.models.llama import export_llama_lib as flow
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
     passes = []
     if llm_config.base.model_class.value in flow.TORCHTUNE_DEFINED_MODELS:
@@ -318,12 +311,6 @@ def parse_args(argv: Sequence[str]):
     through ExecuTorch's own ``export_llm`` helpers and hydra's ``llm_config`` schema), plus
     ``xir.partitioners=KIND`` and ``xir.NAME=true|false`` for each of :data:`XIR_BF16_OPTIONS`.
     Returns (LlmConfig, partitioner set, {option: bool} for every one of them)."""
-    import sys
-
-    import hydra
-    from executorch.extension.llm.export import export_llm as et  # registers the "llm_config" schema
-    from executorch.extension.llm.export.config.llm_config import LlmConfig
-    from omegaconf import OmegaConf
 
     kind, options, rest = "xir", {name: False for name in XIR_BF16_OPTIONS}, []
     for arg in argv:
@@ -351,7 +338,7 @@ def parse_args(argv: Sequence[str]):
         parsed.append(OmegaConf.to_object(merged))
 
     saved = sys.argv
-    sys.argv = [saved[0] if saved else "lowering.llm", *rest]
+    sys.argv = [saved[0] if saved else "lowering.fx.llm", *rest]
     try:
         config, _ = et.parse_config_arg()
         if config:
@@ -371,9 +358,8 @@ def run(argv: Sequence[str]):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lowering.llm``: export_llm's arguments; writes the .pte the flow would write
+    """``python -m lowering.fx.llm``: export_llm's arguments; writes the .pte the flow would write
     and prints its path."""
-    import sys
 
     builder = run(list(sys.argv[1:] if argv is None else argv))
     print(builder.get_saved_pte_filename())
@@ -386,5 +372,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except UnsupportedOption as error:
-        print(f"lowering.llm: error: {error}", file=sys.stderr)
+        print(f"lowering.fx.llm: error: {error}", file=sys.stderr)
         sys.exit(2)

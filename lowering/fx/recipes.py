@@ -3,9 +3,9 @@
 Importing this module registers :class:`XirRecipeProvider` with ExecuTorch's recipe registry
 (backend name ``"xir"``); then
 
-    import lowering.recipes
+    import lowering.fx.recipes
     from executorch.export import ExportRecipe, export
-    from lowering.recipes import XirRecipeType
+    from lowering.fx.recipes import XirRecipeType
 
     session = export(model, [inputs], export_recipe=ExportRecipe.get_recipe(XirRecipeType.FP32))
     session.save_to_pte("model.pte")
@@ -38,6 +38,8 @@ from executorch.export import (
     RecipeType,
     recipe_registry,
 )
+
+from .partitioner import XnnpackPartitioner
 
 logger = logging.getLogger("xir")
 
@@ -125,7 +127,6 @@ class XirRecipeProvider(BackendRecipeProvider):
     """
 
     def __init__(self, **partitioner_options: Any) -> None:
-        from .partitioner import XnnpackPartitioner
 
         super().__init__()
         XnnpackPartitioner(**partitioner_options)  # (bad options fail here, not at the first recipe)
@@ -152,7 +153,6 @@ class XirRecipeProvider(BackendRecipeProvider):
         return self._with_xir_lowering(stock, recipe_type)
 
     def _with_xir_lowering(self, stock: ExportRecipe, recipe_type: XirRecipeType) -> ExportRecipe:
-        from .partitioner import XnnpackPartitioner
 
         partitioner = XnnpackPartitioner(**self.partitioner_options)
 
@@ -179,7 +179,6 @@ class XirRecipeProvider(BackendRecipeProvider):
 
 def xir_partitioner(recipe: ExportRecipe):
     """The xir partitioner of a recipe made by :class:`XirRecipeProvider` (for its ``report()``)."""
-    from .partitioner import XnnpackPartitioner
 
     lowering_recipe = recipe.lowering_recipe
     partitioners = lowering_recipe.partitioners if lowering_recipe is not None else None

@@ -1,7 +1,7 @@
 """xir's own ops that no delegate took, written back as the ATen edge ops they stand for.
 
 xir's transform passes make ``xir.slice``, ``xir.convert``, ``xir.bmm_f32out`` and
-``xir.linear_f16w`` (``lowering/xnnpack_ops.py``) for the ops an xir partitioner plans to delegate.
+``xir.linear_f16w`` (``lowering/fx/xnnpack_ops.py``) for the ops an xir partitioner plans to delegate.
 They have no ExecuTorch kernel: outside a delegate, ``to_executorch`` could not lower them. In a
 list of partitioners the plan is not the final partitioning: a partitioner before xir's takes
 what it takes first (the LLM flow's dynamically quantized stage, stock's XNNPACK partitioner),
@@ -30,6 +30,8 @@ import logging
 from typing import Any
 
 import torch
+from executorch.exir.dialects._ops import ops as exir_ops
+from torch.fx.passes.infra.pass_base import PassResult
 
 logger = logging.getLogger("xir")
 
@@ -84,7 +86,6 @@ def program_uses_dim_order(ep: Any) -> bool:
 
 
 def _edge(namespace: str, op: str, overload: str = "default"):
-    from executorch.exir.dialects._ops import ops as exir_ops
 
     return getattr(getattr(getattr(exir_ops.edge, namespace), op), overload)
 
@@ -211,7 +212,6 @@ class XirOpsAsAten:
         self.use_dim_order = use_dim_order
 
     def __call__(self, graph_module: torch.fx.GraphModule):
-        from torch.fx.passes.infra.pass_base import PassResult
 
         renamed = rewrite_graph_module(graph_module, self.use_dim_order)
         return PassResult(graph_module, bool(renamed))
