@@ -52,7 +52,6 @@ NAME = "hoist-row-select"
 CHOOSE_QPARAMS = "torchao.choose_qparams_affine"
 QUANTIZE = ("torchao.quantize_affine", "torchao.dequantize_affine")
 REDUCTIONS = (str(aten.mean.dim), str(aten.sum.dim_IntList), str(aten.amax))
-SOFTMAXES = (str(aten._softmax), str(aten._log_softmax))
 
 
 def _tensor(value: Value) -> TensorType | None:
@@ -121,12 +120,12 @@ def operand_dims(node: Node, dim: int) -> list[int | None] | None:
         return dims
     if op == str(aten.linear):
         return [dim, None, None][: len(tensors)] if dim != rank - 1 else None
-    if op in REDUCTIONS or op in SOFTMAXES:
+    if op in REDUCTIONS or has_trait(op, "softmax"):
         source = tensors[0]
         reduced = _normalized(node.attributes.get("dim"), source.rank)
         if reduced is None:  # over every dim
             return None
-        if op in SOFTMAXES or node.attributes.get("keepdim", False):
+        if has_trait(op, "softmax") or node.attributes.get("keepdim", False):
             return [dim] if dim not in reduced else None
         kept = [k for k in range(source.rank) if k not in reduced]
         return [kept[dim]]

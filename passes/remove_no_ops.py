@@ -7,7 +7,7 @@ from __future__ import annotations
 import attrs
 
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, dim_order_ops, ops_with
+from xir.ops import aten, family, ops_with
 
 from .rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 
@@ -24,9 +24,9 @@ SHAPE_ONLY_OPS = (
     aten.unsqueeze_copy,
     aten.contiguous,
 )
-VIEW_OPS = (aten.view_copy, aten.view, aten.reshape, aten._unsafe_view)
+VIEW_OPS = family("reshape")
 PERMUTE_OPS = (aten.permute_copy, aten.permute)
-CONVERT_OPS = (aten._to_copy, dim_order_ops._to_dim_order_copy)
+CONVERT_OPS = family("cast")
 
 
 def bypass(node: Node, rewriter: Rewriter, source=None) -> bool:

@@ -47,6 +47,9 @@ def test_families_are_traits():
     assert family("random") == ("aten.native_dropout",)
     assert "quantized_decomposed.dequantize_per_channel" in family("dequantize")
     assert "torchao.choose_qparams_affine" in family("choose-qparams")
+    assert family("cast") == ("aten._to_copy", "dim_order_ops._to_dim_order_copy")
+    assert family("softmax") == ("aten._log_softmax", "aten._softmax")
+    assert "aten.view_copy" in family("reshape") and "aten.permute_copy" not in family("reshape")
 
 
 def test_no_family_is_written_out_twice():

@@ -19,6 +19,7 @@ from .dtypes import DType
 from .errors import IRError
 from .op_schemas import CATCH_ALL, SCHEMAS
 from .ops import (
+    CAST,
     CHOOSE_QPARAMS,
     COMMUTATIVE,
     DEQUANTIZE,
@@ -29,6 +30,8 @@ from .ops import (
     QUANTIZE,
     RANDOM,
     REQUIRED,
+    RESHAPE,
+    SOFTMAX,
     VIEW,
     define_op,
     dims_agree,
@@ -1358,7 +1361,7 @@ define_op(
     "aten._softmax",
     operands=("input",),
     attributes={"dim": REQUIRED, "half_to_float": False},
-    traits=PURE,
+    traits=PURE | SOFTMAX,
     infer=same_as_input,
     check=_check_dim,
 )
@@ -1366,7 +1369,7 @@ define_op(
     "aten._log_softmax",
     operands=("input",),
     attributes={"dim": REQUIRED, "half_to_float": False},
-    traits=PURE,
+    traits=PURE | SOFTMAX,
     infer=same_as_input,
     check=_check_dim,
 )
@@ -1418,7 +1421,7 @@ for _name in ("view_copy", "view", "reshape", "_unsafe_view"):
         f"aten.{_name}",
         operands=("input",),
         attributes={"shape" if _name == "reshape" else "size": REQUIRED},
-        traits=PURE | VIEW,
+        traits=PURE | VIEW | RESHAPE,
         infer=_view,
         check=_check_view,
     )
@@ -1483,7 +1486,7 @@ define_op(
         "non_blocking": False,
         "dim_order": None,
     },
-    traits=PURE | ELEMENTWISE,
+    traits=PURE | ELEMENTWISE | CAST,
     infer=_to_dtype,
 )
 define_op(
@@ -1497,7 +1500,7 @@ define_op(
         "non_blocking": False,
         "memory_format": None,
     },
-    traits=PURE | ELEMENTWISE,
+    traits=PURE | ELEMENTWISE | CAST,
     infer=_to_dtype,
 )
 # ATen's Tensor.to(dtype), before to_edge makes it a _to_copy (what ops_to_not_decompose plans on)

@@ -16,6 +16,9 @@ defaults, result-type inference, a check of its operands, and traits:
   and the ``addmm``/``mm`` torch.export decomposes it into);
 * ``quantize``, ``dequantize``, ``choose-qparams``: the quantization ops (a quantized lowering
   matches each with its one reader);
+* ``cast``: the edge dialect's dtype (and dim order) copies, ``_to_copy`` and ``_to_dim_order_copy``;
+* ``reshape``: a reshape to the ``size`` (``shape``) attribute: ``view_copy``, ``view``, ...;
+* ``softmax``: a softmax along the ``dim`` attribute (``_softmax``, ``_log_softmax``);
 * ``weights``: the operands that are weights (static data in a backend: has-static-weights).
 
 The verifier, dead-code elimination, :meth:`Graph.create_node` (which infers result types
@@ -47,6 +50,9 @@ LINEAR = frozenset({"linear", "matmul"})  # (a linear layer multiplies matrices)
 QUANTIZE = frozenset({"quantize"})
 DEQUANTIZE = frozenset({"dequantize"})
 CHOOSE_QPARAMS = frozenset({"choose-qparams"})
+CAST = frozenset({"cast"})
+RESHAPE = frozenset({"reshape"})
+SOFTMAX = frozenset({"softmax"})
 TRAITS = (
     "pure",
     "elementwise",
@@ -58,6 +64,9 @@ TRAITS = (
     "quantize",
     "dequantize",
     "choose-qparams",
+    "cast",
+    "reshape",
+    "softmax",
 )
 
 REQUIRED = object()  # an attribute the node must carry (no default)

@@ -7,14 +7,14 @@ import attrs
 from passes import Rewriter, rewrite_pattern
 from passes.remove_no_ops import layout_change
 from xir import DType, Node, TensorType
-from xir.ops import aten, dim_order_ops
+from xir.ops import family
 
 from ..capability import Options, float_verdict
 from ..ops import xir_ops
 from ..rules import MAX_RANK
 from ._base import Bf16Rewrite
 
-CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)
+CASTS = family("cast")
 
 
 @rewrite_pattern(*CASTS)

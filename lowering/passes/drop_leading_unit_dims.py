@@ -16,9 +16,9 @@ import attrs
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from passes.shape_ops_as_views import view_size
 from xir import Node, TensorType, Value
-from xir.ops import aten, has_trait
+from xir.ops import aten, family, has_trait
 
-SOFTMAX = (aten._softmax, aten._log_softmax)
+SOFTMAX = family("softmax")
 
 
 def _tensor(value: Value) -> TensorType | None:

@@ -52,11 +52,12 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, dim_order_ops, has_trait
+from xir.ops import aten, dim_order_ops, family, has_trait
 
 from ._base import RunStateRule
 
-CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)
+CASTS = family("cast")
+CAST = dim_order_ops._to_dim_order_copy  # (the cast this pass makes)
 # the ops ExecuTorch's RemoveMixedTypeOperators promotes that take a number (not aten.minimum; and
 # not div.Tensor_mode, a division with a rounding mode, which xir.ops does not define)
 PROMOTED_OPS = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor)
@@ -146,11 +147,9 @@ def eager_scalar_promotion(node: Node, rewriter: Rewriter, made: dict) -> bool:
         low = dtypes[0] or dtypes[1]
     readers = [user for user in result.users if not user.is_return]
     outputs = [i for i, value in enumerate(rewriter.graph.outputs) if value is result]
-    rounded = rewriter.insert_after(
-        node, rewriter.create(CASTS[0], [result], attributes={"dtype": low, "dim_order": []})
-    )
+    rounded = rewriter.insert_after(node, rewriter.create(CAST, [result], attributes={"dtype": low, "dim_order": []}))
     wide = rewriter.insert_after(
-        rounded, rewriter.create(CASTS[0], [rounded.result], attributes={"dtype": DType.f32, "dim_order": []})
+        rounded, rewriter.create(CAST, [rounded.result], attributes={"dtype": DType.f32, "dim_order": []})
     )
     made[wide.result] = low
     for reader in readers:
@@ -188,15 +187,13 @@ def number_in_fp32(node: Node, rewriter: Rewriter) -> bool:
         return rewriter.notify_match_failure(node, "the number is a bf16 number: the cast rounded nothing")
     x = operands[1 - at]
     order = {"dim_order": list(range(x.type.rank))}
-    wide_x = rewriter.insert_before(
-        node, rewriter.create(CASTS[0], [x], attributes={"dtype": DType.f32, **order})
-    ).result
+    wide_x = rewriter.insert_before(node, rewriter.create(CAST, [x], attributes={"dtype": DType.f32, **order})).result
     wide_operands = [number if i == at else wide_x for i in range(2)]
     wide = rewriter.insert_before(
         node, rewriter.create(node.op, wide_operands, [result.type.with_dtype(DType.f32)], dict(node.attributes))
     )
     narrow = rewriter.insert_before(
-        node, rewriter.create(CASTS[0], [wide.result], attributes={"dtype": DType.bf16, **order})
+        node, rewriter.create(CAST, [wide.result], attributes={"dtype": DType.bf16, **order})
     )
     rewriter.replace_node(node, [narrow.result])
     return True

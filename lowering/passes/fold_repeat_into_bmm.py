@@ -29,12 +29,12 @@ from passes.remove_no_ops import layout_change
 from passes.rewriter import PatternRewritePass, Rewriter, rewrite_pattern
 from passes.shape_ops_as_views import symbolic_product, view_size, view_to
 from xir import Node, TensorType, Value
-from xir.ops import aten, dim_order_ops
+from xir.ops import aten, dim_order_ops, family
 
 _SCALAR_OPS = (aten.mul.Scalar, aten.div.Scalar)
 _TENSOR_OPS = (aten.mul.Tensor, aten.div.Tensor)
 _CLONES = (aten.clone, dim_order_ops._clone_dim_order, aten.alias_copy)
-_CASTS = (dim_order_ops._to_dim_order_copy, aten._to_copy)  # dtype casts: elementwise
+_CASTS = family("cast")  # dtype casts: elementwise
 
 
 def _static(value: Value) -> bool:

@@ -10,11 +10,11 @@ import attrs
 
 from passes import PatternRewritePass, Rewriter, rewrite_pattern
 from xir import DType, Node, TensorType, Value
-from xir.ops import aten, dim_order_ops, quantized_decomposed
+from xir.ops import aten, family, quantized_decomposed
 
 # the casts an int8 weight is read through: ATen's ``Tensor.to`` (the program ExecuTorch asks
 # ``ops_to_not_decompose`` about) and the edge dialect's copies
-CASTS = (aten.to.dtype, aten._to_copy, dim_order_ops._to_dim_order_copy)
+CASTS = (aten.to.dtype, *family("cast"))  # (aten.to.dtype: the program ops_to_not_decompose plans on)
 QMIN, QMAX = -128, 127
 
 
