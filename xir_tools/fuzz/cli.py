@@ -605,8 +605,8 @@ def campaign(args) -> int:
             run.run_programs(engine)
             run_seconds = time.monotonic() - start
             run.write_repros(engine)
-    except EngineError as error:  # (the journal keeps the programs that ran: --resume goes on)
-        print(f"xir fuzz: {error}", file=sys.stderr)
+    except EngineError as error:
+        print(f"xir fuzz: {error} ({out / JOURNAL} keeps the programs that ran: --resume goes on)", file=sys.stderr)
         return 2
     return run.summarize(commit, code, run_seconds, time.monotonic() - start)
 

@@ -277,14 +277,16 @@ class RayEngine:
                 yield flight.key, _failed(flight.task, "timeout", error, flight.started)
 
     def _result(self, ref, flight: _Flight) -> tuple[dict, bool]:
-        """A finished task's outcome, and whether its actor lives."""
+        """A finished task's outcome, and whether its actor lives. The pool reports a harness bug in
+        a program as that program's outcome; an exception of the actor's own (its pool's workers die
+        at start-up) stops the campaign, as it does on one machine."""
         exceptions = self.ray.exceptions
         try:
             return self.ray.get(ref), True
         except exceptions.RayActorError as error:  # its process killed, its node lost
             return _failed(flight.task, "crashed", _actor_death(error), flight.started), False
-        except exceptions.RayTaskError as error:  # a bug of the harness, raised in the actor
-            return _failed(flight.task, "harness-error", _first_line(error), flight.started), True
+        except exceptions.RayTaskError as error:
+            raise EngineError(f"--engine ray: a Ray actor failed: {_first_line(error)}") from None
         except exceptions.RayError as error:  # (its result lost with its node, ...)
             reason = f"lost on Ray: {type(error).__name__}: {_first_line(error)}"
             return _failed(flight.task, "crashed", reason, flight.started), False
