@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .engines import ENGINES, EngineError, open_engine, require_engine
 from .program import KINDS, Program
-from .source import OUTCOME_SOURCES, source_code_id, source_commit  # noqa: F401  (OUTCOME_SOURCES: cli's name of old)
+from .source import OUTCOME_SOURCES, source_code_id, source_commit  # noqa: F401  (also cli's names, as before)
 
 CLASSES = (
     "ok",
