@@ -596,9 +596,11 @@ def campaign(args) -> int:
         print(f"xir fuzz: {error}", file=sys.stderr)
         return 2
     run = _Run(args, out, kinds, keys, before, records, outcomes)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
     try:
         engine = _engine(args, out / "logs", code)
+        # `kill` stops it as Ctrl-C does (a background job ignores SIGINT); set after the engine
+        # started, since ray.init installs a SIGTERM handler of its own, which ends the process
+        signal.signal(signal.SIGTERM, _interrupt)
         print(run.banner(commit, code, engine), flush=True)
         start = time.monotonic()
         with engine:
