@@ -3,12 +3,15 @@ against ExecuTorch's stock one.
 
     python -m xir_tools.fuzz --kind all --count 60 --seed 0 --jobs 2 --out fuzz-out --timeout 60
     python -m xir_tools.fuzz --replay 17 --kind static [--shrink]
+    python -m xir_tools.fuzz --kind all --count 2000 --engine ray --address auto --out fuzz-out   # on a Ray cluster
 
 Every program (seed, kind) is generated, exported, lowered with xir and with stock, run on
 ExecuTorch's runtime in a worker process and compared with eager PyTorch. Failures get a
 standalone repro file in the output folder (shrunk first for the failures selected by
 --shrink); summary.json holds every program's outcome. SIGINT (Ctrl-C) or SIGTERM stops a campaign
-early: the programs that ran are reported and kept in summary.json.
+early: the programs that ran are reported and kept in summary.json. --engine ray runs the programs
+(and the shrinking) as tasks of Ray actors on a Ray cluster (pip install 'xir[cluster]'; see
+docs/fuzzing.md), with the same outcomes and journal as the local worker pool.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import signal
 import statistics
 import sys
@@ -24,7 +26,9 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from .engines import ENGINES, EngineError, open_engine, require_engine
 from .program import KINDS, Program
+from .source import OUTCOME_SOURCES, source_code_id, source_commit  # noqa: F401  (also cli's names, as before)
 
 CLASSES = (
     "ok",
@@ -344,74 +348,6 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def source_commit() -> str | None:
-    """The git commit of the xir checkout this fuzzer runs from ("<sha>+dirty" with uncommitted
-    changes to tracked files), or None outside a git checkout."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[2]
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=30
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sha + ("+dirty" if dirty else "") if sha else None
-
-
-# What a program's outcome depends on in this repository: the IR, the lowering, the passes, the
-# harness that generates, lowers and runs it, and the pinned packages. A campaign is resumable by
-# any checkout whose these files are the same (a later commit that changed only docs, tests or the
-# report), so that a campaign journal kept in the repository goes on in another session.
-OUTCOME_SOURCES = (
-    "xir",
-    "lowering",
-    "passes",
-    "xir_tools/harness.py",
-    "xir_tools/fuzz/case.py",
-    "xir_tools/fuzz/generator.py",
-    "xir_tools/fuzz/program.py",
-    "xir_tools/fuzz/pool.py",
-    "xir_tools/examples.py",
-    "pyproject.toml",
-)
-
-
-def source_code_id() -> str | None:
-    """A hash of OUTCOME_SOURCES as committed ("<hash>+dirty" when they have uncommitted changes),
-    or None outside a git checkout."""
-    import hashlib
-    import subprocess
-
-    root = Path(__file__).resolve().parents[2]
-    try:
-        objects = subprocess.run(
-            ["git", "-C", str(root), "rev-parse"] + [f"HEAD:{p}" for p in OUTCOME_SOURCES],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout.split()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--"] + list(OUTCOME_SOURCES),
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    code = hashlib.sha1(" ".join(objects).encode()).hexdigest()[:16]
-    return code + ("+dirty" if dirty else "")
-
-
 RESUMABLE_ARGS = ("max_ops", "min_ops", "timeout", "bf16_option", "generator")
 FIRST_EDITION = 1  # the generator edition of a journal that names none (written before editions were recorded)
 
@@ -660,16 +596,31 @@ def campaign(args) -> int:
         print(f"xir fuzz: {error}", file=sys.stderr)
         return 2
     run = _Run(args, out, kinds, keys, before, records, outcomes)
-    print(run.banner(commit, code), flush=True)
-    start = time.monotonic()
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does (a background job ignores SIGINT)
-    from .pool import Pool
-
-    with Pool(args.jobs, args.timeout, out / "logs", xir_options=xir_options(args)) as pool:
-        run.run_programs(pool)
-        run_seconds = time.monotonic() - start
-        run.write_repros(pool)
+    try:
+        engine = _engine(args, out / "logs", code)
+        # `kill` stops it as Ctrl-C does (a background job ignores SIGINT); set after the engine
+        # started, since ray.init installs a SIGTERM handler of its own, which ends the process
+        signal.signal(signal.SIGTERM, _interrupt)
+        print(run.banner(commit, code, engine), flush=True)
+        start = time.monotonic()
+        with engine:
+            run.run_programs(engine)
+            run_seconds = time.monotonic() - start
+            run.write_repros(engine)
+    except EngineError as error:
+        print(f"xir fuzz: {error} ({out / JOURNAL} keeps the programs that ran: --resume goes on)", file=sys.stderr)
+        return 2
     return run.summarize(commit, code, run_seconds, time.monotonic() - start)
+
+
+def _engine(args, log_dir: Path, code: str | None, jobs: int | None = None):
+    """The engine of ``--engine`` (pool.Pool or ray_engine.RayEngine) with ``jobs`` workers (None:
+    --jobs); ``args.jobs`` becomes its number of workers (a Ray cluster's CPUs by default)."""
+    engine = open_engine(
+        args.engine, jobs or args.jobs, args.timeout, log_dir, xir_options(args), address=args.address, code=code
+    )
+    args.jobs = args.jobs or engine.jobs
+    return engine
 
 
 class _Run:
@@ -685,14 +636,14 @@ class _Run:
         self.done = sum(1 for key in keys if key in records)
         self.total = len(self.keyed) + self.done
 
-    def banner(self, commit, code) -> str:
+    def banner(self, commit, code, engine) -> str:
         args, seeds = self.args, sorted({seed for _, seed in self.keys})
         rerun = ""
         if args.rerun:
             rerun = f", those of {args.rerun}" + (f" with {', '.join(args.only_ops)}" if args.only_ops else "")
         return (
             f"xir fuzz: {self.total} programs ({', '.join(self.kinds)}; seeds {seeds[0]}..{seeds[-1]}{rerun}), "
-            f"{args.jobs} workers, timeout {args.timeout:g} s per phase, output in {self.out}/, "
+            f"{_workers(engine)}, timeout {args.timeout:g} s per phase, output in {self.out}/, "
             f"xir at {commit or 'an unknown commit'} (code {code})"
             + (f"; xir's bf16 programs with {xir_options(args)}" if xir_options(args) else "")
             + (f"; resumed: {self.done} ran before" if self.done else "")
@@ -813,6 +764,10 @@ class _Run:
         return 1 if regressions else 0
 
 
+def _workers(engine) -> str:
+    return engine.describe() if hasattr(engine, "describe") else f"{engine.jobs} workers"
+
+
 def rerun_selection(folder: Path, kinds: list[str], only_ops: list[str] | None) -> dict:
     """The records of the campaign journalled in ``folder`` (its programs.jsonl) to run again:
     those of ``kinds``, and with ``only_ops``, those whose program has one of these op kinds
@@ -922,7 +877,6 @@ def print_changes(before: dict, after: dict) -> list:
 def replay(args) -> int:
     from . import case
     from .generator import generate
-    from .pool import Pool
     from .repro import write_repro
 
     kind = "fp32" if args.kind == "all" else args.kind
@@ -932,7 +886,12 @@ def replay(args) -> int:
         "code id may hold another program for this seed)"
     )
     print(program.module_source())
-    with Pool(1, args.timeout, Path(args.out) / "logs", xir_options=xir_options(args)) as pool:
+    try:
+        engine = _engine(args, Path(args.out) / "logs", source_code_id(), jobs=1)
+    except EngineError as error:
+        print(f"xir fuzz: {error}", file=sys.stderr)
+        return 2
+    with engine as pool:
         outcome = pool.map([{"program": program.to_json(), "sides": list(SIDES)}])[0]
         result = label(outcome)
         print(f"xir:   {case.describe(outcome['xir'])}")
@@ -960,7 +919,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default="all", choices=list(KINDS) + ["all"], help="program kind (default: all)")
     p.add_argument("--count", type=int, default=20, help="programs per kind (default: 20)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
-    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (default: 2)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="programs run at once: worker processes, or Ray actors of one CPU each (default: 2; with "
+        "--engine ray --address, one per CPU of the cluster)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="pool",
+        help="what runs the programs: pool, worker processes on this machine (default); ray, Ray actors on "
+        "a Ray cluster (--address; without it, a local cluster of --jobs CPUs). Needs Ray: pip install "
+        "'xir[cluster]'. The journal is the same: a campaign resumes with either",
+    )
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="with --engine ray: the Ray cluster to run on (auto: the one this node belongs to, or "
+        "HOST:6379, its head node)",
+    )
     p.add_argument("--out", default="fuzz-out", help="folder for repros, logs and summary.json (default: fuzz-out)")
     p.add_argument(
         "--timeout",
@@ -1074,6 +1052,15 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("--count must be at least 1")
     if args.only_ops and not args.rerun:
         parser().error("--only-ops goes with --rerun")
+    if args.address and args.engine != "ray":
+        parser().error("--address goes with --engine ray")
+    if args.jobs is not None and args.jobs < 1:
+        parser().error("--jobs must be at least 1")
+    try:
+        require_engine(args.engine)
+    except EngineError as error:
+        print(f"xir fuzz: {error}", file=sys.stderr)
+        return 2
     try:
         _program_settings(args)
     except CampaignError as error:
