@@ -196,8 +196,11 @@ class XnnpackPartitioner(_base()):
 
     # ----------------------------------------------------------------- rewrites
     def transform_passes(self) -> list:
-        """The ExecuTorch transform passes that write xir's rewrites into the edge program."""
-        return [_XirRewritePass(self)]
+        """The ExecuTorch transform passes that write xir's rewrites into the edge program, then
+        declare contiguous the values laid out as contiguous ones (``lowering/dim_orders.py``)."""
+        from .dim_orders import contiguous_dim_orders_pass
+
+        return [_XirRewritePass(self), contiguous_dim_orders_pass()]
 
     @property
     def pipeline_text(self) -> str:
