@@ -44,3 +44,17 @@ def test_stock_s_quantized_conv_with_a_float_output_departs_at_the_conv():
     assert result.departs("xir") is None, result.table()
     assert result.departs("stock") == 1 and result.steps[1].relative("stock") > 0.5, result.table()
     assert result.steps[1].relative("xir") < 0.01
+
+
+def test_xir_walk_prints_the_table(tmp_path, capsys):
+    from xir_tools.cli import main
+
+    torch.manual_seed(0)
+    path = tmp_path / "block.pt2"
+    torch.export.save(torch.export.export(Block().eval(), (torch.randn(1, 3, 8, 8),)), path)
+    assert main(["walk", str(path), "--quantize", "static", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
+    assert [row[2] for row in rows] == ["input", "conv2d", "relu6"], out
+    assert "xir: first departure over 0.05 of peak (and 2 steps): none" in out
+    assert "stock: first departure" in out
