@@ -782,6 +782,21 @@ def _html_target(text: str, source: Path) -> Path:
     return _writable(html)
 
 
+def _walk(args) -> int:
+    """``xir walk MODEL.pt2``: the program's intermediates lowered with xir and with stock, against
+    the program run eagerly (``xir_tools.walk``)."""
+    path = _model_path(args.model)
+    prepared = _prepare(path, args)
+    if prepared.kwargs:
+        raise CLIError("walk needs a program whose inputs are all positional")
+    from .walk import walk
+
+    with _step(path.name, f"walking ({args.mode})", f"walking {path} failed"):
+        result = walk(prepared.ep.module(), prepared.args, mode=args.mode, threshold=args.threshold, limit=args.limit)
+    print(result.table())
+    return 0
+
+
 def _explain_text(path: Path, args, html: Path | None) -> int:
     """``xir explain IR.xir``: the partition plan of IR text as it is (no rewrite runs: the pipeline
     needs the program's constants), with the capability rules partition() applies."""
@@ -1019,6 +1034,33 @@ def _parser() -> argparse.ArgumentParser:
     _add_lowering(explain)
     _add_debug(explain)
     explain.set_defaults(run=_explain)
+
+    walk = commands.add_parser(
+        "walk",
+        help="find the first op where the lowered program departs from the program run eagerly",
+        description="Make each intermediate of the program (in a quantized program: each activation "
+        "quantize) a graph output, lower it with xir and with stock, run it with ExecuTorch's runtime, "
+        "and print each intermediate's error over its peak with both, and the first op that departs.",
+    )
+    _add_model(walk)
+    _add_trust(walk)
+    walk.add_argument(
+        "--quantize",
+        choices=["static"],
+        help="quantize with ExecuTorch's XNNPACKQuantizer (per channel), calibrated on the example inputs, first",
+    )
+    walk.add_argument(
+        "--mode",
+        choices=["all", "prefix"],
+        default="all",
+        help="all: every intermediate an output of one program (default); prefix: one program per intermediate",
+    )
+    walk.add_argument(
+        "--threshold", type=float, default=0.05, help="error over peak above which an op departs (default 0.05)"
+    )
+    walk.add_argument("--limit", type=int, help="walk only the first N intermediates")
+    _add_debug(walk)
+    walk.set_defaults(run=_walk)
 
     passes = commands.add_parser("passes", help="list the registered passes")
     passes.add_argument(

@@ -34,6 +34,7 @@ from ..partition import PartitionPlan, plan_partition
 from ..pipeline import Switches, partitioner_pipeline, planned_rewrites
 from ..rules import ALL_PRECISIONS, DYNAMIC, FP32, STATIC
 from .backend_passes import delegation_specs
+from .dim_orders import ContiguousDimOrders
 from .rewrite_pass import XirRewritePass
 from .tags import emit_tags
 from .xir_ops_as_aten import rewrite_program, undelegated_xir_nodes
@@ -165,8 +166,9 @@ class XnnpackPartitioner(Partitioner):
 
     # ----------------------------------------------------------------- rewrites
     def transform_passes(self) -> list:
-        """The ExecuTorch transform passes that write xir's rewrites into the edge program."""
-        return [XirRewritePass(self)]
+        """The ExecuTorch transform passes that write xir's rewrites into the edge program, then
+        declare contiguous the values laid out as contiguous ones (``lowering/fx/dim_orders.py``)."""
+        return [XirRewritePass(self), ContiguousDimOrders()]
 
     @property
     def pipeline_text(self) -> str:
