@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     import torch
 
     torchvision = import_torchvision(args.torchvision)
-    from lowering.quantizer import quantize_pt2e
+    from lowering.fx.quantizer import quantize_pt2e
     from xir_tools.walk import walk
 
     torch.manual_seed(args.seed)

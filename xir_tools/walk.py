@@ -1,7 +1,7 @@
 """Walk a lowered program op by op against its reference: where does it depart?
 
 ``walk(module, inputs)`` takes a module (typically a statically quantized, pt2e-converted
-``GraphModule``: ``lowering.quantizer.quantize_pt2e``'s result) and finds the first op where the
+``GraphModule``: ``lowering.fx.quantizer.quantize_pt2e``'s result) and finds the first op where the
 program lowered from it departs from the module itself, run eagerly:
 
 1. The candidate intermediates are picked in the module's FX graph: in a quantized graph the

@@ -139,7 +139,7 @@ def test_export_llm_command_with_xir(tmp_path, monkeypatch, capsys):
     unexpected = {op: n for op, n in outside.items() if not op.startswith(EXPECTED_OUTSIDE + KNOWN_OUTSIDE)}
     with capsys.disabled():
         print(
-            f"\nlowering.llm on the tiny Llama 3: {delegates} delegates (stock {STOCK_DELEGATES}); outside: "
+            f"\nlowering.fx.llm on the tiny Llama 3: {delegates} delegates (stock {STOCK_DELEGATES}); outside: "
             + ", ".join(f"{op} x{n}" for op, n in sorted(outside.items()))
         )
     # a layer in at most two delegates (before and after the custom SDPA and cache update), the

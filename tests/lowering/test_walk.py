@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lowering.quantizer import quantize_pt2e
+from lowering.fx.quantizer import quantize_pt2e
 from xir_tools.examples import ConvOnly, quantize_module
 from xir_tools.walk import walk
 
