@@ -118,3 +118,9 @@ def test_only_lowering_fx_touches_executorch():
             if module.startswith(EXECUTORCH_SIDE):
                 found.append(f"{path.relative_to(ROOT)}:{line}: import {module}")
     assert not found, "only lowering/fx/ imports ExecuTorch, torch.fx or torch.export:\n" + "\n".join(found)
+
+
+def test_the_docs_stay_short():
+    """The README at most 200 lines, docs/benchmarks.md at most 400: older runs go to data/results/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+    assert len((ROOT / "docs" / "benchmarks.md").read_text().splitlines()) <= 400
