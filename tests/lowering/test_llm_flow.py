@@ -27,8 +27,10 @@ def test_partitioner_sets():
     assert xir_dq_xir[0].options.precisions == {DYNAMIC} and DYNAMIC in xir_dq_xir[1].options.precisions
     assert xir[0].options.enable_bf16 and dq_xir[1].options.enable_bf16 and xir_dq_xir[0].options.enable_bf16
     assert transform_passes(stock) == []
-    assert len(transform_passes(xir)) == 1 and len(transform_passes(dq_xir)) == 1
-    assert len(transform_passes(xir_dq_xir)) == 2
+    kinds = ["XirRewritePass", "ContiguousDimOrders"]  # (xir's rewrites, then the one-channel dim orders)
+    assert [type(p).__name__ for p in transform_passes(xir)] == kinds
+    assert [type(p).__name__ for p in transform_passes(dq_xir)] == kinds
+    assert [type(p).__name__ for p in transform_passes(xir_dq_xir)] == kinds * 2
     with pytest.raises(ValueError, match="unknown partitioner set"):
         llm_partitioners("xnnpack")
 
@@ -52,7 +54,8 @@ def test_builder_gets_xir_rewrites():
     partitioners = llm_partitioners("dq+xir")
     builder = to_edge_transform_and_lower_llama(_Builder(), partitioners)
     (_, quantizers), (_, passed, passes) = builder.calls
-    assert quantizers == [] and passed == partitioners and len(passes) == 1
+    assert quantizers == [] and passed == partitioners
+    assert [type(p).__name__ for p in passes] == ["XirRewritePass", "ContiguousDimOrders"]
     bare = to_edge_transform_and_lower_llama(_Builder(), partitioners, with_rewrites=False)
     assert bare.calls[1][2] is None
 
