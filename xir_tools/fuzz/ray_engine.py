@@ -70,6 +70,7 @@ class Runner:
 
     def __init__(self, timeout: float, log_dir: str, xir_options: dict):
         self.pool = Pool(1, timeout, _log_folder(log_dir), xir_options=xir_options)
+        self.stopped = False
 
     def ready(self) -> dict:
         return {"code": source_code_id(), "node": socket.gethostname(), "pid": os.getpid()}
@@ -77,9 +78,18 @@ class Runner:
     def run(self, task: dict) -> dict:
         if task.pop("kill_actor", False):
             os.kill(os.getpid(), signal.SIGKILL)
-        return self.pool.map([task])[0]
+        sides = list(task.get("sides", SIDES))
+        try:
+            return self.pool.map([task])[0]
+        except Exception:
+            if not self.stopped:
+                raise
+            # the campaign stopped while this ran (its pool closed under it): nothing journals this
+            error = {"status": "harness-error", "error": "the campaign stopped while the program ran"}
+            return {"program": None, "prepare": None, **{side: error for side in sides}}
 
     def stop(self) -> None:
+        self.stopped = True
         self.pool.close()
 
 
