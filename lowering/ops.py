@@ -14,7 +14,8 @@ took. Importing :mod:`lowering` defines them (torch-free).
 from __future__ import annotations
 
 from xir import DType, IRError, TensorType
-from xir.ops import ELEMENTWISE, MATMUL, PURE, REQUIRED, Namespace, define_op, dims_agree, lookup
+from xir.op_definitions import linear_shapes
+from xir.ops import ELEMENTWISE, MATMUL, PURE, REQUIRED, Namespace, define_op, lookup
 
 xir_ops = Namespace("xir")  # handles of the ops below: xir_ops.slice, xir_ops.convert, ...
 
@@ -67,17 +68,11 @@ def _check_linear_f16w(node) -> str | None:
         return "an operand is not a tensor"
     if x.dtype is not DType.f32 or w.dtype is not DType.f16:
         return f"input must be f32 and weight f16, got {x.dtype} and {w.dtype}"
-    if w.rank != 2:
-        return f"weight must be 2-D, got {w}"
-    if x.rank < 1 or not dims_agree(x.shape[-1], w.shape[1]):
-        return f"input's last dim {x.shape[-1] if x.rank else '?'} does not match the weight's in-features {w.shape[1]}"
-    if len(node.operands) > 2:
-        b = _tensor(node.operands[2])
-        if b is None or b.dtype is not DType.f32:
-            return "bias must be an f32 tensor"
-        if b.rank != 1 or not dims_agree(b.shape[0], w.shape[0]):
-            return f"bias must be 1-D with {w.shape[0]} elements"
-    return None
+    if len(node.operands) > 2 and (
+        _tensor(node.operands[2]) is None or _tensor(node.operands[2]).dtype is not DType.f32
+    ):
+        return "bias must be an f32 tensor"
+    return linear_shapes(node)
 
 
 def _linear_f16w(node):

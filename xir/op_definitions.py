@@ -935,9 +935,9 @@ def _same_dtype(node, count=None) -> str | None:
     return None
 
 
-def _linear_shapes(node) -> str | None:
+def linear_shapes(node) -> str | None:
     """A linear's operand shapes: a 2-D weight, the input's last dim its in-features, a 1-D bias
-    of its out-features."""
+    of its out-features (public: a backend's linear-like op checks its shapes with it)."""
     x, w = _tensor(node.operands[0]), _tensor(node.operands[1])
     if x is None or w is None:
         return "an operand is not a tensor"
@@ -953,7 +953,7 @@ def _linear_shapes(node) -> str | None:
 
 
 def _check_linear(node) -> str | None:
-    return _linear_shapes(node) or _same_dtype(node)
+    return linear_shapes(node) or _same_dtype(node)
 
 
 def _check_matrices(first: int):
