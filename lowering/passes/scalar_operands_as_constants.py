@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import attrs
 
-from passes import PatternRewritePass, Rewriter, rewrite_pattern
+from passes import Rewriter, rewrite_pattern
 from xir import Node, TensorType
 from xir.ops import aten
 
-from ._base import _TORCH_DTYPES
+from ._base import _TORCH_DTYPES, DelegatedDtypeRewrite, _NotBf16
 
 _SCALAR_TO_TENSOR = {
     aten.mul.Scalar: aten.mul.Tensor,
@@ -42,14 +42,31 @@ def alpha_as_multiply(node: Node, rewriter: Rewriter) -> bool:
     """x + alpha * y => x + (y * alpha), the same for sub: XNNPACK's add has no alpha, and
     ExecuTorch's portable add/sub with an alpha are wrong when the first operand is the one
     broadcast (measured: add(x[1], y[3], alpha=2) off by 2.1; fuzz fp32 seed 10978)."""
-    import torch
-
     alpha = node.attributes.get("alpha", 1)
     if alpha in (None, 1) or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         return rewriter.notify_match_failure(node, "no alpha")
     x, y = node.input, node.other  # (None when other is a number given as an attribute)
     if y is None or not isinstance(y.type, TensorType) or y.dtype not in _TORCH_DTYPES or node.result.dtype != y.dtype:
         return rewriter.notify_match_failure(node, "not a float tensor operand")
+    return _scale_other(node, rewriter, alpha, x, y)
+
+
+@rewrite_pattern(aten.add.Tensor, aten.sub.Tensor)
+def alpha_as_multiply_first_broadcast(node: Node, rewriter: Rewriter) -> bool:
+    """``alpha_as_multiply`` where the first operand is broadcast, in any dtype: the op may stay
+    outside XNNPACK (bf16 without enable_bf16), and the portable kernel gets this case wrong."""
+    x = node.input
+    if not isinstance(x.type, TensorType) or not isinstance(node.result.type, TensorType):
+        return rewriter.notify_match_failure(node, "not a tensor")
+    if x.type.shape == node.result.type.shape:
+        return rewriter.notify_match_failure(node, "the first operand is not broadcast: the portable kernel is right")
+    return alpha_as_multiply.match_and_rewrite(node, rewriter)
+
+
+def _scale_other(node: Node, rewriter: Rewriter, alpha, x, y) -> bool:
+    """``node`` (x + alpha * y, or sub) as x + (y * alpha)."""
+    import torch
+
     scale = rewriter.add_constant(
         "alpha", TensorType(y.dtype, ()), torch.tensor(alpha, dtype=getattr(torch, _TORCH_DTYPES[y.dtype]))
     )
@@ -59,10 +76,18 @@ def alpha_as_multiply(node: Node, rewriter: Rewriter) -> bool:
 
 
 @attrs.frozen
-class ScalarOperandsAsConstants(PatternRewritePass):
+class ScalarOperandsAsConstants(DelegatedDtypeRewrite):
     """Rewrite mul/add/sub/div by a Python scalar as the tensor op with a 0-D constant, and an
-    add/sub's alpha as a multiply by a 0-D constant (XNNPACK runs those)."""
+    add/sub's alpha as a multiply by a 0-D constant (XNNPACK runs those). Without ``enable_bf16`` a
+    bf16 add/sub stays outside XNNPACK, and its alpha is rewritten only where the portable kernel
+    errs (the first operand broadcast): elsewhere it would be two portable ops for one (fuzz fp32
+    11044, 11140)."""
 
     name = "xnnpack.scalar-operands-as-constants"
 
     rules = (scalar_operand_as_constant, alpha_as_multiply)
+
+    def patterns(self):
+        if self.enable_bf16:
+            return self.rules
+        return (scalar_operand_as_constant, _NotBf16(alpha_as_multiply), alpha_as_multiply_first_broadcast)

@@ -262,6 +262,21 @@ def test_alpha_of_an_add_is_a_multiply(via):
     assert ours.delegated == {"aten.mul.Tensor": 2, "aten.add.Tensor": 1, "aten.sub.Tensor": 1} and not ours.outside
 
 
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_bf16_alpha_outside_xnnpack_stays_one_op(via):
+    inputs = R.bf16_adds_with_alpha_inputs()
+    ep = torch.export.export(R.Bf16AddsWithAlpha().eval(), inputs)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before: every alpha became a multiply, for XNNPACK; without enable_bf16 the bf16 ops stay
+    # outside, so each was two portable ops where stock runs one. Now only the broadcast first operand
+    # (which the portable kernel gets wrong) is rewritten.
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)
+    assert ours.err(ref) <= 0.02 * max(r.abs().max().item() for r in ref)
+    assert not ours.delegated
+    assert ours.outside == {"aten.add.Tensor": 1, "aten.sub.Tensor": 2, "aten.mul.Tensor": 2}, ours.outside
+
+
 def test_a_pad_reading_a_dequantize_is_not_run_between_conversions():
     inputs = R.pad_after_quantized_linear_inputs()
     ep = torch.export.export(quantize_module(R.PadAfterQuantizedLinear().eval(), inputs, mode="static"), inputs)

@@ -322,6 +322,29 @@ def add_and_sub_with_alpha_inputs():
     return torch.randn(1, generator=_generator(0)), torch.randn(3, generator=_generator(1))
 
 
+class Bf16AddsWithAlpha(torch.nn.Module):
+    """fuzz fp32 seeds 11044 and 11140, reduced: bf16 adds and subs with an alpha, which stay outside
+    XNNPACK without enable_bf16: one whose first operand is broadcast (the portable kernel errs
+    there), the others not, one of them reading a constant, their operand with several readers."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(2, 3, generator=_generator(1104401)).to(torch.bfloat16))
+
+    def forward(self, x, y, z):
+        a = torch.add(x, y, alpha=2.0)  # a graph output
+        b = torch.sub(y, self.w, alpha=3.0)  # a constant operand
+        c = torch.sub(z, y, alpha=0.5)  # z [3] is broadcast
+        return a, b * 2, c
+
+
+def bf16_adds_with_alpha_inputs():
+    def bf16(*shape, seed):
+        return torch.randn(*shape, generator=_generator(seed)).to(torch.bfloat16)
+
+    return bf16(2, 3, seed=11044), bf16(2, 3, seed=11140), bf16(3, seed=11141)
+
+
 class PadAfterQuantizedLinear(torch.nn.Module):
     """fuzz static seed 1074, shrunk: a zero pad of a quantized linear's 5-D output."""
 

@@ -308,6 +308,46 @@ SCALARS = [
 ]
 
 
+# without enable_bf16 a bf16 add/sub stays outside XNNPACK: its alpha is a multiply only where the
+# portable kernel errs (first operand broadcast), elsewhere that would be two portable ops for one
+BF16_ALPHAS = [
+    case(
+        "declined-bf16-alpha-staying-outside",
+        """
+    graph @g {
+      input %x: bf16[2,3]
+      input %y: bf16[2,3]
+      %a: bf16[2,3] = aten.add.Tensor(%x, %y) {alpha=2.0}
+      return %a
+    }""",
+    ),
+    case(
+        "bf16-alpha-broadcast-first-operand",
+        """
+    graph @g {
+      input %x: bf16[3]
+      input %y: bf16[2,3]
+      %a: bf16[2,3] = aten.sub.Tensor(%x, %y) {alpha=0.5}
+      return %a, %y
+    }""",
+        """
+    graph @g {
+      input %x: bf16[3]
+      input %y: bf16[2,3]
+      param %alpha: bf16[]
+      %0: bf16[2,3] = aten.mul.Tensor(%y, %alpha)
+      %1: bf16[2,3] = aten.sub.Tensor(%x, %0)
+      return %1, %y
+    }""",
+    ),
+]
+
+
+@pytest.mark.parametrize("before, expected, changed", BF16_ALPHAS)
+def test_bf16_alpha_without_enable_bf16(before, expected, changed):
+    check_pipeline(before, "xnnpack.scalar-operands-as-constants{enable_bf16=false}", expected, changed=changed)
+
+
 @pytest.mark.parametrize("before, expected, changed", SCALARS)
 def test_scalar_operands_as_constants(before, expected, changed):
     graph = check_pipeline(before, "xnnpack.scalar-operands-as-constants", expected, changed=changed)
