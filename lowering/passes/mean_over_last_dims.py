@@ -7,11 +7,12 @@ import attrs
 from passes import Rewriter
 from passes.shape_ops_as_views import symbolic_product, view_size
 from xir import DType, Node, TensorType
-from xir.ops import aten
+from xir.ops import aten, family
 
 from ..rules import MAX_RANK, QUANTIZE_OPS, dequantized_source
 from ._base import DelegatedDtypeRewrite, RunStateRule, _float_constant
 
+RESHAPES = family("reshape")
 MAX_MATMUL_COLS = 16384  # (XNNPACK packs a [cols, 1] weight into a full column tile: 16 x cols floats)
 
 
@@ -63,7 +64,10 @@ def mean_over_last_dims(
         return _as_matmul(node, rewriter, {} if made is None else made, rows_dim, cols, back, linear)
     square_type = TensorType(x.dtype, (1, rows_dim, 1, cols))
     square = rewriter.insert_before(
-        node, rewriter.create(aten.view_copy, [x], [square_type], {"size": [1, -1 if rows is None else rows, 1, cols]})
+        node,
+        rewriter.create(
+            aten.view_copy, [_before_views(x)], [square_type], {"size": [1, -1 if rows is None else rows, 1, cols]}
+        ),
     ).result
     mean_type = TensorType(x.dtype, (1, square_type.shape[1], 1, 1))
     mean = rewriter.insert_before(
@@ -84,6 +88,16 @@ def mm_mean_over_last_dims(node: Node, rewriter: Rewriter, made: dict | None = N
     """An fp32 mean over the trailing dims as view, ``mm``, view, also where a ``linear`` would
     do (the pass with ``linear=false``)."""
     return mean_over_last_dims(node, rewriter, made, linear=False)
+
+
+def _before_views(x):
+    """What the view made of ``x`` reads: ``x``, or the operand of the chain of views that made
+    ``x`` (a view needs only the elements in order). The intermediate views may be past XNNPACK's
+    rank (a 7-D view of a pooling's result, fuzz static 2922), and are left to other readers or
+    dead-code elimination."""
+    while x.producer is not None and x.producer.op in RESHAPES:
+        x = x.producer.input
+    return x
 
 
 def _quantized(node: Node) -> bool:
@@ -124,7 +138,7 @@ def _as_matmul(
             node,
             rewriter.create(
                 aten.view_copy,
-                [x],
+                [_before_views(x)],
                 [TensorType(DType.f32, (rows, cols))],
                 {"size": [rows if isinstance(rows, int) else -1, cols]},
             ),

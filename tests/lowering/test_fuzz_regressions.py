@@ -277,6 +277,20 @@ def test_a_bf16_alpha_outside_xnnpack_stays_one_op(via):
     assert ours.outside == {"aten.add.Tensor": 1, "aten.sub.Tensor": 2, "aten.mul.Tensor": 2}, ours.outside
 
 
+@pytest.mark.parametrize("also_output", [False, True])
+def test_a_mean_of_a_view_past_xnnpack_rank_reads_through_the_view(also_output):
+    inputs = R.mean_of_a_view_past_rank_inputs()
+    ep = torch.export.export(R.MeanOfAViewPastRank(also_output).eval(), inputs)
+    ours = lower(ep, inputs, "xir")
+    # before: the mean became view (7-D -> 2-D), mm, view; the 7-D view and the view reading it
+    # stayed outside (an earlier xir, and stock, delegated the mean)
+    assert ours.ran, ours.error
+    assert ours.err(reference(ep, inputs)) <= 1e-5
+    assert ours.delegated["aten.avg_pool2d"] == 1 and ours.delegated["aten.mm"] == 1
+    # the 7-D view stays outside only where it is an output itself
+    assert ours.outside == ({"aten.view_copy": 1} if also_output else {}), ours.outside
+
+
 def test_a_pad_reading_a_dequantize_is_not_run_between_conversions():
     inputs = R.pad_after_quantized_linear_inputs()
     ep = torch.export.export(quantize_module(R.PadAfterQuantizedLinear().eval(), inputs, mode="static"), inputs)

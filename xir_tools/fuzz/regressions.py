@@ -345,6 +345,24 @@ def bf16_adds_with_alpha_inputs():
     return bf16(2, 3, seed=11044), bf16(2, 3, seed=11140), bf16(3, seed=11141)
 
 
+class MeanOfAViewPastRank(torch.nn.Module):
+    """fuzz static seed 2922, shrunk: a mean over the last dim of a 7-D view of a pooling's result
+    (with ``also_output``, the 7-D view is a graph output too)."""
+
+    def __init__(self, also_output: bool = False):
+        super().__init__()
+        self.also_output = also_output
+
+    def forward(self, x):
+        v = F.avg_pool2d(x, (2, 3), stride=2).view(2, 1, 1, 1, 5, 1, 1)
+        m = v.mean(dim=-1)
+        return (m, v) if self.also_output else (m,)
+
+
+def mean_of_a_view_past_rank_inputs():
+    return (torch.randn(1, 1, 5, 12, generator=_generator(292290)),)
+
+
 class PadAfterQuantizedLinear(torch.nn.Module):
     """fuzz static seed 1074, shrunk: a zero pad of a quantized linear's 5-D output."""
 

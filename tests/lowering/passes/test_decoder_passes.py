@@ -358,6 +358,26 @@ def test_scalar_operands_as_constants(before, expected, changed):
 
 
 MEANS = [  # fp32: a matrix product with a 1/cols column; other dtypes (f16 here): a 4-D spatial mean between views
+    case(  # the flattening view reads what the 7-D view reads; that view, a graph output too, stays
+        "mean-of-a-view-reads-through-it",
+        """
+    graph @g {
+      input %x: f32[1,1,2,5]
+      %v: f32[2,1,1,1,5,1,1] = aten.view_copy(%x) {size=[2, 1, 1, 1, 5, 1, 1]}
+      %a: f32[2,1,1,1,5,1] = aten.mean.dim(%v) {dim=[-1]}
+      return %a, %v
+    }""",
+        """
+    graph @g {
+      input %x: f32[1,1,2,5]
+      param %mean_weight_1: f32[1,1]
+      %v: f32[2,1,1,1,5,1,1] = aten.view_copy(%x) {size=[2, 1, 1, 1, 5, 1, 1]}
+      %0: f32[10,1] = aten.view_copy(%x) {size=[10, 1]}
+      %1: f32[10,1] = aten.mm(%0, %mean_weight_1)
+      %2: f32[2,1,1,1,5,1] = aten.view_copy(%1) {size=[2, 1, 1, 1, 5, 1]}
+      return %2, %v
+    }""",
+    ),
     case(
         "ordinary-rms-norm-mean",
         """
