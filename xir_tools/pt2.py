@@ -127,8 +127,32 @@ def load_exported_program(path, trust_pickle: bool = False):
         if trust_pickle:
             import torch
 
+            with zipfile.ZipFile(file) as archive:
+                names = [n for n in archive.namelist() if n.endswith(MODEL_JSON)]
+                _register_operator_libraries(archive.read(names[0]) if names else b"")
+            file.seek(0)
             return torch.export.load(file)
         return _load(path, file)
+
+
+# operator namespaces a program may use whose operators exist only once a library module defines
+# them, and that module: the quantization flows xir lowers (pt2e's Q/DQ ops, torchao's affine ones)
+OPERATOR_LIBRARIES = {
+    "quantized_decomposed": "torch.ao.quantization.fx._decomposed",
+    "torchao": "torchao.quantization.quant_primitives",
+}
+
+
+def _register_operator_libraries(model_json: bytes) -> None:
+    """Import the library modules that define the operators of ``OPERATOR_LIBRARIES``'s namespaces
+    the program names: without them torch cannot resolve a statically quantized program's
+    ``quantized_decomposed`` ops, and the file looks damaged. Fixed modules of installed libraries:
+    nothing the file names is imported."""
+    import importlib
+
+    for namespace, module in OPERATOR_LIBRARIES.items():
+        if f'"torch.ops.{namespace}.'.encode() in model_json:
+            importlib.import_module(module)
 
 
 def _check(path: Path, file, trust_pickle: bool) -> None:
@@ -709,7 +733,9 @@ def _load(path: Path, file):
         if MODEL_JSON not in names:
             raise NotAnExportedProgram(path, f"it holds no program named 'model' ({MODEL_JSON})")
         inputs = _sample_inputs(path, reader.read_bytes(SAMPLE_INPUTS)) if SAMPLE_INPUTS in names else None
-        program = _bytes_to_dataclass(schema.ExportedProgram, reader.read_bytes(MODEL_JSON))
+        model_json = reader.read_bytes(MODEL_JSON)
+        _register_operator_libraries(model_json)
+        program = _bytes_to_dataclass(schema.ExportedProgram, model_json)
         state_dict, constants = _load_state_dict(reader, "model"), _load_constants(reader, "model")
     ep = ExportedProgramDeserializer().deserialize(program, state_dict, constants, b"")
     ep.example_inputs = inputs

@@ -427,3 +427,25 @@ def test_symbolic_sizes_and_guards_load_without_trust(saved, tmp_path):
         ours = load_exported_program(archive)
         assert same_program(ours, torch.export.load(str(archive)))
         ours.module()(*ours.example_inputs[0])
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["checked", "trusted"])
+def test_a_quantized_program_loads_in_a_fresh_process(trust, tmp_path):
+    """A statically quantized program names ``quantized_decomposed`` ops, which exist only once
+    torch's quantization library defines them: loaded first thing in a process (as every CLI command
+    does), it was refused as "not an exported program" (found on a fuzzer's static program)."""
+    import subprocess
+    import sys
+
+    from xir_tools.examples import EXAMPLES, export_example
+
+    path = tmp_path / "quantized-conv.pt2"
+    torch.export.save(export_example(EXAMPLES["quantized-conv"]), path)
+    script = (
+        "import sys; from xir_tools.pt2 import load_exported_program\n"
+        f"ep = load_exported_program(sys.argv[1], trust_pickle={trust})\n"
+        "print(sorted({str(n.target) for n in ep.graph.nodes if 'quantized_decomposed' in str(n.target)}))"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "quantized_decomposed.dequantize_per_tensor.default" in done.stdout
