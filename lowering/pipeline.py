@@ -149,6 +149,7 @@ PHASES = (
             "xnnpack.as-strided-as-view",
             "xnnpack.scalar-operands-as-constants",
             "xnnpack.weight-only-linear-bias",
+            float_op("xnnpack.dynamic-mm-as-bmm"),
             float_op("xnnpack.mean-over-last-dims"),
             "xnnpack.remove-no-ops",
             "dead-code-elimination",  # (what safe-softmax replaced, before the next pass reads the views)

@@ -25,6 +25,7 @@ PASSES = {
     "xnnpack.decompose-layer-norm": "lowering.passes.decompose_layer_norm:DecomposeLayerNorm",
     "xnnpack.dequantize-per-float-reader": "lowering.passes.dequantize_per_float_reader:DequantizePerFloatReader",
     "xnnpack.drop-leading-unit-dims": "lowering.passes.drop_leading_unit_dims:DropLeadingUnitDims",
+    "xnnpack.dynamic-mm-as-bmm": "lowering.passes.dynamic_mm_as_bmm:DynamicMmAsBmm",
     "xnnpack.eager-scalar-promotion": "lowering.passes.eager_scalar_promotion:EagerScalarPromotion",
     "xnnpack.expand-as-broadcast": "lowering.passes.expand_as_broadcast:ExpandAsBroadcast",
     "xnnpack.fold-repeat-into-bmm": "lowering.passes.fold_repeat_into_bmm:FoldRepeatIntoBmm",

@@ -38,7 +38,7 @@ DEFAULT = (
     "fold-constants,xnnpack.index-select-as-slices{enable_bf16=false},"
     "xnnpack.step-slice-as-view{enable_bf16=false},xnnpack.as-strided-as-view{enable_bf16=false},"
     "xnnpack.scalar-operands-as-constants{enable_bf16=false},xnnpack.weight-only-linear-bias,"
-    "xnnpack.mean-over-last-dims{enable_bf16=false},xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output,"
+    "xnnpack.dynamic-mm-as-bmm{enable_bf16=false},xnnpack.mean-over-last-dims{enable_bf16=false},xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output,"
     "xnnpack.bf16-in-fp32,xnnpack.bf16-rounded-arithmetic,xnnpack.patch-conv-as-matmul,"
     "xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,xnnpack.decompose-group-norm,"
     "xnnpack.mean-over-last-dims{enable_bf16=false},fold-scale-shift-into-linears,"
@@ -56,7 +56,7 @@ ENABLE_BF16 = (
     "xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,xnnpack.partial-rotary-whole-head,"
     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
     "xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
-    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.mean-over-last-dims,"
+    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.dynamic-mm-as-bmm,xnnpack.mean-over-last-dims,"
     "xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
     "xnnpack.bf16-in-fp32{enable_bf16=true},xnnpack.bf16-rounded-arithmetic{enable_bf16=true},"
     "xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
@@ -75,7 +75,7 @@ BF16_LINEARS_AS_F16 = (
     "xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,xnnpack.partial-rotary-whole-head,"
     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
     "xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
-    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.mean-over-last-dims,"
+    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.dynamic-mm-as-bmm,xnnpack.mean-over-last-dims,"
     "xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
     "xnnpack.bf16-linear-as-f16{enable_bf16=true},xnnpack.bf16-in-fp32{enable_bf16=true},"
     "xnnpack.bf16-rounded-arithmetic{enable_bf16=true},xnnpack.patch-conv-as-matmul,"
@@ -95,7 +95,7 @@ BF16_ACTIVATIONS_IN_FP32 = (
     "xnnpack.fold-repeat-into-bmm,common-subexpression-elimination,xnnpack.partial-rotary-whole-head,"
     "xnnpack.bmm-distinct-operands,xnnpack.expand-as-broadcast,xnnpack.safe-softmax,fold-constants,"
     "xnnpack.index-select-as-slices,xnnpack.step-slice-as-view,xnnpack.as-strided-as-view,"
-    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.mean-over-last-dims,"
+    "xnnpack.scalar-operands-as-constants,xnnpack.weight-only-linear-bias,xnnpack.dynamic-mm-as-bmm,xnnpack.mean-over-last-dims,"
     "xnnpack.remove-no-ops,dead-code-elimination,xnnpack.drop-leading-unit-dims,xnnpack.bf16-bmm-f32-output{enable_bf16=true},"
     "xnnpack.bf16-in-fp32{enable_bf16=true},xnnpack.bf16-rounded-arithmetic{enable_bf16=true},"
     "xnnpack.patch-conv-as-matmul,xnnpack.layer-norm-in-fp32,xnnpack.decompose-layer-norm,"
@@ -167,6 +167,7 @@ def test_the_side_tables_of_before_are_derived_from_the_table():
         "xnnpack.partial-rotary-whole-head",
         "xnnpack.fuse-sibling-linears",
         "xnnpack.mean-over-last-dims",
+        "xnnpack.dynamic-mm-as-bmm",
         "xnnpack.merge-head-chains",
         "xnnpack.rotate-half-sign-in-sin",
         "xnnpack.index-select-as-slices",
@@ -278,6 +279,6 @@ def test_describe_shows_every_phase_and_pass():
     text = describe()
     for phase in PHASES:
         assert f"{phase.name}: {phase.why}\n" in text
-    assert "   1 hoist-row-select\n" in text and "  50 dead-code-elimination\n" in text
+    assert "   1 hoist-row-select\n" in text and "  51 dead-code-elimination\n" in text
     assert "  -- xnnpack.bf16-linear-as-f16  (with float_ops and bf16_linears_as_f16)\n" in text
-    assert "  35 xnnpack.bf16-linear-as-f16" in describe(Switches(bf16_linears_as_f16=True))
+    assert "  36 xnnpack.bf16-linear-as-f16" in describe(Switches(bf16_linears_as_f16=True))
