@@ -291,6 +291,23 @@ def test_a_mean_of_a_view_past_xnnpack_rank_reads_through_the_view(also_output):
     assert ours.outside == ({"aten.view_copy": 1} if also_output else {}), ours.outside
 
 
+@pytest.mark.parametrize("enable_bf16", [False, True])
+def test_a_bf16_padded_average_pool_is_padded_only_for_xnnpack(enable_bf16):
+    inputs = R.bf16_padded_avg_pool_inputs()
+    ep = torch.export.export(R.Bf16PaddedAvgPool().eval(), inputs)
+    ours = lower(ep, inputs, "xir", enable_bf16=enable_bf16)
+    # before: without enable_bf16 the pool became a pad and an unpadded pool, both outside: two
+    # portable ops where stock runs one
+    assert ours.ran, ours.error
+    ref = reference(ep, inputs)
+    assert ours.err(ref) <= 0.02 * max(r.abs().max().item() for r in ref)
+    if enable_bf16:  # the pool, in fp32 between converts, and its pad inside
+        assert ours.delegated["aten.avg_pool2d"] == 1 and ours.delegated["aten.constant_pad_nd"] == 1
+        assert "aten.avg_pool2d" not in ours.outside
+    else:
+        assert ours.outside["aten.avg_pool2d"] == 1 and "aten.constant_pad_nd" not in ours.outside
+
+
 def test_a_pad_reading_a_dequantize_is_not_run_between_conversions():
     inputs = R.pad_after_quantized_linear_inputs()
     ep = torch.export.export(quantize_module(R.PadAfterQuantizedLinear().eval(), inputs, mode="static"), inputs)

@@ -29,7 +29,7 @@ from passes import PipelineError, check_order, get_pass_class, parse_pipeline, p
 DEFAULT = (
     "hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,"
     "xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,xnnpack.pow-as-multiplies,"
-    "xnnpack.avg-pool-padding-as-pad,fold-batch-norm,xnnpack.mean-keepdim,"
+    "xnnpack.avg-pool-padding-as-pad{enable_bf16=false},fold-batch-norm,xnnpack.mean-keepdim,"
     "xnnpack.decompose-gelu-tanh{enable_bf16=false},xnnpack.decompose-conv3d,xnnpack.rope-as-pair-swap,"
     "xnnpack.rotate-half-sign-in-sin{enable_bf16=false},shape-ops-as-views,xnnpack.split-as-slices{enable_bf16=false},"
     "xnnpack.select-as-slice{enable_bf16=false},xnnpack.slices-as-xir-slices{enable_bf16=false},"
@@ -109,7 +109,7 @@ BF16_ACTIVATIONS_IN_FP32 = (
 DYNAMIC_QUANT = (
     "hoist-row-select,xnnpack.eager-scalar-promotion,xnnpack.remove-no-ops,"
     "xnnpack.weight-only-int8-linear,xnnpack.merge-clamps,xnnpack.pow-as-multiplies,"
-    "xnnpack.avg-pool-padding-as-pad,fold-batch-norm,xnnpack.mean-keepdim,"
+    "xnnpack.avg-pool-padding-as-pad{enable_bf16=false},fold-batch-norm,xnnpack.mean-keepdim,"
     "xnnpack.decompose-gelu-tanh{enable_bf16=false},xnnpack.decompose-conv3d,"
     "shape-ops-as-views,xnnpack.split-as-slices{enable_bf16=false},"
     "xnnpack.select-as-slice{enable_bf16=false},xnnpack.fold-repeat-into-bmm,"

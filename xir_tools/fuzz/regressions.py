@@ -363,6 +363,19 @@ def mean_of_a_view_past_rank_inputs():
     return (torch.randn(1, 1, 5, 12, generator=_generator(292290)),)
 
 
+class Bf16PaddedAvgPool(torch.nn.Module):
+    """fuzz fp32 seed 10666, reduced: a bf16 average pool with zero padding after a softmax, its
+    result returned and read again."""
+
+    def forward(self, x):
+        v = F.avg_pool2d(x.to(torch.bfloat16).softmax(-1), 2, padding=1)
+        return v, v * 2
+
+
+def bf16_padded_avg_pool_inputs():
+    return (torch.randn(2, 2, 11, 11, generator=_generator(1066690)),)
+
+
 class PadAfterQuantizedLinear(torch.nn.Module):
     """fuzz static seed 1074, shrunk: a zero pad of a quantized linear's 5-D output."""
 

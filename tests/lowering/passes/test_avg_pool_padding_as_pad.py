@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from passes.testing import case, check_pipeline
+from passes.testing import case, check_declined, check_pipeline
 from xir_tools.harness import lower, reference
 
 POOLS = [
@@ -120,3 +120,16 @@ def test_padded_pools_run_in_xnnpack_as_eager():
     assert ours.err(expected) < 1e-5
     assert ours.delegates == 1 and not ours.outside, ours.partitioner.report()
     assert ours.delegated["aten.avg_pool2d"] == 2 and ours.delegated["aten.constant_pad_nd"] == 2
+
+
+def test_a_bf16_pool_without_enable_bf16_is_declined():
+    """It stays outside XNNPACK: rewritten it would be two portable ops for one (fuzz fp32 10666)."""
+    before = """
+    graph @g {
+      input %x: bf16[2,2,11,11]
+      %p: bf16[2,2,6,6] = aten.avg_pool2d(%x) {kernel_size=[2, 2], stride=[2, 2], padding=[1, 1]}
+      return %p
+    }"""
+    check_declined(
+        before, "xnnpack.avg-pool-padding-as-pad{enable_bf16=false}", "avg_pool_padding_as_pad", "bf16 is not enabled"
+    )
