@@ -451,6 +451,18 @@ for via in ("backend", "etal"):
 for via in ("backend", "etal"):
 
     @case(
+        f"test_a_dynamic_quantization_shared_with_a_float_reader_is_copied_for_it[{via}]",
+        err_above(1.0),
+        "stock delegates the dynamic quantization folded into the linear and the conv outside reads a wrong tensor",
+    )
+    def _(via=via):
+        inputs = R.dynamic_linear_beside_unbatched_conv_inputs()
+        return quantized(R.DynamicLinearBesideUnbatchedConv().eval(), inputs, "dynamic"), inputs, {"via": via}
+
+
+for via in ("backend", "etal"):
+
+    @case(
         f"test_a_softmax_after_an_amax_left_outside_is_delegated[{via}]",
         RUNS & delegated("aten._softmax", 1),
         "stock delegates the softmax after an amax left outside",

@@ -9,6 +9,8 @@ from xir import Node
 from xir.ops import quantized_decomposed
 
 from ..capability import Options, float_verdict, may_run_between_conversions, static_unit
+from ..capability.linears import decomposed_linears
+from ..capability.quantized import DYNAMIC_PATTERNS, dynamic_unit
 
 
 @rewrite_pattern(quantized_decomposed.dequantize_per_tensor)
@@ -59,6 +61,51 @@ def dequantize_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
     return True
 
 
+@rewrite_pattern(*DYNAMIC_PATTERNS)
+def dynamic_quantization_per_float_reader(node: Node, rewriter: Rewriter) -> bool:
+    """A dynamic quantization (choose_qparams -> quantize -> dequantize) read by a dynamically
+    quantized op and by ops that are not (a conv behind a view, a graph output): those get a chain
+    of their own, the same ops on the same input (the same values), run outside XNNPACK. XNNPACK
+    folds the chain into the quantized op, so it cannot hand the others the dequantized tensor: xir
+    kept the quantized op outside with them, and stock, delegating it, handed the others a wrong
+    tensor (fuzz dynamic seed 30924, made observable: a conv's output off by its whole peak)."""
+    result = node.results[0]
+    if len(result.users) < 2 and not (result.users and result.is_graph_output()):
+        return rewriter.notify_match_failure(node, "read by one op")
+    options, linears = Options(), decomposed_linears(rewriter.graph).values()
+    linear_of = {id(linear.reshapes[0]): linear for linear in linears if linear.reshapes and linear.input is result}
+
+    def is_quantized(reader: Node) -> bool:  # (a decomposed linear is read through its first view)
+        linear = linear_of.get(id(reader))
+        return dynamic_unit(linear.matmul if linear else reader, options, linear)[0] is not None
+
+    quantized = [r for r in result.readers if is_quantized(r)]
+    others = [r for r in result.readers if r not in quantized]
+    if not quantized:
+        return rewriter.notify_match_failure(node, "no dynamically quantized op reads it")
+    if not others and not result.is_graph_output():
+        return rewriter.notify_match_failure(node, "only dynamically quantized ops read it")
+    quantize = node.operands[0].producer
+    choose = quantize.operands[1].producer if quantize is not None and len(quantize.operands) > 1 else None
+    if quantize is None or choose is None:
+        return rewriter.notify_match_failure(node, "its quantize or choose_qparams is not found")
+    copies: dict = {}
+    for original in (choose, quantize, node):  # a copy of the chain, before the first quantized reader
+        copy = rewriter.create(
+            original.op,
+            [copies.get(v, v) for v in original.operands],
+            result_types=[r.type for r in original.results],
+            attributes=dict(original.attributes),
+        )
+        rewriter.insert_before(quantized[0], copy)
+        copies.update(zip(original.results, copy.results))
+    for reader in quantized:  # the quantized readers read the copy; the others keep the original
+        for index, operand in enumerate(reader.operands):
+            if operand is result:
+                rewriter.set_operand(reader, index, copies[result])
+    return True
+
+
 @attrs.frozen
 class DequantizePerFloatReader(PatternRewritePass):
     """Give each op that runs in fp32 on a shared dequantized tensor its own dequantize (see
@@ -66,4 +113,4 @@ class DequantizePerFloatReader(PatternRewritePass):
 
     name = "xnnpack.dequantize-per-float-reader"
 
-    rules = (dequantize_per_float_reader,)
+    rules = (dequantize_per_float_reader, dynamic_quantization_per_float_reader)

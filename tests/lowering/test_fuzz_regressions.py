@@ -308,6 +308,23 @@ def test_a_bf16_padded_average_pool_is_padded_only_for_xnnpack(enable_bf16):
         assert ours.outside["aten.avg_pool2d"] == 1 and "aten.constant_pad_nd" not in ours.outside
 
 
+@pytest.mark.parametrize("via", ["backend", "etal"])
+def test_a_dynamic_quantization_shared_with_a_float_reader_is_copied_for_it(via):
+    inputs = R.dynamic_linear_beside_unbatched_conv_inputs()
+    ep = R.quantized_program(R.DynamicLinearBesideUnbatchedConv().eval(), inputs, "dynamic", True)
+    ours = lower(ep, inputs, "xir", via=via)
+    # before: the dynamically quantized linear stayed outside with the conv that shares its
+    # quantization (XNNPACK folds the chain into the linear and cannot hand the conv its result);
+    # stock delegates the chain and the conv reads a wrong tensor (scripts/stock_evidence.py)
+    assert ours.ran, ours.error
+    linear, conv = reference(ep, inputs)
+    assert (ours.outputs[1] - conv).abs().max().item() <= 1e-5  # the conv reads its own chain, outside
+    assert (ours.outputs[0] - linear).abs().max().item() <= 0.05 * linear.abs().max().item()
+    assert ours.delegated["aten.addmm"] + ours.delegated["aten.linear"] == 1
+    assert ours.delegated["quantized_decomposed.choose_qparams.tensor"] == 1  # the linear's chain, folded
+    assert ours.outside["aten.convolution"] == 1 and ours.outside["quantized_decomposed.choose_qparams.tensor"] == 1
+
+
 def test_a_pad_reading_a_dequantize_is_not_run_between_conversions():
     inputs = R.pad_after_quantized_linear_inputs()
     ep = torch.export.export(quantize_module(R.PadAfterQuantizedLinear().eval(), inputs, mode="static"), inputs)

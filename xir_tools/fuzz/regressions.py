@@ -376,6 +376,25 @@ def bf16_padded_avg_pool_inputs():
     return (torch.randn(2, 2, 11, 11, generator=_generator(1066690)),)
 
 
+class DynamicLinearBesideUnbatchedConv(torch.nn.Module):
+    """fuzz dynamic seed 30924, reduced and made observable: a linear and an unbatched conv (a view
+    before it) read one dynamically quantized input; the conv is no pattern XNNPACK runs."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3092401)
+        self.linear = torch.nn.Linear(17, 5)
+        torch.manual_seed(3092404)
+        self.conv = torch.nn.Conv2d(2, 8, 1, padding=1, bias=False)
+
+    def forward(self, x):
+        return self.linear(x), self.conv(x)
+
+
+def dynamic_linear_beside_unbatched_conv_inputs():
+    return (torch.randn(2, 2, 17, generator=_generator(3092490)),)
+
+
 class PadAfterQuantizedLinear(torch.nn.Module):
     """fuzz static seed 1074, shrunk: a zero pad of a quantized linear's 5-D output."""
 
