@@ -42,13 +42,20 @@ def alpha_as_multiply(node: Node, rewriter: Rewriter) -> bool:
     """x + alpha * y => x + (y * alpha), the same for sub: XNNPACK's add has no alpha, and
     ExecuTorch's portable add/sub with an alpha are wrong when the first operand is the one
     broadcast (measured: add(x[1], y[3], alpha=2) off by 2.1; fuzz fp32 seed 10978)."""
+    import torch
+
     alpha = node.attributes.get("alpha", 1)
     if alpha in (None, 1) or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         return rewriter.notify_match_failure(node, "no alpha")
     x, y = node.input, node.other  # (None when other is a number given as an attribute)
     if y is None or not isinstance(y.type, TensorType) or y.dtype not in _TORCH_DTYPES or node.result.dtype != y.dtype:
         return rewriter.notify_match_failure(node, "not a float tensor operand")
-    return _scale_other(node, rewriter, alpha, x, y)
+    scale = rewriter.add_constant(
+        "alpha", TensorType(y.dtype, ()), torch.tensor(alpha, dtype=getattr(torch, _TORCH_DTYPES[y.dtype]))
+    )
+    scaled = rewriter.op_before(node, aten.mul.Tensor, [y, scale])
+    rewriter.replace_node(node, [rewriter.op_before(node, node.op, [x, scaled])])
+    return True
 
 
 @rewrite_pattern(aten.add.Tensor, aten.sub.Tensor)
@@ -61,18 +68,6 @@ def alpha_as_multiply_first_broadcast(node: Node, rewriter: Rewriter) -> bool:
     if x.type.shape == node.result.type.shape:
         return rewriter.notify_match_failure(node, "the first operand is not broadcast: the portable kernel is right")
     return alpha_as_multiply.match_and_rewrite(node, rewriter)
-
-
-def _scale_other(node: Node, rewriter: Rewriter, alpha, x, y) -> bool:
-    """``node`` (x + alpha * y, or sub) as x + (y * alpha)."""
-    import torch
-
-    scale = rewriter.add_constant(
-        "alpha", TensorType(y.dtype, ()), torch.tensor(alpha, dtype=getattr(torch, _TORCH_DTYPES[y.dtype]))
-    )
-    scaled = rewriter.op_before(node, aten.mul.Tensor, [y, scale])
-    rewriter.replace_node(node, [rewriter.op_before(node, node.op, [x, scaled])])
-    return True
 
 
 @attrs.frozen
