@@ -667,14 +667,25 @@ def fresh_process_rounds(buffers: dict[str, bytes], rounds: int, processes: int,
     print_fresh(*time_in_fresh_processes(buffers, rounds, processes, threads), rounds)
 
 
-def time_in_fresh_processes(buffers: dict[str, bytes], rounds: int, processes: int, threads: int = 0):
+def time_in_fresh_processes(
+    buffers: dict[str, bytes], rounds: int, processes: int, threads: int = 0, inputs: list | None = None
+):
     """(names, one result per process, XNNPACK's thread count) of ``bench.time_programs`` run on
-    ``buffers`` in ``processes`` fresh interpreters one after the other."""
+    ``buffers`` in ``processes`` fresh interpreters one after the other; on ``inputs`` (a list of
+    tensors) when given, else on the flow's decode and prefill cases."""
     import subprocess
+    from pathlib import Path
+
+    from bench.time_programs import write_inputs
 
     names = list(buffers)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryDirectory(prefix="programs_") as directory:
+        given = []
+        if inputs is not None:
+            os.mkdir(os.path.join(directory, "inputs"))
+            write_inputs(Path(directory, "inputs"), inputs)
+            given = ["--inputs", os.path.join(directory, "inputs")]
         paths = []
         for i, name in enumerate(names):
             paths.append(os.path.join(directory, f"{i}.pte"))
@@ -694,6 +705,7 @@ def time_in_fresh_processes(buffers: dict[str, bytes], rounds: int, processes: i
                     str(seed),
                     "--threads",
                     str(threads),
+                    *given,
                 ],
                 cwd=root,
                 capture_output=True,

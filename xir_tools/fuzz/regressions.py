@@ -737,18 +737,19 @@ def matmul_of_quantized_activation_and_parameter_inputs():
 class ReturnedAndSplitQuantizedOutput(torch.nn.Module):
     """fuzz static seeds 2679, 42158, reduced: a quantized linear's (``conv``: a conv's) output
     returned and also split, the halves read by a relu and a cat (XNNPACKQuantizer gives the output
-    and the split one dequantize)."""
+    and the split one dequantize). ``width``: the linear's output features (the seeds': 2)."""
 
-    def __init__(self, conv: bool = False):
+    def __init__(self, conv: bool = False, width: int = 2):
         super().__init__()
         torch.manual_seed(0)
-        self.conv = conv
-        self.linear = torch.nn.Linear(4, 2)
+        self.conv, self.width = conv, width
+        self.linear = torch.nn.Linear(4, width)
         self.conv2d = torch.nn.Conv2d(3, 4, 3, padding=1)
 
     def forward(self, x):
         y = self.conv2d(x) if self.conv else self.linear(x)
-        a, b = torch.split(y, [2, 2] if self.conv else [1, 1], dim=1 if self.conv else -1)
+        half = self.width // 2
+        a, b = torch.split(y, [2, 2] if self.conv else [half, self.width - half], dim=1 if self.conv else -1)
         return y, F.relu(a), torch.cat([b, a], dim=0)
 
 

@@ -1164,6 +1164,33 @@ SPLITS = [
     }""",
     ),
     case(
+        "declined-a-small-split-of-several-rows",  # (an LSTM's gates: on ExecuTorch's split, one op)
+        """
+    graph @g {
+      input %x: f32[3,80]
+      %i: f32[3,20], %f: f32[3,20], %g: f32[3,20], %o: f32[3,20] = aten.split_with_sizes_copy(%x) {split_sizes=[20, 20, 20, 20], dim=1}
+      %a: f32[3,20] = aten.sigmoid(%i)
+      %b: f32[3,20] = aten.mul.Tensor(%a, %g)
+      return %b, %f, %o
+    }""",
+    ),
+    case(
+        "several-rows-past-the-small-split",
+        """
+    graph @g {
+      input %x: f32[4,80]
+      %s: f32[4,20], %t: f32[4,60] = aten.split_with_sizes_copy(%x) {split_sizes=[20, 60], dim=1}
+      return %s, %t
+    }""",
+        """
+    graph @g {
+      input %x: f32[4,80]
+      %s: f32[4,20] = aten.slice_copy.Tensor(%x) {dim=1, start=0, end=20, step=1}
+      %t: f32[4,60] = aten.slice_copy.Tensor(%x) {dim=1, start=20, end=80, step=1}
+      return %s, %t
+    }""",
+    ),
+    case(
         "declined-7-d-stays-whole-outside-xnnpack",
         """
     graph @g {
