@@ -20,7 +20,7 @@ from passes.remove_no_ops import (
 )
 from passes.rewriter import RewritePattern, rewrite_pattern
 from xir import Node
-from xir.ops import aten, dim_order_ops, family
+from xir.ops import aten, dim_order_ops, family, quantized_decomposed
 
 from ..rules import dim_order_of
 
@@ -81,12 +81,30 @@ def drop_clone_keeping_dim_order(node: Node, rewriter: Rewriter) -> bool:
     return bypass(node, rewriter)
 
 
+@rewrite_pattern(quantized_decomposed.quantize_per_tensor)
+def drop_requantize_to_the_same_grid(node: Node, rewriter: Rewriter) -> bool:
+    """quantize(dequantize(q)) on the same grid (scale, zero point, range, dtype) gives q back: each
+    integer in the range, scaled and divided by the same scale, rounds to itself. What a dropped
+    clone or identity between the two leaves (ExecuTorch's ds_cnn example in int8): XNNPACK would
+    run the pair as two converts, int8 to fp32 and back; stock's preprocessing removes the clone
+    with its pair."""
+    inner = node.input.producer
+    if inner is None or inner.op != quantized_decomposed.dequantize_per_tensor:
+        return rewriter.notify_match_failure(node, "its operand is not a per-tensor dequantize")
+    if len(node.operands) != 1 or len(inner.operands) != 1 or node.attributes != inner.attributes:
+        return rewriter.notify_match_failure(node, "quantizes to another grid than its operand was dequantized from")
+    if node.results[0].type != inner.input.type:
+        return rewriter.notify_match_failure(node, "its result's type is not the dequantized tensor's")
+    return bypass(node, rewriter, inner.input)
+
+
 @attrs.frozen
 class XnnpackRemoveNoOps(PatternRewritePass):
     """remove-no-ops, keeping the views of a decomposed linear (XNNPACK's preprocessing rebuilds the
-    linear from them), and dropping dim-order clones that keep their operand's dim order."""
+    linear from them), dropping dim-order clones that keep their operand's dim order, and a
+    quantize of a dequantize on the same grid."""
 
     name = "xnnpack.remove-no-ops"
     rules = tuple(
         _KeepingLinearViews(rule, _GUARDS[rule]) if rule in _GUARDS else rule for rule in RemoveNoOps.rules
-    ) + (drop_clone_keeping_dim_order,)
+    ) + (drop_clone_keeping_dim_order, drop_requantize_to_the_same_grid)
