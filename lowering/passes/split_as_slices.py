@@ -14,6 +14,8 @@ projections) is one copy, and a symbolic tensor may be any size: both keep the s
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from passes import Rewriter, rewrite_pattern
@@ -47,12 +49,8 @@ def split_as_slices(node: Node, rewriter: Rewriter) -> bool:
         sizes = [min(size, x.shape[dim] - start) for start in range(0, x.shape[dim], size)] if size else []
     if len(sizes) != len(node.results) or sum(sizes) != x.shape[dim]:
         return rewriter.notify_match_failure(node, f"split sizes {sizes} do not match its {len(node.results)} results")
-    rows = 1
-    for size in x.shape[:dim]:
-        rows *= size if isinstance(size, int) else SMALL_SPLIT + 1  # (symbolic: not small)
-    elements = rows
-    for size in x.shape[dim:]:
-        elements *= size if isinstance(size, int) else SMALL_SPLIT + 1
+    static = all(isinstance(size, int) for size in x.shape)  # (a symbolic tensor may be any size)
+    rows, elements = (math.prod(x.shape[:dim]), math.prod(x.shape)) if static else (0, 0)
     if rows > 1 and elements <= SMALL_SPLIT:
         return rewriter.notify_match_failure(
             node,
