@@ -12,7 +12,8 @@ ic3), named ``*-replica``. int8 is the list's quantization (``examples/xnnpack/_
 calibration call on the example inputs); a model the list does not name gets static per-channel
 quantization, as its CNNs do. Each program is lowered by both partitioners
 (``to_edge_transform_and_lower``), serialized, loaded with ``executorch.runtime`` and run: the
-delegates, the compute ops left outside, the max error against the reference (eager for fp32, the
+delegates, the ops left outside that run a kernel in the serialized program (not ExecuTorch's
+allocations and static views, ``harness.kernels_outside``), the max error against the reference (eager for fp32, the
 converted model for int8) and over the reference's peak, and the median latency of ``--runs`` warm
 runs, stock and xir in turns (in a random order each turn: whichever runs first in a turn is
 slower). ``same`` marks a row whose ``.pte`` is byte for byte stock's: its latency is stock's by
@@ -140,8 +141,11 @@ def measure(entry: Entry, dtype: str, runs: int, fresh: int = 0) -> list[dict]:
             start = time.perf_counter()
             edge, _ = harness.lower_edge(ep, which)
             row["delegates"] = harness.delegate_count(edge)
-            row["outside"] = harness.outside_ops(edge)
-            buffer = buffers[which] = harness.to_buffer(edge)
+            import executorch.kernels.quantized  # noqa: F401  (Q/DQ outside delegates run on these kernels)
+
+            program = edge.to_executorch()
+            row["outside"] = harness.kernels_outside(program)
+            buffer = buffers[which] = program.buffer
             row["lower_s"] = time.perf_counter() - start
             row["same"] = which == "xir" and buffer == buffers.get("stock")
             _, method = harness.load_method(buffer)

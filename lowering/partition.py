@@ -41,6 +41,7 @@ from .rules import (
     QUANTIZE_OPS,
     STATIC_OPERAND_OPS,
     after_channels_last_op,
+    is_static,
     quantized_data,
 )
 
@@ -554,6 +555,49 @@ def _folded_read_outside_reason(dq: Node, group: Group) -> str:
     return f"its dequantize is folded into a quantized op but also read by {reader.op} outside that op's delegate"
 
 
+SELECT_AS_SLICE = "xnnpack.select-as-slice"  # (the pass's name: its module is imported only when a pipeline names it)
+SELECT_AT_THE_EDGE = (
+    "a select at its delegate's edge (its operand computed outside the delegate, or its result read "
+    "only outside): inside it is an XNNPACK slice and reshape, outside one ExecuTorch copy, as in "
+    "stock's program, and it joins nothing (ExecuTorch's LSTM example ran 1.02x stock's latency with "
+    "its 9 such selects inside, 0.995x outside)"
+)
+
+
+def _selects_at_the_edge(group: Group) -> list[Node]:
+    """The float selects of ``group`` (the slice and view of ``xnnpack.select-as-slice``) at its
+    edge, with the views that lead to them from outside and from them to their readers: the chain
+    read from a value computed outside the group (a graph input, another delegate's output), or
+    every reader of its last view outside it."""
+    inside = {id(n) for n in group.nodes}
+    float_nodes = {id(n) for u in group.units if u.kind == FP32 for n in u.nodes}
+
+    def view_inside(node) -> bool:
+        return node is not None and node.op == aten.view_copy and id(node) in float_nodes
+
+    found = []
+    for node in group.nodes:
+        if node.op != aten.slice_copy.Tensor or node.origin != SELECT_AS_SLICE or id(node) not in float_nodes:
+            continue
+        down, value = [], node.result
+        while len(value.uses) == 1 and view_inside(value.uses[0]):
+            down.append(value.uses[0])
+            value = down[-1].result
+        if not down:  # (a slice of its own, not a select's)
+            continue
+        up, source = [], node.input
+        while view_inside(source.producer):
+            up.append(source.producer)
+            source = up[-1].input
+        from_outside = (source.producer is None or id(source.producer) not in inside) and not is_static(source)
+        read_outside = all(user.is_return or id(user) not in inside for user in value.users)
+        if from_outside:
+            found += up + [node] + down
+        elif read_outside:
+            found += [node] + down
+    return found
+
+
 def _groups_in_a_cycle(graph: Graph, groups: list[Group]) -> list[Group]:
     """The groups on a cycle of the graph in which each group is contracted to one vertex
     (strongly connected components of more than one vertex; Tarjan's algorithm, iterative)."""
@@ -859,6 +903,7 @@ REPAIRS: tuple[Repair, ...] = (
     Repair("folded-dequantize-read-outside", _folded_read_outside, "drop", "quant", _folded_read_outside_reason),
     Repair("clone-passes-through", _clones_passing_through, "drop", "unit", CLONE_PASSES_THROUGH),
     Repair("quantizes-0d-input", _quantizes_of_0d_inputs, "detach", "rank", QUANTIZES_0D_INPUT),
+    Repair("select-at-the-edge", _selects_at_the_edge, "drop", "unit", SELECT_AT_THE_EDGE),
     # units XNNPACK's preprocessing would break in a shared delegate: each in one of its own
     Repair("dynamic-unit-misread-by-channels-last", _dynamic_units_misread_by_channels_last, "isolate"),
     Repair("reader-of-converted-conv-input", _readers_of_converted_conv_inputs, "isolate"),

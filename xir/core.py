@@ -164,7 +164,8 @@ class Node:
     write ``node.weight`` or ``node.operand("weight")``. Attributes hold every non-tensor
     argument by its schema name (read-only here: edit with ``graph.set_attribute``); an
     attribute may also refer to values (e.g. a symbolic size in a view's shape list).
-    ``origin`` names the pass that created the node (None for imported nodes).
+    ``origin`` names the pass that created the node (None for imported nodes, but for a node an
+    earlier lowering's pass wrote into the program: its ``meta["xir_origin"]``).
     ``fx_node`` links an imported node to the torch.fx node it came from.
     ``written_for`` is, for a node a rewrite rule created, the torch.fx node of the program's op
     the rule matched (through rules that matched nodes created by rules): write-back gives the new

@@ -343,7 +343,11 @@ class _Importer:
             result_types = [type_of(val)]
         target = fx_node.target if fx_node.op == "call_function" else f"{fx_node.op}.{fx_node.target}"
         node = self.graph.create_node(
-            op_name(target) if not isinstance(target, str) else target, operands, result_types, attributes
+            op_name(target) if not isinstance(target, str) else target,
+            operands,
+            result_types,
+            attributes,
+            origin=fx_node.meta.get("xir_origin"),  # (the pass that wrote it into the program, if one did)
         )
         node.fx_node = fx_node
         self.graph.append(node)

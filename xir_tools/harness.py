@@ -163,6 +163,25 @@ def outside_ops(edge, method="forward") -> Counter:
     return Counter(_ops(edge.exported_program(method).graph))
 
 
+def kernels_outside(program, method="forward") -> Counter:
+    """The ops that run a kernel outside the delegates of ``program`` (an ``edge.to_executorch()``),
+    counted by their functional name (``aten.select_copy.int``): not ExecuTorch's memory ops, an
+    allocation or a static view (a ``view_copy`` that ``to_executorch`` made a view of its input's
+    memory), which run none."""
+    from xir.fx_import import op_name
+
+    graph = program.exported_program(method).graph
+    names = [
+        op_name(n.target)
+        for n in graph.nodes
+        if n.op == "call_function"
+        and n.target is not operator.getitem
+        and not any(s in str(n.target) for s in NOT_COMPUTE)
+    ]
+    memory = ("executorch.exir.memory.alloc", "executorch.exir.memory.view")
+    return Counter(name.removesuffix("_out").removesuffix(".out") for name in names if name not in memory)
+
+
 def delegate_count(edge, method="forward") -> int:
     ep = edge.exported_program(method)
     return sum(1 for n in ep.graph.nodes if n.op == "call_function" and "executorch_call_delegate" in str(n.target))
@@ -414,6 +433,9 @@ class Lowered:
     partitioner: object = None
     seconds: float = 0.0  # lowering time
     buffer: bytes | None = None
+    # the ops outside that run a kernel in the serialized program (kernels_outside: not ExecuTorch's
+    # allocations and static views)
+    kernels: Counter = field(default_factory=Counter)
 
     def err(self, reference) -> float:
         assert self.outputs is not None, f"did not run: {self.error}"
@@ -436,7 +458,10 @@ def lower(ep, inputs, which="xir", via="etal", **options) -> Lowered:
             outside_ops(edge),
             delegate_count(edge),
         )
-        buffer = to_buffer(edge)
+        import executorch.kernels.quantized  # noqa: F401  (as to_buffer)
+
+        program = edge.to_executorch()
+        buffer, result.kernels = program.buffer, kernels_outside(program)
         result.seconds, result.buffer = time.perf_counter() - start, buffer
         result.outputs = run_pte(buffer, inputs)
     except LoadError as e:

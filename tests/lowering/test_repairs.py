@@ -60,6 +60,16 @@ CASES = {
 }}""",
         0,
     ),
+    "select-at-the-edge": (  # (x[1] of a graph input: the slice and view stay outside)
+        """graph @g {
+  input %x: f32[4,3]
+  %0: f32[1,3] = aten.slice_copy.Tensor(%x) {dim=0, start=1, end=2, step=1}  # by xnnpack.select-as-slice
+  %1: f32[3] = aten.view_copy(%0) {size=[3]}  # by xnnpack.select-as-slice
+  %2: f32[3] = aten.abs(%1)
+  return %2
+}""",
+        0,
+    ),
     "dynamic-unit-misread-by-channels-last": (
         f"""graph @g {{
   input %x: f32[1,2,4,4]

@@ -1,6 +1,7 @@
 """``xnnpack.dynamic-mm-as-bmm``: an ``mm`` whose second operand is not a constant as a one-batch
 ``bmm`` between views (XNNPACK's fully connected takes only a constant weight; its batch matrix
-multiply takes two dynamic operands), with the declines."""
+multiply takes two dynamic operands), with the declines: a product smaller than ``SMALL_MM``
+(2**20 multiply-adds) stays an ``mm``."""
 
 from __future__ import annotations
 
@@ -13,21 +14,21 @@ CASES = [
         "inputs-result-returned-and-read",
         """
     graph @g {
-      input %a: f32[3,4]
-      input %b: f32[4,5]
-      %p: f32[3,5] = aten.mm(%a, %b)
-      %r: f32[3,5] = aten.relu(%p)
+      input %a: f32[64,128]
+      input %b: f32[128,128]
+      %p: f32[64,128] = aten.mm(%a, %b)
+      %r: f32[64,128] = aten.relu(%p)
       return %p, %r
     }""",
         """
     graph @g {
-      input %a: f32[3,4]
-      input %b: f32[4,5]
-      %0: f32[1,3,4] = aten.view_copy(%a) {size=[1, 3, 4]}
-      %1: f32[1,4,5] = aten.view_copy(%b) {size=[1, 4, 5]}
-      %2: f32[1,3,5] = aten.bmm(%0, %1)
-      %3: f32[3,5] = aten.view_copy(%2) {size=[3, 5]}
-      %r: f32[3,5] = aten.relu(%3)
+      input %a: f32[64,128]
+      input %b: f32[128,128]
+      %0: f32[1,64,128] = aten.view_copy(%a) {size=[1, 64, 128]}
+      %1: f32[1,128,128] = aten.view_copy(%b) {size=[1, 128, 128]}
+      %2: f32[1,64,128] = aten.bmm(%0, %1)
+      %3: f32[64,128] = aten.view_copy(%2) {size=[64, 128]}
+      %r: f32[64,128] = aten.relu(%3)
       return %3, %r
     }""",
     ),
@@ -35,19 +36,19 @@ CASES = [
         "constant-first-operand",
         """
     graph @g {
-      input %x: f32[4,5]
-      param %w: f32[3,4]
-      %p: f32[3,5] = aten.mm(%w, %x)
+      input %x: f32[128,128]
+      param %w: f32[64,128]
+      %p: f32[64,128] = aten.mm(%w, %x)
       return %p
     }""",
         """
     graph @g {
-      input %x: f32[4,5]
-      param %w: f32[3,4]
-      %0: f32[1,3,4] = aten.view_copy(%w) {size=[1, 3, 4]}
-      %1: f32[1,4,5] = aten.view_copy(%x) {size=[1, 4, 5]}
-      %2: f32[1,3,5] = aten.bmm(%0, %1)
-      %3: f32[3,5] = aten.view_copy(%2) {size=[3, 5]}
+      input %x: f32[128,128]
+      param %w: f32[64,128]
+      %0: f32[1,64,128] = aten.view_copy(%w) {size=[1, 64, 128]}
+      %1: f32[1,128,128] = aten.view_copy(%x) {size=[1, 128, 128]}
+      %2: f32[1,64,128] = aten.bmm(%0, %1)
+      %3: f32[64,128] = aten.view_copy(%2) {size=[64, 128]}
       return %3
     }""",
     ),
@@ -80,6 +81,17 @@ def test_dynamic_mm_as_bmm(before, expected, changed):
 
 
 DECLINES = [
+    (  # (64 x 128 x 128 = 2**20 multiply-adds is rewritten: the cases above)
+        "small",
+        """
+    graph @g {
+      input %a: f32[64,128]
+      input %b: f32[128,127]
+      %p: f32[64,127] = aten.mm(%a, %b)
+      return %p
+    }""",
+        "a product of 1040384 multiply-adds",
+    ),
     (
         "linear",
         """
@@ -135,9 +147,9 @@ def test_declines(before, reason):
 
 BF16 = """
     graph @g {
-      input %a: bf16[3,4]
-      input %b: bf16[4,5]
-      %p: bf16[3,5] = aten.mm(%a, %b)
+      input %a: bf16[64,128]
+      input %b: bf16[128,128]
+      %p: bf16[64,128] = aten.mm(%a, %b)
       return %p
     }"""
 
@@ -149,12 +161,12 @@ def test_bf16_only_with_enable_bf16():
         "xnnpack.dynamic-mm-as-bmm{enable_bf16=true}",
         """
     graph @g {
-      input %a: bf16[3,4]
-      input %b: bf16[4,5]
-      %0: bf16[1,3,4] = aten.view_copy(%a) {size=[1, 3, 4]}
-      %1: bf16[1,4,5] = aten.view_copy(%b) {size=[1, 4, 5]}
-      %2: bf16[1,3,5] = aten.bmm(%0, %1)
-      %3: bf16[3,5] = aten.view_copy(%2) {size=[3, 5]}
+      input %a: bf16[64,128]
+      input %b: bf16[128,128]
+      %0: bf16[1,64,128] = aten.view_copy(%a) {size=[1, 64, 128]}
+      %1: bf16[1,128,128] = aten.view_copy(%b) {size=[1, 128, 128]}
+      %2: bf16[1,64,128] = aten.bmm(%0, %1)
+      %3: bf16[64,128] = aten.view_copy(%2) {size=[64, 128]}
       return %3
     }""",
         changed=True,
