@@ -141,9 +141,7 @@ def measure(entry: Entry, dtype: str, runs: int, fresh: int = 0) -> list[dict]:
             start = time.perf_counter()
             edge, _ = harness.lower_edge(ep, which)
             row["delegates"] = harness.delegate_count(edge)
-            import executorch.kernels.quantized  # noqa: F401  (Q/DQ outside delegates run on these kernels)
-
-            program = edge.to_executorch()
+            program = harness.to_program(edge)
             row["outside"] = harness.kernels_outside(program)
             buffer = buffers[which] = program.buffer
             row["lower_s"] = time.perf_counter() - start

@@ -17,10 +17,12 @@ per-round ratio to stock's. ``--threads 1`` sets XNNPACK's threads (default: the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import warnings
+from unittest import mock
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 warnings.filterwarnings("ignore")
@@ -41,35 +43,12 @@ def programs_of(ep, variants: dict) -> tuple[dict, dict]:
 
     buffers, shapes = {}, {}
     for name, around in [("stock", None)] + list(variants.items()):
-        with around() if around else _nothing():
+        with around() if around else contextlib.nullcontext():
             edge, _ = harness.lower_edge(ep, "stock" if name == "stock" else "xir")
-            program = edge.to_executorch()
+            program = harness.to_program(edge)
         buffers[name] = program.buffer
         shapes[name] = (harness.delegate_count(edge), dict(harness.kernels_outside(program)))
     return buffers, shapes
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class _patched:
-    """Set ``obj.name`` to ``value`` for the block."""
-
-    def __init__(self, obj, name, value):
-        self.obj, self.name, self.value = obj, name, value
-
-    def __enter__(self):
-        self.saved = getattr(self.obj, self.name)
-        setattr(self.obj, self.name, self.value)
-
-    def __exit__(self, *exc):
-        setattr(self.obj, self.name, self.saved)
-        return False
 
 
 def report(title: str, buffers: dict, shapes: dict, inputs: list, args) -> None:
@@ -103,7 +82,10 @@ def main(argv=None) -> int:
             torch.manual_seed(0)
             inputs = [torch.randn(n, n) for _ in range(3)]
             ep = torch.export.export(MmAdd(), tuple(inputs))
-            variants = {"xir": None, "xir, every mm as a bmm": lambda: _patched(dynamic_mm_as_bmm, "SMALL_MM", 0)}
+            variants = {
+                "xir": None,
+                "xir, every mm as a bmm": lambda: mock.patch.object(dynamic_mm_as_bmm, "SMALL_MM", 0),
+            }
             report(f"mm(a, x) + b, {n} x {n}", *programs_of(ep, variants), inputs, args)
     if "lstm" in args.case:
         from bench.example_zoo import entries, flat
@@ -113,7 +95,10 @@ def main(argv=None) -> int:
         model, example = entry.make().eval(), entry.inputs()
         ep = torch.export.export(model, example, strict=False)
         without = tuple(r for r in partition.REPAIRS if r.name != "select-at-the-edge")
-        variants = {"xir": None, "xir, selects at the edge in": lambda: _patched(partition, "REPAIRS", without)}
+        variants = {
+            "xir": None,
+            "xir, selects at the edge in": lambda: mock.patch.object(partition, "REPAIRS", without),
+        }
         report("ExecuTorch's LSTM example", *programs_of(ep, variants), flat(example), args)
     return 0
 

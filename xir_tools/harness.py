@@ -90,11 +90,16 @@ def lower_edge(ep, which="xir", via="etal", partitioner=None, compile_config=Non
     return edge.to_backend(partitioner), partitioner
 
 
-def to_buffer(edge) -> bytes:
-    """``edge.to_executorch()``, serialized."""
+def to_program(edge):
+    """``edge.to_executorch()``, with the quantized kernels that Q/DQ left outside delegates run on."""
     import executorch.kernels.quantized  # noqa: F401  (Q/DQ left outside delegates run on these kernels)
 
-    return edge.to_executorch().buffer
+    return edge.to_executorch()
+
+
+def to_buffer(edge) -> bytes:
+    """``edge.to_executorch()``, serialized."""
+    return to_program(edge).buffer
 
 
 # ------------------------------------------------------------------------------ delegation
@@ -168,17 +173,8 @@ def kernels_outside(program, method="forward") -> Counter:
     counted by their functional name (``aten.select_copy.int``): not ExecuTorch's memory ops, an
     allocation or a static view (a ``view_copy`` that ``to_executorch`` made a view of its input's
     memory), which run none."""
-    from xir.fx_import import op_name
-
-    graph = program.exported_program(method).graph
-    names = [
-        op_name(n.target)
-        for n in graph.nodes
-        if n.op == "call_function"
-        and n.target is not operator.getitem
-        and not any(s in str(n.target) for s in NOT_COMPUTE)
-    ]
     memory = ("executorch.exir.memory.alloc", "executorch.exir.memory.view")
+    names = _ops(program.exported_program(method).graph)
     return Counter(name.removesuffix("_out").removesuffix(".out") for name in names if name not in memory)
 
 
@@ -458,9 +454,7 @@ def lower(ep, inputs, which="xir", via="etal", **options) -> Lowered:
             outside_ops(edge),
             delegate_count(edge),
         )
-        import executorch.kernels.quantized  # noqa: F401  (as to_buffer)
-
-        program = edge.to_executorch()
+        program = to_program(edge)
         buffer, result.kernels = program.buffer, kernels_outside(program)
         result.seconds, result.buffer = time.perf_counter() - start, buffer
         result.outputs = run_pte(buffer, inputs)
